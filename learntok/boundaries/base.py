@@ -1,0 +1,91 @@
+"""The boundary-strategy interface and registry (DESIGN §5).
+
+A strategy maps encoder vectors (and the raw bytes) to a BoundaryOutput. The model, the
+objective and the tools never know which strategy runs: they see decisions, probabilities,
+log-probabilities and an auxiliary loss. Strategies that change how tokens are mixed back
+(H-Net's EMA de-chunking and confidence) override `dechunk` / `confidence`.
+
+Shapes: B batch, T bytes (BOS at t = 0), S tokens, D width.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+
+from learntok.model.config import ModelConfig
+
+
+@dataclass
+class BoundaryOutput:
+    decisions: torch.Tensor   # (B, T) float 0/1; decisions[:, 0] == 1 (BOS)
+    logits: torch.Tensor      # (B, T) fp32 policy logits l_t (0 where the strategy has none)
+    probs: torch.Tensor       # (B, T) fp32 p_t = P(a_t = 1) (the decision itself where deterministic)
+    log_prob: torch.Tensor    # (B, T) fp32 log pi(a_t | x, a_<t) of the decisions used; 0 at BOS / no policy
+    aux_loss: torch.Tensor    # () fp32 the strategy's own loss, already weighted (0 for most)
+
+
+class BoundaryStrategy(nn.Module):
+    """Base class. Subclasses implement `forward`; `has_policy` says whether log_prob is a
+    real score-function term; `trainable` whether it has boundary parameters."""
+
+    has_policy: bool = False
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+
+    def forward(
+        self,
+        h: torch.Tensor,                         # (B, T, D) encoder output
+        x: torch.Tensor,                         # (B, T) byte ids
+        boundaries: torch.Tensor | None = None,  # (B, T) prescribed decisions, or None to decide
+        early_logits: torch.Tensor | None = None,  # (B, T, V) early-exit head logits
+        greedy: bool = False,                    # decide p > 0.5 instead of sampling
+    ) -> BoundaryOutput:
+        raise NotImplementedError
+
+    def dechunk(self, z: torch.Tensor, out: BoundaryOutput, token_index: torch.Tensor) -> torch.Tensor:
+        """Hook on the token-level output z (B, S, D) before upsampling. Identity by default."""
+        return z
+
+    def confidence(self, y: torch.Tensor, out: BoundaryOutput) -> torch.Tensor:
+        """Hook on the upsampled token stream y (B, T, D) before the skip is added. Identity by default."""
+        return y
+
+    def adapt_rate(self, rate: torch.Tensor, gain: float) -> None:
+        """Integral control of the boundary rate after an optimizer step (learned policy only)."""
+
+    def init_weights(self) -> None:
+        """Initialise the strategy's parameters (none by default)."""
+
+
+def fixed_output(decisions: torch.Tensor) -> BoundaryOutput:
+    """BoundaryOutput for strategies with no policy: probabilities are the decisions themselves."""
+    d = decisions.float()
+    d[:, 0] = 1.0
+    zeros = torch.zeros_like(d)
+    return BoundaryOutput(d, zeros, d, zeros, torch.zeros((), device=d.device))
+
+
+_REGISTRY: dict[str, type[BoundaryStrategy]] = {}
+
+
+def register(name: str) -> Callable[[type[BoundaryStrategy]], type[BoundaryStrategy]]:
+    def wrap(cls: type[BoundaryStrategy]) -> type[BoundaryStrategy]:
+        _REGISTRY[name] = cls
+        cls.name = name
+        return cls
+    return wrap
+
+
+def strategy_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def build_strategy(cfg: ModelConfig) -> BoundaryStrategy:
+    if cfg.boundary not in _REGISTRY:
+        raise ValueError(f"unknown boundary strategy {cfg.boundary!r}; known: {', '.join(strategy_names())}")
+    return _REGISTRY[cfg.boundary](cfg)

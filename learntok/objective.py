@@ -1,0 +1,162 @@
+"""Training objective (DESIGN §4): cross-entropy, early-exit loss, and the score-function
+(REINFORCE) policy loss with its three variance-reduction tricks, plus the target-rate loss.
+
+Shapes: B batch, T bytes (BOS included). Per-byte quantities indexed by t = 0..T-2 predict
+x[t+1]; the decision a[t] for t >= 1 is scored against the discounted return G[t].
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from learntok.data.vocab import N_SYMBOLS
+
+LN2 = math.log(2.0)
+BASELINES = ("mean", "loo", "none")
+
+
+@dataclass
+class ObjectiveConfig:
+    gamma: float = 0.99            # time discount of rewards (1.0 = undiscounted)
+    lambda_pi: float = 1e-2        # weight of the policy (score-function) loss
+    lambda_rate: float = 1e-2      # weight of the target-rate loss
+    lambda_early: float = 0.1      # weight of the early-exit head's cross-entropy
+    batch_baseline: str = "mean"   # per-position batch baseline: mean | loo | none
+    early_baseline: bool = True    # reward = CE_early - CE (else -CE)
+    rate_gain: float = 0.0         # integral gain of the rate controller (logit units per unit rate error per step; 0 = off)
+
+    def __post_init__(self) -> None:
+        if self.batch_baseline not in BASELINES:
+            raise ValueError(f"batch_baseline {self.batch_baseline!r} is not one of {BASELINES}")
+        if not 0.0 < self.gamma <= 1.0:
+            raise ValueError(f"gamma {self.gamma} must be in (0, 1]")
+
+
+def token_ce(logits: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-byte next-byte cross-entropy in nats, fp32. logits (B, T, V), x (B, T) ->
+    ce (B, T-1), mask (B, T-1) float, 1 where the target is a real symbol (byte or EOS; not PAD)."""
+    target = x[:, 1:]                                            # (B, T-1)
+    mask = (target < N_SYMBOLS - 1).float()                      # PAD is the last symbol
+    logp = F.log_softmax(logits[:, :-1].float(), dim=-1)         # (B, T-1, V)
+    ce = -logp.gather(-1, target.clamp(max=logits.size(-1) - 1).unsqueeze(-1)).squeeze(-1)
+    return ce * mask, mask
+
+
+def batch_baseline(r: torch.Tensor, mask: torch.Tensor, kind: str) -> torch.Tensor:
+    """Subtract, at each position t, a baseline computed over the batch (masked).
+    mean: the batch mean (the paper; biased by O(1/B)). loo: the mean of the *other*
+    samples (leave-one-out; independent of a sample's own decisions, so unbiased). r, mask (B, T')."""
+    if kind == "none":
+        return r * mask
+    total = (r * mask).sum(0, keepdim=True)                      # (1, T')
+    count = mask.sum(0, keepdim=True)                            # (1, T')
+    if kind == "mean":
+        base = total / count.clamp(min=1)
+    elif kind == "loo":
+        base = (total - r * mask) / (count - mask).clamp(min=1)
+    else:
+        raise ValueError(f"unknown batch baseline {kind!r}; known: {BASELINES}")
+    return (r - base) * mask
+
+
+def discount(r: torch.Tensor, gamma: float) -> torch.Tensor:
+    """G[t] = sum_{j >= t} gamma^(j-t) r[j] along the last dim, on the device.
+    Hillis-Steele doubling of the linear recurrence G[t] = r[t] + gamma G[t+1]: log2(T) steps,
+    O(T) memory each; after the step with shift s, G[t] sums r[t .. t + 2s - 1]."""
+    g = r.clone()
+    T = r.size(-1)
+    shift, factor = 1, gamma
+    while shift < T:
+        g = g + factor * F.pad(g[..., shift:], (0, shift))
+        shift, factor = shift * 2, factor * factor
+    return g
+
+
+def discount_reference(r: torch.Tensor, gamma: float) -> torch.Tensor:
+    """Plain loop, the reference for `discount`."""
+    g = torch.zeros_like(r)
+    run = torch.zeros_like(r[..., 0])
+    for t in range(r.size(-1) - 1, -1, -1):
+        run = r[..., t] + gamma * run
+        g[..., t] = run
+    return g
+
+
+def policy_loss(log_prob: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    """L_pi = -(1/N) sum_{b,t} log pi(a_t | x, a_<t) * G_t.
+
+    The estimator: score function (REINFORCE) of E_a[CE_mean] with reward r_t = CE_early_t - CE_t
+    (early-exit relative reward; -CE_t without it), minus a per-position batch baseline
+    (mean / leave-one-out / none), discounted G_t = sum_{j>=t} gamma^(j-t) r~_j (G_t includes
+    r_t: a_t changes what byte t reads). Summed over sampled decisions that have a target
+    (t = 1..T-2) and divided by N, the count of target bytes CE_mean divides by, so that with
+    gamma = 1, no early baseline, and an unbiased baseline it is exact in expectation.
+    log_prob (B, T), returns (B, T-1) detached, mask (B, T-1)."""
+    lp = log_prob[:, 1:-1]                                       # decisions t = 1..T-2
+    g = (returns * mask)[:, 1:]                                  # G_t for the same t
+    return -(lp * g.detach()).sum() / n
+
+
+def rate_loss(logits: torch.Tensor, probs: torch.Tensor, mask: torch.Tensor, target: float) -> torch.Tensor:
+    """L_rate = mean(l) * stopgrad(mean(p) - rho*): pushes every logit by the same amount
+    toward the target rate. Means over sampled positions with a target (B, T) -> scalar."""
+    m = mask[:, 1:]
+    n = m.sum().clamp(min=1)
+    mean_l = (logits[:, 1:-1].float() * m).sum() / n
+    mean_p = (probs[:, 1:-1].float() * m).sum() / n
+    return mean_l * (mean_p - target).detach()
+
+
+def is_whitespace(x: torch.Tensor) -> torch.Tensor:
+    """Bytes that are ASCII whitespace (space, tab, newline, CR, FF, VT)."""
+    ws = torch.tensor([32, 9, 10, 13, 12, 11], device=x.device)
+    return torch.isin(x, ws)
+
+
+def boundary_stats(x: torch.Tensor, a: torch.Tensor, probs: torch.Tensor | None = None) -> dict[str, float]:
+    """Boundary rate over real bytes (not BOS/PAD) and the fraction of whitespace bytes that are
+    boundaries. Returns tensors (no host sync); callers convert when they log."""
+    real = (x < 256)[:, 1:].float()
+    dec = a[:, 1:].float()
+    rate = (dec * real).sum() / real.sum().clamp(min=1)
+    ws = is_whitespace(x[:, 1:]).float() * real
+    ws_rate = (dec * ws).sum() / ws.sum().clamp(min=1)
+    out = {"boundary_rate": rate, "whitespace_rate": ws_rate}
+    if probs is not None:
+        out["mean_prob"] = (probs[:, 1:].float() * real).sum() / real.sum().clamp(min=1)
+    return out
+
+
+def loss(out, x: torch.Tensor, cfg: ObjectiveConfig):
+    """Total loss L = CE_mean + lambda_early CE_early_mean + lambda_pi L_pi + lambda_rate L_rate
+    + the strategy's auxiliary loss. `out` is a ModelOutput; x (B, T). Returns (total, metrics);
+    metric values are 0-dim tensors (convert with float() when logging)."""
+    ce, mask = token_ce(out.logits, x)                           # (B, T-1)
+    ce_e, _ = token_ce(out.early_logits, x)
+    n = mask.sum().clamp(min=1)
+    ce_mean, ce_e_mean = ce.sum() / n, ce_e.sum() / n
+
+    reward = (ce_e - ce).detach() if cfg.early_baseline else -ce.detach()
+    adv = batch_baseline(reward, mask, cfg.batch_baseline)
+    returns = discount(adv, cfg.gamma)
+    l_pi = policy_loss(out.boundary_log_prob, returns, mask, n)
+    l_rate = rate_loss(out.boundary_logits, out.boundary_probs, mask, out.target_rate)
+    aux = out.aux_loss
+
+    total = ce_mean + cfg.lambda_early * ce_e_mean + cfg.lambda_pi * l_pi + cfg.lambda_rate * l_rate + aux
+    metrics = {
+        "loss": total.detach(),
+        "ce": ce_mean.detach(),
+        "ce_early": ce_e_mean.detach(),
+        "bpb": ce_mean.detach() / LN2,
+        "bpb_early": ce_e_mean.detach() / LN2,
+        "policy_loss": l_pi.detach(),
+        "rate_loss": l_rate.detach(),
+        "aux_loss": aux.detach(),
+        "n_bytes": n.detach(),
+    }
+    metrics.update(boundary_stats(x, out.boundaries, out.boundary_probs))
+    return total, metrics
