@@ -1,0 +1,7 @@
+"""learntok: byte-level language models that learn their own tokenization end to end."""
+from learntok.model.aunet import AUNet, ModelOutput
+from learntok.model.config import ModelConfig
+from learntok.objective import ObjectiveConfig
+
+__all__ = ["AUNet", "ModelConfig", "ModelOutput", "ObjectiveConfig"]
+__version__ = "0.1.0"

@@ -1,0 +1,126 @@
+"""The learned boundary policy (DESIGN §3; Dauncey & Wattenhofer, ICML 2026).
+
+From the encoder vector h[t], v[t] = W norm(h[t]) + c holds w numbers. The logit mixes the
+current byte with the previous w-1 decisions:
+
+    l[t] = softcap( s * ( v[t][w-1] + sum_{k=1..w-1} v[t][w-1-k] a[t-k] ) + logit(rho*) + bias )
+
+Decisions before position 0 count as 0; a[0] = 1 (BOS) is never sampled or scored. `bias` is
+the rate controller's integral term (a buffer, 0 unless objective.rate_gain > 0).
+
+Sampling with w > 1 is sequential in t: `sample_scan` runs it on the device, vectorised over
+B, without a host sync, from pre-drawn uniforms; then `policy_logits` recomputes l for the
+sampled decisions in one parallel, differentiable pass. With w = 1 everything is parallel.
+Shapes: B batch, T bytes, D width, W = w.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
+from learntok.model.config import ModelConfig
+
+
+def softcap(z: torch.Tensor, cap: float) -> torch.Tensor:
+    return cap * torch.tanh(z / cap)
+
+
+def past_decisions(a: torch.Tensor, w: int) -> torch.Tensor:
+    """(B, T) -> (B, T, w-1): [..., k-1] = a[t-k] for k = 1..w-1 (0 before position 0)."""
+    cols = [F.pad(a[:, :-k], (k, 0)) if k < a.size(1) else torch.zeros_like(a) for k in range(1, w)]
+    return torch.stack(cols, dim=-1) if cols else a.new_zeros(*a.shape, 0)
+
+
+def policy_logits(v: torch.Tensor, a: torch.Tensor, scale: float, offset: float, cap: float) -> torch.Tensor:
+    """Parallel logits for given decisions. v (B, T, W) fp32, a (B, T) -> l (B, T)."""
+    w = v.size(-1)
+    coef = v[..., :-1].flip(-1)                                  # (B, T, W-1): [..., k-1] = v[t][w-1-k]
+    mix = v[..., -1] + (coef * past_decisions(a.to(v.dtype), w)).sum(-1)
+    return softcap(scale * mix + offset, cap)
+
+
+@torch.no_grad()
+def sample_scan(v: torch.Tensor, u: torch.Tensor, scale: float, offset: float, cap: float, greedy: bool = False) -> torch.Tensor:
+    """Sequential sampling on the device, no host sync. v (B, T, W) fp32, u (B, T) uniforms in
+    (0, 1) -> a (B, T) float, a[:, 0] = 1. a[t] = 1 iff u[t] < sigmoid(l[t]) iff logit(u[t]) < l[t]
+    (greedy: 0 < l[t])."""
+    B, T, w = v.shape
+    thr = torch.zeros_like(u) if greedy else torch.logit(u)      # (B, T)
+    if w == 1:
+        a = (thr < softcap(scale * v[..., 0] + offset, cap)).to(v.dtype)
+        a[:, 0] = 1.0
+        return a
+    base = scale * v[..., -1] + offset                           # (B, T)
+    coef = scale * v[..., :-1]                                   # (B, T, W-1): [..., j] multiplies a[t-(w-1)+j]
+    buf = v.new_zeros(B, T + w - 1)                              # buf[:, t + w - 1] = a[t]; zeros before 0
+    buf[:, w - 1] = 1.0                                          # BOS
+    for t in range(1, T):
+        hist = buf[:, t:t + w - 1]                               # (B, W-1): a[t-w+1 .. t-1]
+        logit = softcap(base[:, t] + (coef[:, t] * hist).sum(-1), cap)
+        buf[:, t + w - 1] = (thr[:, t] < logit).to(v.dtype)
+    return buf[:, w - 1:]
+
+
+def sample_reference(v: torch.Tensor, u: torch.Tensor, scale: float, offset: float, cap: float) -> torch.Tensor:
+    """A plain Python loop over bytes and batch rows, the reference for `sample_scan`."""
+    B, T, w = v.shape
+    a = torch.zeros(B, T)
+    for b in range(B):
+        a[b, 0] = 1.0
+        for t in range(1, T):
+            z = float(v[b, t, w - 1])
+            for k in range(1, w):
+                if t - k >= 0:
+                    z += float(v[b, t, w - 1 - k]) * float(a[b, t - k])
+            logit = cap * math.tanh((scale * z + offset) / cap)
+            a[b, t] = float(u[b, t] < 1.0 / (1.0 + math.exp(-logit)))
+    return a
+
+
+def bernoulli_log_prob(logits: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    """log pi(a | l) = a log sigmoid(l) + (1 - a) log sigmoid(-l), fp32."""
+    return a * F.logsigmoid(logits) + (1.0 - a) * F.logsigmoid(-logits)
+
+
+@register("learned")
+class LearnedPolicy(BoundaryStrategy):
+    has_policy = True
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.norm = nn.RMSNorm(cfg.d_model, elementwise_affine=False)
+        self.proj = nn.Linear(cfg.d_model, cfg.policy_window)
+        self.offset = math.log(cfg.target_rate / (1.0 - cfg.target_rate))
+        self.register_buffer("rate_bias", torch.zeros(()))       # integral term of the rate controller
+
+    def init_weights(self) -> None:
+        # small weights: p starts near rho* everywhere (s = 1/16 keeps it there while v is O(1))
+        nn.init.normal_(self.proj.weight, std=self.cfg.init_std)
+        nn.init.zeros_(self.proj.bias)
+        self.rate_bias.zero_()
+
+    def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
+        cfg = self.cfg
+        v = self.proj(self.norm(h.float())).float()              # (B, T, W) fp32
+        offset = self.offset + self.rate_bias
+        if boundaries is None:
+            u = torch.rand(x.shape, device=x.device).clamp_(1e-7, 1 - 1e-7)  # (B, T) fixed draws
+            boundaries = sample_scan(v.detach(), u, cfg.logit_scale, offset, cfg.softcap, greedy)
+        a = boundaries.float().clone()
+        a[:, 0] = 1.0
+        logits = policy_logits(v, a, cfg.logit_scale, offset, cfg.softcap)  # (B, T), differentiable
+        log_prob = bernoulli_log_prob(logits, a)
+        log_prob = torch.cat([torch.zeros_like(log_prob[:, :1]), log_prob[:, 1:]], dim=1)  # 0 at BOS
+        return BoundaryOutput(a, logits, torch.sigmoid(logits), log_prob, torch.zeros((), device=h.device))
+
+    @torch.no_grad()
+    def adapt_rate(self, rate: torch.Tensor, gain: float) -> None:
+        """Integral control: bias <- bias - gain * (rate - rho*). Dual ascent on the constraint
+        E[a] = rho* in logit space; it holds the long-run rate at the target without pulling
+        individual logits toward one value, as a stronger L_rate would."""
+        if gain > 0:
+            self.rate_bias.sub_(gain * (rate.to(self.rate_bias) - self.cfg.target_rate))

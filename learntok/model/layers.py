@@ -1,0 +1,113 @@
+"""Transformer pieces: RMSNorm, rotary embeddings on integer positions, attention, gated MLP.
+
+Shapes: B batch, L sequence (bytes or tokens), D width, H heads, E head size.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, d: int, eps: float = 1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # reduce in fp32 (DESIGN §2), return in the input dtype
+        return F.rms_norm(x.float(), (x.size(-1),), self.weight.float(), self.eps).to(x.dtype)
+
+
+def rope_angles(pos: torch.Tensor, head_size: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin (B, 1, L, E/2) in fp32 from integer positions pos (B, L) or (L,).
+    Positions stay integers until here: bf16 would round byte offsets above 256."""
+    inv = 1.0 / (base ** (torch.arange(0, head_size, 2, device=pos.device, dtype=torch.float32) / head_size))
+    ang = pos.to(torch.float32).unsqueeze(-1) * inv              # (B, L, E/2) or (L, E/2)
+    if ang.dim() == 2:
+        ang = ang.unsqueeze(0)
+    return ang.cos().unsqueeze(1), ang.sin().unsqueeze(1)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x (B, H, L, E); rotate pairs (first half, second half)."""
+    x1, x2 = x.float().chunk(2, dim=-1)
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).to(x.dtype)
+
+
+@lru_cache(maxsize=16)
+def window_mask(L: int, window: int, device: torch.device) -> torch.Tensor:
+    """(L, L) bool, True where query i may attend key j: 0 <= i - j < window."""
+    i = torch.arange(L, device=device)
+    d = i[:, None] - i[None, :]
+    return (d >= 0) & (d < window)
+
+
+class Attention(nn.Module):
+    """Causal self-attention through scaled_dot_product_attention; optional sliding window."""
+
+    def __init__(self, d: int, n_heads: int, window: int | None, rope_base: float):
+        super().__init__()
+        self.n_heads, self.head_size = n_heads, d // n_heads
+        self.window, self.rope_base = window, rope_base
+        self.qkv = nn.Linear(d, 3 * d, bias=False)
+        self.proj = nn.Linear(d, d, bias=False)
+
+    def split_heads(self, x: torch.Tensor, pos: torch.Tensor):
+        B, L, _ = x.shape
+        q, k, v = self.qkv(x).view(B, L, 3, self.n_heads, self.head_size).permute(2, 0, 3, 1, 4)  # 3 x (B, H, L, E)
+        cos, sin = rope_angles(pos, self.head_size, self.rope_base)
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        B, L, D = x.shape
+        q, k, v = self.split_heads(x, pos)
+        if self.window is not None and self.window < L:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=window_mask(L, self.window, x.device))
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(B, L, D))      # (B, L, D)
+
+
+class GatedMLP(nn.Module):
+    """SwiGLU: W2 (silu(W1 x) * W3 x)."""
+
+    def __init__(self, d: int, ratio: float):
+        super().__init__()
+        hidden = max(8, int(round(ratio * d)))
+        self.up = nn.Linear(d, 2 * hidden, bias=False)
+        self.down = nn.Linear(hidden, d, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, val = self.up(x).chunk(2, dim=-1)
+        return self.down(F.silu(gate) * val)
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block."""
+
+    def __init__(self, d: int, n_heads: int, mlp_ratio: float, window: int | None, rope_base: float):
+        super().__init__()
+        self.norm1, self.norm2 = RMSNorm(d), RMSNorm(d)
+        self.attn = Attention(d, n_heads, window, rope_base)
+        self.mlp = GatedMLP(d, mlp_ratio)
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.norm1(x), pos)
+        return x + self.mlp(self.norm2(x))
+
+
+class Stack(nn.Module):
+    """n blocks of one level (byte level with a window, or token level with full attention)."""
+
+    def __init__(self, n: int, d: int, n_heads: int, mlp_ratio: float, window: int | None, rope_base: float):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(d, n_heads, mlp_ratio, window, rope_base) for _ in range(n))
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x, pos)
+        return x
