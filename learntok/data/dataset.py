@@ -1,0 +1,168 @@
+"""Byte batches for training and evaluation.
+
+Each split is held as one uint8 array of all its documents' bytes plus document offsets. A row
+is BOS followed by T-1 bytes. Training rows are random windows, a pure function of
+(seed, step, rank) so that a resumed run sees exactly the batches it would have seen. Evaluation
+walks every document in consecutive windows so that each byte is scored exactly once.
+
+Dimension letters: B batch rows, T sequence length (BOS included), N bytes per row = T - 1.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from learntok.data.corpora import DataError, load_documents
+from learntok.data.split import SPLITS, split_documents
+from learntok.data.vocab import BOS, EOS, PAD
+
+
+@dataclass
+class DataConfig:
+    source: str = "shakespeare"  # built-in corpus (shakespeare, kjv, python-stdlib) or a path: text file, folder, .jsonl(.gz), .parquet
+    text_field: str = "text"  # JSONL field / parquet column that holds a document's text
+    val_fraction: float = 0.05  # fraction of documents (pieces, for few documents) held out for validation
+    test_fraction: float = 0.05  # fraction of documents (pieces, for few documents) held out for test
+    split_seed: int = 0  # seed of the document shuffle that assigns splits; independent of train.seed
+    packed: bool = False  # True: windows run across documents joined by EOS; False: windows inside one document, PAD after its end
+
+
+@dataclass(frozen=True)
+class SplitBytes:
+    """One split: all documents' bytes end to end, and where each document starts."""
+
+    data: np.ndarray  # (total bytes,) uint8
+    offsets: np.ndarray  # (n_docs + 1,) int64: document i is data[offsets[i]:offsets[i + 1]]
+
+    @classmethod
+    def from_documents(cls, docs: list[bytes]) -> SplitBytes:
+        docs = [d for d in docs if d]
+        data = np.frombuffer(b"".join(docs), dtype=np.uint8)
+        offsets = np.zeros(len(docs) + 1, dtype=np.int64)
+        np.cumsum([len(d) for d in docs], out=offsets[1:])
+        return cls(data, offsets)
+
+    @property
+    def lengths(self) -> np.ndarray:  # (n_docs,) int64
+        return np.diff(self.offsets)
+
+
+class ByteData:
+    """Train/val/test byte splits and the batches drawn from them."""
+
+    def __init__(self, splits: dict[str, list[bytes]], packed: bool = False):
+        unknown = set(splits) - set(SPLITS)
+        if unknown:
+            raise DataError(f"unknown split names {sorted(unknown)}; expected {', '.join(SPLITS)}")
+        self.packed = packed
+        self._splits = {name: SplitBytes.from_documents(splits.get(name, [])) for name in SPLITS}
+        if not self.n_bytes("train"):
+            raise DataError("the train split is empty")
+
+    @classmethod
+    def from_config(cls, cfg: DataConfig) -> ByteData:
+        docs = load_documents(cfg.source, cfg.text_field)
+        splits = split_documents(docs, seed=cfg.split_seed, val_fraction=cfg.val_fraction,
+                                 test_fraction=cfg.test_fraction)
+        return cls(splits, packed=cfg.packed)
+
+    def n_bytes(self, split: str) -> int:
+        return len(self._get(split).data)
+
+    def documents(self, split: str) -> list[bytes]:
+        s = self._get(split)
+        return [s.data[a:b].tobytes() for a, b in zip(s.offsets[:-1], s.offsets[1:])]
+
+    def train_batch(self, step: int, batch_size: int, seq_len: int, seed: int,
+                    rank: int = 0, world: int = 1) -> torch.Tensor:
+        """(B, T) LongTensor of random training windows; a pure function of (seed, step, rank).
+
+        Windows start uniformly over all bytes, so documents are drawn in proportion to length.
+        `world` only checks `rank`: each rank draws its own B rows from its own stream.
+        """
+        if not 0 <= rank < world:
+            raise DataError(f"rank {rank} is not in [0, world {world})")
+        s, n = self._get("train"), self._bytes_per_row("train", seq_len)
+        rng = np.random.default_rng([seed, step, rank])
+        if self.packed:
+            rows = _packed_rows(s, rng, batch_size, n)
+        else:
+            lengths = s.lengths
+            doc = np.searchsorted(s.offsets, rng.integers(0, len(s.data), batch_size), side="right") - 1  # (B,)
+            start = rng.integers(0, np.maximum(lengths[doc] - n, 0) + 1)  # (B,) offset inside the document
+            rows = _window_rows(s.data, s.offsets[doc] + start, lengths[doc] - start, n)
+        return _with_bos(rows)
+
+    def eval_batches(self, split: str, batch_size: int, seq_len: int, max_bytes: int | None = None,
+                     rank: int = 0, world: int = 1) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Yield (x (B, T) LongTensor, doc_ids (B,) LongTensor) covering every byte of `split` once.
+
+        Each document is cut into consecutive windows of T-1 bytes, the last one padded with PAD;
+        windows never cross documents, whatever `packed` says. With `max_bytes`, scoring stops
+        after that many bytes. Rank r of `world` gets windows r, r + world, ...; the last batch
+        may have fewer than B rows.
+        """
+        s = self._get(split)
+        n = seq_len - 1
+        if n < 1:
+            raise DataError(f"seq_len {seq_len} leaves no room for bytes after BOS")
+        if not len(s.data):
+            raise DataError(f"the {split} split is empty")
+        lengths = s.lengths
+        per_doc = -(-lengths // n)  # (n_docs,) windows per document
+        doc = np.repeat(np.arange(len(lengths)), per_doc)  # (W,)
+        start = (np.arange(len(doc)) - np.repeat(np.cumsum(per_doc) - per_doc, per_doc)) * n  # (W,)
+        scored = np.minimum(lengths[doc] - start, n)  # (W,) bytes each window scores
+        if max_bytes is not None:
+            before = np.cumsum(scored) - scored
+            keep = before < max_bytes
+            doc, start, scored = doc[keep], start[keep], np.minimum(scored[keep], max_bytes - before[keep])
+        doc, start, scored = doc[rank::world], start[rank::world], scored[rank::world]
+        for i in range(0, len(doc), batch_size):
+            b = slice(i, i + batch_size)
+            rows = _window_rows(s.data, s.offsets[doc[b]] + start[b], scored[b], n)
+            yield _with_bos(rows), torch.from_numpy(doc[b])
+
+    def _get(self, split: str) -> SplitBytes:
+        if split not in self._splits:
+            raise DataError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+        return self._splits[split]
+
+    def _bytes_per_row(self, split: str, seq_len: int) -> int:
+        n_bytes = self.n_bytes(split)
+        if seq_len < 2 or n_bytes < seq_len - 1:
+            raise DataError(f"the {split} split has {n_bytes} bytes, fewer than one sequence of "
+                            f"{seq_len} (BOS + {seq_len - 1} bytes)")
+        return seq_len - 1
+
+
+def _window_rows(data: np.ndarray, first: np.ndarray, length: np.ndarray, n: int) -> np.ndarray:
+    """(B, N) int64: data[first[b] : first[b] + length[b]] per row, PAD after `length` bytes."""
+    local = np.arange(n)  # (N,)
+    valid = local < length[:, None]  # (B, N)
+    idx = np.where(valid, first[:, None] + local, 0)  # (B, N) indices into data
+    return np.where(valid, data[idx].astype(np.int64), PAD)  # widen first: PAD does not fit in uint8
+
+
+def _packed_rows(s: SplitBytes, rng: np.random.Generator, batch_size: int, n: int) -> np.ndarray:
+    """(B, N) int64 windows of the stream doc_0 EOS doc_1 EOS ..., built without materialising it."""
+    n_docs = len(s.offsets) - 1
+    stream_offsets = s.offsets + np.arange(n_docs + 1)  # (n_docs + 1,) start of each doc in the stream
+    start = rng.integers(0, stream_offsets[-1] - n + 1, batch_size)  # (B,)
+    pos = start[:, None] + np.arange(n)  # (B, N) positions in the stream
+    doc = np.searchsorted(stream_offsets, pos, side="right") - 1  # (B, N)
+    local = pos - stream_offsets[doc]  # (B, N) offset inside the document; == its length at its EOS
+    is_eos = local == s.lengths[doc]
+    idx = np.minimum(s.offsets[doc] + local, len(s.data) - 1)  # (B, N); clipped only where is_eos
+    return np.where(is_eos, EOS, s.data[idx].astype(np.int64))
+
+
+def _with_bos(rows: np.ndarray) -> torch.Tensor:
+    """(B, N) -> (B, T) LongTensor with BOS in column 0."""
+    x = np.empty((rows.shape[0], rows.shape[1] + 1), dtype=np.int64)
+    x[:, 0] = BOS
+    x[:, 1:] = rows
+    return torch.from_numpy(x)

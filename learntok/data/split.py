@@ -1,0 +1,65 @@
+"""Train/val/test split by document, with a fixed seed.
+
+Splitting by document keeps held-out text unseen in training. When there are too few documents
+for every split to get one (a single big file, 42 plays), documents are first cut into
+contiguous pieces, and the pieces are split instead.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from learntok.data.corpora import DataError
+
+SPLITS = ("train", "val", "test")
+
+
+def split_documents(
+    docs: list[bytes],
+    seed: int = 0,
+    val_fraction: float = 0.05,
+    test_fraction: float = 0.05,
+    min_pieces: int = 60,
+    piece_bytes: int | None = None,
+) -> dict[str, list[bytes]]:
+    """Documents -> {"train", "val", "test"} lists of documents, deterministic in (docs, seed).
+
+    Fractions count documents, not bytes; a split with a nonzero fraction gets at least one
+    document. With fewer than `min_pieces` documents, every document longer than `piece_bytes`
+    (default: total bytes / min_pieces) is first cut into contiguous pieces of about that size.
+    Within a split, documents keep their original order.
+    """
+    if val_fraction < 0 or test_fraction < 0 or val_fraction + test_fraction >= 1:
+        raise DataError(f"val_fraction {val_fraction} + test_fraction {test_fraction} must be in [0, 1), each >= 0")
+    docs = [d for d in docs if d]
+    if not docs:
+        raise DataError("no documents to split")
+    if len(docs) < min_pieces:
+        size = piece_bytes or max(1, math.ceil(sum(map(len, docs)) / min_pieces))
+        docs = [piece for d in docs for piece in cut_document(d, size)]
+    n = len(docs)
+    n_val = max(1, round(val_fraction * n)) if val_fraction > 0 else 0
+    n_test = max(1, round(test_fraction * n)) if test_fraction > 0 else 0
+    if n - n_val - n_test < 1:
+        raise DataError(f"{n} documents (after cutting) are too few for train, val ({n_val}) and test ({n_test})")
+    order = np.random.default_rng(seed).permutation(n)
+    chosen = {"val": order[:n_val], "test": order[n_val:n_val + n_test], "train": order[n_val + n_test:]}
+    return {name: [docs[i] for i in np.sort(chosen[name])] for name in SPLITS}
+
+
+def cut_document(doc: bytes, size: int) -> list[bytes]:
+    """Cut `doc` into contiguous pieces of at most `size` bytes that concatenate back to `doc`.
+
+    A cut goes just after the last newline in the second half of a piece when there is one, so
+    that pieces start on a line (and never inside a UTF-8 character in line-based text).
+    """
+    pieces, start = [], 0
+    while len(doc) - start > size:
+        end = start + size
+        newline = doc.rfind(b"\n", start + size // 2, end)
+        end = newline + 1 if newline >= 0 else end
+        pieces.append(doc[start:end])
+        start = end
+    pieces.append(doc[start:])
+    return pieces
