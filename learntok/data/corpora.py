@@ -7,9 +7,9 @@ library. Paths may be a text file, a folder, JSONL(.gz) or parquet. Empty docume
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import sysconfig
+from collections.abc import Collection, Iterable
 from importlib import resources
 from pathlib import Path
 
@@ -25,8 +25,8 @@ class DataError(Exception):
 def load_documents(source: str, text_field: str = "text") -> list[bytes]:
     """Built-in name or path -> documents (bytes, non-empty), in a deterministic order."""
     if source in ("shakespeare", "kjv"):
-        with (resources.files("learntok") / "corpora" / f"{source}.jsonl.gz").open("rb") as f:
-            return _jsonl_documents(gzip.open(f), "text", f"built-in corpus {source!r}")
+        with (resources.files("learntok") / "corpora" / f"{source}.jsonl.gz").open("rb") as f, gzip.open(f) as lines:
+            return _jsonl_documents(lines, "text", f"built-in corpus {source!r}")
     if source == "python-stdlib":
         return _stdlib_documents()
     path = Path(source).expanduser()
@@ -52,7 +52,7 @@ def load_documents(source: str, text_field: str = "text") -> list[bytes]:
     return docs
 
 
-def _jsonl_documents(lines: io.BufferedIOBase, text_field: str, where: str) -> list[bytes]:
+def _jsonl_documents(lines: Iterable[bytes], text_field: str, where: str) -> list[bytes]:
     """One JSON object a line; field `text_field` is the document. Blank lines are skipped."""
     docs = []
     for lineno, line in enumerate(lines, start=1):
@@ -96,7 +96,7 @@ def _folder_documents(root: Path) -> list[bytes]:
     return docs
 
 
-def _files_below(root: Path, skip: set[str] = frozenset(), suffix: str = "") -> list[Path]:
+def _files_below(root: Path, skip: Collection[str] = (), suffix: str = "") -> list[Path]:
     """Regular files below `root` ending in `suffix`, sorted; hidden names and names in `skip` pruned."""
     found = []
     for path in sorted(root.iterdir()):

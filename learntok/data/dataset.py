@@ -83,8 +83,7 @@ class ByteData:
         Windows start uniformly over all bytes, so documents are drawn in proportion to length.
         `world` only checks `rank`: each rank draws its own B rows from its own stream.
         """
-        if not 0 <= rank < world:
-            raise DataError(f"rank {rank} is not in [0, world {world})")
+        _check_rank(rank, world)
         s, n = self._get("train"), self._bytes_per_row("train", seq_len)
         rng = np.random.default_rng([seed, step, rank])
         if self.packed:
@@ -105,6 +104,7 @@ class ByteData:
         after that many bytes. Rank r of `world` gets windows r, r + world, ...; the last batch
         may have fewer than B rows.
         """
+        _check_rank(rank, world)
         s = self._get(split)
         n = seq_len - 1
         if n < 1:
@@ -137,6 +137,11 @@ class ByteData:
             raise DataError(f"the {split} split has {n_bytes} bytes, fewer than one sequence of "
                             f"{seq_len} (BOS + {seq_len - 1} bytes)")
         return seq_len - 1
+
+
+def _check_rank(rank: int, world: int) -> None:
+    if not 0 <= rank < world:
+        raise DataError(f"rank {rank} is not in [0, world {world})")
 
 
 def _window_rows(data: np.ndarray, first: np.ndarray, length: np.ndarray, n: int) -> np.ndarray:
