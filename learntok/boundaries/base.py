@@ -55,6 +55,24 @@ class BoundaryStrategy(nn.Module):
         """Hook on the upsampled token stream y (B, T, D) before the skip is added. Identity by default."""
         return y
 
+    # Incremental decoding (generation): one byte at a time, with the strategy's own state.
+    def init_state(self, batch: int, device: torch.device) -> dict:
+        """Decoding state for `step` (e.g. the last w-1 decisions). Empty by default."""
+        return {}
+
+    def step(
+        self,
+        h: torch.Tensor,                         # (B, D) encoder output at the new byte t
+        x: torch.Tensor,                         # (B,) the new byte ids
+        t: int,                                  # its position (0 = BOS)
+        state: dict,
+        early_logits: torch.Tensor | None = None,  # (B, V) early head at t
+        greedy: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor, dict]:
+        """Decide a[t] causally: returns decisions (B,) float 0/1, probs (B,), new state.
+        Must agree with `forward` given the same random draws."""
+        raise NotImplementedError(f"strategy {type(self).__name__} has no incremental step")
+
     def adapt_rate(self, rate: torch.Tensor, gain: float) -> None:
         """Integral control of the boundary rate after an optimizer step (learned policy only)."""
 

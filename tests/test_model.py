@@ -1,0 +1,158 @@
+"""Model: API shapes, causality, fast paths against plain references."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from learntok import AUNet, ModelConfig
+from learntok.boundaries.learned import bernoulli_log_prob, policy_logits, sample_reference, sample_scan
+from learntok.data import BOS, encode
+from learntok.model.pooling import downsample, downsample_reference, upsample, upsample_reference
+
+CORPUS = Path(__file__).resolve().parents[1] / "learntok" / "corpora" / "shakespeare.jsonl.gz"
+
+
+def real_text(n: int) -> bytes:
+    """n bytes of real prose (Shakespeare) when the packaged corpus is there, else a fixed passage."""
+    if CORPUS.exists():
+        with gzip.open(CORPUS, "rt", encoding="utf-8") as f:
+            text = json.loads(f.readline())["text"].encode("utf-8")
+        return text[5000:5000 + n]
+    base = b"To be, or not to be, that is the question: Whether 'tis nobler in the mind to suffer "
+    return (base * (n // len(base) + 1))[:n]
+
+
+def tiny(boundary="learned", w=8, **kw) -> AUNet:
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16,
+                      boundary=boundary, policy_window=w, target_rate=0.2, **kw)
+    return AUNet(cfg)
+
+
+def test_api_shapes():
+    model = tiny()
+    x = torch.stack([encode("hello world, hello"), encode("abcdefghijklmnopq!")])
+    out = model(x)
+    B, T = x.shape
+    assert out.logits.shape == (B, T, model.cfg.vocab_size) == out.early_logits.shape
+    for field in (out.boundaries, out.boundary_logits, out.boundary_probs, out.boundary_log_prob):
+        assert field.shape == (B, T)
+    assert torch.all(out.boundaries[:, 0] == 1) and torch.all(out.boundary_log_prob[:, 0] == 0)
+    assert set(out.boundaries.unique().tolist()) <= {0.0, 1.0}
+    assert model.cfg.vocab_size % 64 == 0
+
+
+def test_prescribed_boundaries_used_and_scored():
+    model = tiny()
+    x = encode("the cat sat on the mat").unsqueeze(0)
+    a = torch.zeros_like(x, dtype=torch.float)
+    a[:, ::3] = 1
+    out = model(x, boundaries=a)
+    assert torch.equal(out.boundaries, a)
+    expected = torch.distributions.Bernoulli(logits=out.boundary_logits).log_prob(a)
+    torch.testing.assert_close(out.boundary_log_prob[:, 1:], expected[:, 1:])
+
+
+@pytest.mark.parametrize("w", [1, 8])
+@pytest.mark.parametrize("boundary", ["learned", "uniform", "fixed"])
+@pytest.mark.parametrize("train_mode", [True, False])
+def test_causality(w, boundary, train_mode):
+    """Outputs and decisions at positions <= t never change when a byte after t changes, for
+    sampled boundaries (same random draws) and prescribed ones, on real text longer than the window."""
+    model = tiny(boundary, w)
+    model.train(train_mode)
+    text = real_text(80)
+    x = encode(text).unsqueeze(0)
+    T = x.size(1)
+    for t in (20, 47, T - 3):
+        y = x.clone()
+        y[0, t + 1:] = torch.randint(0, 256, (T - t - 1,), generator=torch.Generator().manual_seed(t))
+        torch.manual_seed(123)
+        o1 = model(x)
+        torch.manual_seed(123)
+        o2 = model(y)
+        sl = slice(0, t + 1)
+        assert torch.equal(o1.boundaries[:, sl], o2.boundaries[:, sl])
+        torch.testing.assert_close(o1.logits[:, sl], o2.logits[:, sl], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(o1.early_logits[:, sl], o2.early_logits[:, sl], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(o1.boundary_logits[:, sl], o2.boundary_logits[:, sl], atol=1e-5, rtol=1e-5)
+        # prescribed: the same decisions everywhere
+        p1 = model(x, boundaries=o1.boundaries)
+        p2 = model(y, boundaries=o1.boundaries)
+        torch.testing.assert_close(p1.logits[:, sl], p2.logits[:, sl], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(p1.boundary_log_prob[:, sl], p2.boundary_log_prob[:, sl], atol=1e-5, rtol=1e-5)
+
+
+def test_changing_a_later_byte_changes_later_outputs():
+    """Guard against a causality test that passes because nothing depends on the input."""
+    model = tiny("fixed")
+    x = encode(real_text(40)).unsqueeze(0)
+    y = x.clone()
+    y[0, 30] = (y[0, 30] + 1) % 256
+    assert not torch.allclose(model(x).logits[:, 30:], model(y).logits[:, 30:])
+
+
+@pytest.mark.parametrize("w", [1, 2, 8])
+def test_sample_scan_matches_loop(w):
+    g = torch.Generator().manual_seed(w)
+    v = torch.randn(3, 40, w, generator=g) * 20
+    u = torch.rand(3, 40, generator=g).clamp(1e-6, 1 - 1e-6)
+    fast = sample_scan(v, u, 1 / 16, -1.386, 6.0)
+    ref = sample_reference(v, u, 1 / 16, -1.386, 6.0)
+    assert torch.equal(fast, ref)
+    # the parallel recomputation agrees with the decisions: a_t = 1 iff logit(u_t) < l_t
+    logits = policy_logits(v, fast, 1 / 16, -1.386, 6.0)
+    assert torch.equal((torch.logit(u[:, 1:]) < logits[:, 1:]).float(), fast[:, 1:])
+
+
+def test_sampled_rate_matches_probability():
+    v = torch.zeros(64, 500, 4)
+    a = sample_scan(v, torch.rand(64, 500), 1 / 16, torch.logit(torch.tensor(0.2)).item(), 6.0)
+    assert abs(a[:, 1:].mean().item() - 0.2) < 0.01
+
+
+def test_log_prob_matches_bernoulli():
+    logits = torch.randn(4, 30) * 3
+    a = torch.bernoulli(torch.sigmoid(logits))
+    ref = torch.distributions.Bernoulli(logits=logits).log_prob(a)
+    torch.testing.assert_close(bernoulli_log_prob(logits, a), ref)
+
+
+def test_pooling_matches_naive_gather():
+    g = torch.Generator().manual_seed(0)
+    B, T, D = 3, 25, 5
+    h = torch.randn(B, T, D, generator=g)
+    a = (torch.rand(B, T, generator=g) < 0.3).float()
+    a[:, 0] = 1
+    S = int(a.sum(1).max()) + 2                                  # extra padding slots
+    z, pos, valid = downsample(h, a, S)
+    z_ref, pos_ref = downsample_reference(h, a, S)
+    torch.testing.assert_close(z, z_ref)
+    assert torch.equal(pos, pos_ref)
+    assert torch.equal(valid.sum(1), a.sum(1).long())
+    zz = torch.randn(B, S, D, generator=g)
+    torch.testing.assert_close(upsample(zz, a), upsample_reference(zz, a))
+
+
+def test_token_positions_are_integer_byte_offsets():
+    x = torch.full((1, 600), 97)
+    x[0, 0] = BOS
+    a = torch.zeros(1, 600)
+    a[0, [0, 257, 513, 599]] = 1
+    _, pos, _ = downsample(torch.zeros(1, 600, 4), a, 4)
+    assert pos.dtype == torch.long and pos.tolist() == [[0, 257, 513, 599]]
+
+
+def test_gradients_reach_policy_and_backbone():
+    from learntok import ObjectiveConfig
+    from learntok.objective import loss
+    model = tiny()
+    x = torch.stack([encode(real_text(48))] * 4)
+    total, _ = loss(model(x), x, ObjectiveConfig(lambda_pi=1.0))
+    total.backward()
+    assert model.strategy.proj.weight.grad.abs().sum() > 0
+    assert model.encoder.blocks[0].attn.qkv.weight.grad.abs().sum() > 0
