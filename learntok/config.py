@@ -1,0 +1,285 @@
+"""Run configuration: component configs composed into one RunConfig (DESIGN §7).
+
+Layered and strict: dataclass defaults <- a preset TOML (packaged under learntok/configs, or
+any file) <- `section.key=value` overrides. Unknown sections or keys and values of the wrong
+type fail at start-up with the offending name and value. The resolved config is dumped to
+TOML (run folder) or JSON (checkpoints).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from learntok.data import DataConfig
+from learntok.model.config import ModelConfig
+from learntok.objective import ObjectiveConfig
+
+
+class ConfigError(ValueError):
+    """A configuration mistake: unknown name, wrong type or an invalid value (one-line message)."""
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 10000                 # optimizer steps in the run
+    batch_size: int = 32               # sequences per step (global)
+    seq_len: int = 4096                # T: bytes per sequence, BOS included
+    lr: float = 3e-3                   # peak learning rate (after warm-up)
+    min_lr_ratio: float = 0.1          # final learning rate of the cosine decay, as a fraction of lr
+    warmup_steps: int = 500            # linear warm-up steps from 0 to lr
+    weight_decay: float = 0.1          # AdamW decoupled weight decay (matrices only; not norms, biases, embeddings)
+    betas: tuple[float, float] = (0.9, 0.95)  # AdamW (beta1, beta2)
+    grad_clip: float = 1.0             # max global gradient norm (0 = no clipping)
+    seed: int = 0                      # seed of the init, the batch order and the boundary samples
+    eval_every: int = 500              # steps between validations (0 = only at the end)
+    eval_bytes: int = 1_000_000        # cap on validation bytes per periodic evaluation
+    log_every: int = 10                # steps between metrics.jsonl lines (and host syncs)
+    ckpt_every: int = 1000             # steps between checkpoints (0 = only at the end)
+    keep_checkpoints: int = 3          # how many of the latest checkpoints to keep on disk
+    segment_every: int = 500           # steps between sample segmentations in segments.txt (0 = never)
+    device: str = "auto"               # auto | cpu | cuda | cuda:N
+    dtype: str = "auto"                # autocast dtype: auto (bf16 on CUDA, fp32 on CPU) | fp32 | bf16
+    compile: bool = False              # wrap the model in torch.compile
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "log_every", "keep_checkpoints"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"train.{name} {getattr(self, name)} must be >= 1")
+        if self.seq_len < 2:
+            raise ValueError(f"train.seq_len {self.seq_len} must be >= 2 (BOS and one byte)")
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            raise ValueError(f"train.min_lr_ratio {self.min_lr_ratio} must be in [0, 1]")
+        if self.dtype not in ("auto", "fp32", "bf16"):
+            raise ValueError(f"train.dtype {self.dtype!r} is not one of auto, fp32, bf16")
+        if len(self.betas) != 2:
+            raise ValueError(f"train.betas {self.betas} must have two values")
+
+
+@dataclass
+class RunConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunConfig:
+        """Strict: every section and key must exist; missing ones take their defaults."""
+        return build(merge(defaults(), d, "config"))
+
+
+SECTIONS: dict[str, type] = {"model": ModelConfig, "objective": ObjectiveConfig,
+                             "data": DataConfig, "train": TrainConfig}
+
+
+def defaults() -> dict[str, dict[str, Any]]:
+    return RunConfig().to_dict()
+
+
+def build(d: dict[str, dict[str, Any]]) -> RunConfig:
+    """Instantiate each section; invariant failures (__post_init__) become ConfigError."""
+    parts = {}
+    for name, cls in SECTIONS.items():
+        try:
+            parts[name] = cls(**d[name])
+        except (ValueError, TypeError) as e:
+            raise ConfigError(f"{name}: {e}") from None
+    return RunConfig(**parts)
+
+
+# ---------------------------------------------------------------- types
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _check(value: Any, tp: Any, name: str) -> Any:
+    """Check a structured value (TOML / JSON) against a field type; ints are accepted as floats
+    and lists as tuples. Returns the value converted to the field's type."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for arg in args:
+            if arg is not type(None):
+                try:
+                    return _check(value, arg, name)
+                except ConfigError:
+                    pass
+        raise ConfigError(f"{name} = {value!r}: expected {tp}")
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{name} = {value!r}: expected a list")
+        elem = args[0] if args else Any
+        if len(args) > 1 and args[1] is not Ellipsis and len(value) != len(args):
+            raise ConfigError(f"{name} = {value!r}: expected {len(args)} values")
+        return tuple(_check(v, elem, name) for v in value)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    elif tp is Any:
+        return value
+    raise ConfigError(f"{name} = {value!r}: expected {getattr(tp, '__name__', tp)}")
+
+
+_BOOLS = {"true": True, "1": True, "false": False, "0": False}
+
+
+def parse_value(text: str, tp: Any, name: str) -> Any:
+    """Parse an override's text by the field's type: bool (true/false/1/0), int, float, str,
+    optional (none/null), tuple (comma-separated, brackets optional)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if text.lower() in ("none", "null") and type(None) in args:
+            return None
+        for arg in args:
+            if arg is not type(None):
+                try:
+                    return parse_value(text, arg, name)
+                except ConfigError:
+                    pass
+        raise ConfigError(f"{name}={text}: expected {tp}")
+    if origin is tuple:
+        items = [s.strip() for s in text.strip().strip("[]()").split(",") if s.strip()]
+        return _check([parse_value(s, args[0], name) for s in items], tp, name)
+    try:
+        if tp is bool:
+            return _BOOLS[text.lower()]
+        if tp is int:
+            return int(text.replace("_", ""))
+        if tp is float:
+            return float(text)
+    except (KeyError, ValueError):
+        raise ConfigError(f"{name}={text}: expected {tp.__name__}") from None
+    return text
+
+
+# ---------------------------------------------------------------- layering
+
+
+def merge(base: dict[str, dict[str, Any]], update: dict[str, Any], source: str) -> dict[str, dict[str, Any]]:
+    """base with update's values checked against the dataclass field types; strict on names."""
+    out = {k: dict(v) for k, v in base.items()}
+    for section, values in update.items():
+        if section not in SECTIONS:
+            raise ConfigError(f"{source}: unknown section [{section}]; known: {', '.join(SECTIONS)}")
+        if not isinstance(values, dict):
+            raise ConfigError(f"{source}: [{section}] must be a table, got {values!r}")
+        hints = _field_types(SECTIONS[section])
+        for key, value in values.items():
+            if key not in hints:
+                raise ConfigError(f"{source}: unknown key {section}.{key}; known: {', '.join(out[section])}")
+            out[section][key] = _check(value, hints[key], f"{section}.{key}")
+    return out
+
+
+def apply_overrides(base: dict[str, dict[str, Any]], overrides: list[str]) -> dict[str, dict[str, Any]]:
+    """Apply `section.key=value` strings, each parsed by its field's type."""
+    update: dict[str, dict[str, Any]] = {}
+    for item in overrides:
+        key, eq, text = item.partition("=")
+        section, dot, name = key.strip().partition(".")
+        if not eq or not dot:
+            raise ConfigError(f"override {item!r} is not of the form section.key=value")
+        if section not in SECTIONS:
+            raise ConfigError(f"override {item!r}: unknown section {section!r}; known: {', '.join(SECTIONS)}")
+        hints = _field_types(SECTIONS[section])
+        if name not in hints:
+            raise ConfigError(f"override {item!r}: unknown key {section}.{name}")
+        update.setdefault(section, {})[name] = parse_value(text.strip(), hints[name], key.strip())
+    return merge(base, update, "override")
+
+
+def preset_names() -> list[str]:
+    folder = resources.files("learntok").joinpath("configs")
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def read_preset(name: str) -> dict[str, Any]:
+    path = resources.files("learntok").joinpath("configs", f"{name}.toml")
+    if not path.is_file():
+        raise ConfigError(f"unknown preset {name!r}; known: {', '.join(preset_names())}")
+    return tomllib.loads(path.read_text(encoding="utf-8"))
+
+
+def read_file(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        if path.suffix == ".json":
+            return json.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"config file {path}: {e}") from None
+
+
+def load_config(preset: str | None = None, file: str | Path | None = None,
+                overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+    """defaults <- preset <- file <- overrides, checked at each layer."""
+    d = defaults()
+    if preset is not None:
+        d = merge(d, read_preset(preset), f"preset {preset}")
+    if file is not None:
+        d = merge(d, read_file(file), str(file))
+    return build(apply_overrides(d, list(overrides)))
+
+
+# ---------------------------------------------------------------- dumping
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")) if not math.isfinite(v) else repr(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, (int, str)):
+        return json.dumps(v)  # JSON strings are valid TOML basic strings
+    raise TypeError(f"cannot write {v!r} to TOML")
+
+
+def to_toml(cfg: RunConfig) -> str:
+    """Flat sections of scalars; None values are left out (TOML has no null: the default stands)."""
+    lines = []
+    for section, values in cfg.to_dict().items():
+        lines.append(f"[{section}]")
+        lines += [f"{k} = {_toml_value(v)}" for k, v in values.items() if v is not None]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def to_json(cfg: RunConfig) -> str:
+    return json.dumps(cfg.to_dict(), indent=2)
+
+
+def save_config(cfg: RunConfig, path: str | Path) -> None:
+    path = Path(path)
+    path.write_text(to_json(cfg) if path.suffix == ".json" else to_toml(cfg), encoding="utf-8")
+
+
+def from_model_dict(d: dict[str, Any]) -> ModelConfig:
+    """A strict ModelConfig from a dict (checkpoint config.json)."""
+    return build(merge(defaults(), {"model": d}, "model config")).model

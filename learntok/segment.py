@@ -1,0 +1,72 @@
+"""Show how a model cuts text into tokens: chunks of bytes, for the terminal or HTML.
+
+A boundary at byte position t (t >= 1; position 0 is BOS) means a chunk starts at byte t of
+the sequence, i.e. at text byte t - 1. The first chunk always starts at the first byte.
+"""
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import torch
+
+from learntok.data.vocab import encode
+from learntok.objective import boundary_stats
+from learntok.runtime import isolated_rng
+
+# 256-colour terminal backgrounds, alternated chunk by chunk (readable with the default foreground)
+_BACKGROUNDS = (24, 58, 53, 22)
+_HTML_COLOURS = ("#dbeafe", "#fef3c7", "#fce7f3", "#dcfce7")
+
+
+def chunks_from_boundaries(data: bytes, boundaries: torch.Tensor) -> list[bytes]:
+    """Cut `data` where boundaries (T,) = (BOS + len(data),) are 1; BOS's decision is dropped."""
+    starts = (boundaries[1:] > 0.5).nonzero().flatten().tolist()  # text byte offsets where chunks start
+    cuts = sorted(set([0] + starts)) + [len(data)]
+    return [data[a:b] for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+
+
+@torch.no_grad()
+def segment_text(model, text: str | bytes, greedy: bool = False, seed: int = 0) -> tuple[list[bytes], dict[str, float]]:
+    """Segment one text with the model's boundary strategy. Sampling runs under its own seed
+    (reproducible, and it leaves the caller's RNG alone). Returns (chunks, stats) with stats
+    boundary_rate, whitespace_rate, n_bytes, n_chunks."""
+    data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    if not data:
+        return [], {"boundary_rate": 0.0, "whitespace_rate": 0.0, "n_bytes": 0, "n_chunks": 0}
+    device = next(model.parameters()).device
+    x = encode(data).unsqueeze(0).to(device)                     # (1, T)
+    was_training = model.training
+    model.eval()
+    try:
+        with isolated_rng(seed, device):
+            out = model(x, greedy=greedy)
+    finally:
+        model.train(was_training)
+    a = out.boundaries[0].float().cpu()                          # (T,)
+    chunks = chunks_from_boundaries(data, a)
+    stats = {k: float(v) for k, v in boundary_stats(x, out.boundaries).items()}
+    stats.update(n_bytes=len(data), n_chunks=len(chunks))
+    return chunks, stats
+
+
+def render_terminal(chunks: list[bytes], color: bool) -> str:
+    """Alternating background colours when `color`, else chunks joined by `|`. Bytes that are
+    not valid UTF-8 on their own (a character cut across chunks) show as U+FFFD."""
+    texts = [c.decode("utf-8", errors="replace") for c in chunks]
+    if not color:
+        return "|".join(texts)
+    return "".join(f"\x1b[48;5;{_BACKGROUNDS[i % len(_BACKGROUNDS)]}m{t}\x1b[0m" for i, t in enumerate(texts))
+
+
+def render_html(chunks: list[bytes], path: str | Path, title: str = "learntok segmentation") -> Path:
+    """Write a standalone HTML page with one coloured span per chunk (hover: its byte count)."""
+    spans = "".join(
+        f'<span style="background:{_HTML_COLOURS[i % len(_HTML_COLOURS)]}" title="{len(c)} bytes">'
+        f"{html.escape(c.decode('utf-8', errors='replace'))}</span>"
+        for i, c in enumerate(chunks))
+    page = (f"<!doctype html>\n<meta charset=\"utf-8\">\n<title>{html.escape(title)}</title>\n"
+            f"<pre style=\"white-space:pre-wrap;font:14px/1.6 monospace\">{spans}</pre>\n")
+    path = Path(path)
+    path.write_text(page, encoding="utf-8")
+    return path
