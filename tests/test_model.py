@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from learntok import AUNet, ModelConfig
-from learntok.boundaries.learned import bernoulli_log_prob, policy_logits, sample_reference, sample_scan
+from learntok.boundaries.learned import _loop_scan, _map_scan, bernoulli_log_prob, policy_logits, sample_reference, sample_scan
 from learntok.data import BOS, encode
 from learntok.model.pooling import downsample, downsample_reference, upsample, upsample_reference
 
@@ -107,6 +107,14 @@ def test_sample_scan_matches_loop(w):
     # the parallel recomputation agrees with the decisions: a_t = 1 iff logit(u_t) < l_t
     logits = policy_logits(v, fast, 1 / 16, -1.386, 6.0)
     assert torch.equal((torch.logit(u[:, 1:]) < logits[:, 1:]).float(), fast[:, 1:])
+
+
+@pytest.mark.parametrize("w", [2, 5, 8])
+def test_map_scan_and_loop_scan_agree(w):
+    g = torch.Generator().manual_seed(10 + w)
+    v = torch.randn(4, 70, w, generator=g) * 40
+    thr = torch.logit(torch.rand(4, 70, generator=g).clamp(1e-6, 1 - 1e-6))
+    assert torch.equal(_map_scan(v, thr, 1 / 16, -1.386, 6.0), _loop_scan(v, thr, 1 / 16, -1.386, 6.0))
 
 
 def test_sampled_rate_matches_probability():

@@ -44,25 +44,61 @@ def policy_logits(v: torch.Tensor, a: torch.Tensor, scale: float, offset: float,
 
 
 @torch.no_grad()
-def sample_scan(v: torch.Tensor, u: torch.Tensor, scale: float, offset: float, cap: float, greedy: bool = False) -> torch.Tensor:
-    """Sequential sampling on the device, no host sync. v (B, T, W) fp32, u (B, T) uniforms in
+def sample_scan(v: torch.Tensor, u: torch.Tensor, scale: float, offset, cap: float, greedy: bool = False) -> torch.Tensor:
+    """Sample decisions on the device, no host sync. v (B, T, W) fp32, u (B, T) uniforms in
     (0, 1) -> a (B, T) float, a[:, 0] = 1. a[t] = 1 iff u[t] < sigmoid(l[t]) iff logit(u[t]) < l[t]
-    (greedy: 0 < l[t])."""
+    (greedy: 0 < l[t]). w = 1 is parallel; small windows (or CUDA) use the parallel map scan,
+    larger windows on CPU the sequential loop (fewer total operations there)."""
     B, T, w = v.shape
     thr = torch.zeros_like(u) if greedy else torch.logit(u)      # (B, T)
     if w == 1:
         a = (thr < softcap(scale * v[..., 0] + offset, cap)).to(v.dtype)
         a[:, 0] = 1.0
         return a
-    base = scale * v[..., -1] + offset                           # (B, T)
+    if w <= 5 or v.is_cuda:
+        return _map_scan(v, thr, scale, offset, cap)
+    return _loop_scan(v, thr, scale, offset, cap)
+
+
+def _loop_scan(v, thr, scale, offset, cap):
+    """Sequential in t, vectorised over B: three small ops per byte. The soft cap is inverted
+    once up front (thr < c tanh(z / c) iff c atanh(thr / c) < z), so each step is a dot product
+    with the last w-1 decisions and a comparison."""
+    B, T, w = v.shape
+    ratio = thr / cap
+    inv = torch.where(ratio >= 1, torch.full_like(thr, float("inf")),
+                      torch.where(ratio <= -1, torch.full_like(thr, -float("inf")),
+                                  cap * torch.atanh(ratio.clamp(-1 + 1e-7, 1 - 1e-7))))
+    need = inv - (scale * v[..., -1] + offset)                   # (B, T): a[t] = 1 iff need[t] < mix
     coef = scale * v[..., :-1]                                   # (B, T, W-1): [..., j] multiplies a[t-(w-1)+j]
     buf = v.new_zeros(B, T + w - 1)                              # buf[:, t + w - 1] = a[t]; zeros before 0
     buf[:, w - 1] = 1.0                                          # BOS
     for t in range(1, T):
-        hist = buf[:, t:t + w - 1]                               # (B, W-1): a[t-w+1 .. t-1]
-        logit = softcap(base[:, t] + (coef[:, t] * hist).sum(-1), cap)
-        buf[:, t + w - 1] = (thr[:, t] < logit).to(v.dtype)
+        mix = torch.linalg.vecdot(coef[:, t], buf[:, t:t + w - 1])  # (B,)
+        torch.lt(need[:, t], mix, out=buf[:, t + w - 1])
     return buf[:, w - 1:]
+
+
+def _map_scan(v, thr, scale, offset, cap):
+    """Parallel prefix scan over a finite state machine. The state after byte t is the last
+    w-1 decisions as bits (bit 0 = a[t]); for every possible state we compute the decision at
+    t+1 in parallel, giving a map state -> state per byte; composing the maps is associative,
+    so a Hillis-Steele scan (log2 T gathers over B x T x 2^(w-1)) yields every state at once."""
+    B, T, w = v.shape
+    n, n_states = w - 1, 1 << (w - 1)
+    states = torch.arange(n_states, device=v.device)
+    bits = ((states[:, None] >> torch.arange(n, device=v.device)) & 1).to(v.dtype)  # (Sn, W-1): bit j = a[t-j]
+    coef = scale * v[..., :-1].flip(-1)                          # (B, T, W-1): [..., j] multiplies a[t-1-j]
+    logits = (scale * v[..., -1] + offset).unsqueeze(-1) + coef @ bits.T  # (B, T, Sn)
+    decide = (thr.unsqueeze(-1) < softcap(logits, cap)).long()   # (B, T, Sn) decision at t given state at t-1
+    maps = ((states << 1) & (n_states - 1)) | decide[:, 1:]      # (B, T-1, Sn) state at t-1 -> state at t
+    d = 1
+    while d < T - 1:                                             # maps[i] <- maps[i] o maps[i-d]
+        maps = torch.cat([maps[:, :d], torch.gather(maps[:, d:], -1, maps[:, :-d])], dim=1)
+        d *= 2
+    state = maps[..., 1]                                         # start from state 1 (a[0] = 1)
+    ones = torch.ones(B, 1, dtype=v.dtype, device=v.device)
+    return torch.cat([ones, (state & 1).to(v.dtype)], dim=1)
 
 
 def sample_reference(v: torch.Tensor, u: torch.Tensor, scale: float, offset: float, cap: float) -> torch.Tensor:
