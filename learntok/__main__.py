@@ -1,0 +1,3 @@
+from learntok.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,112 @@
+"""Command line: `learntok SUBCOMMAND ...`, each subcommand a thin call into the library.
+
+To add a subcommand, write `add_NAME(sub)` that adds its parser and sets `func` (a function
+of the parsed args returning an exit code or None), and list it in COMMANDS. Expected
+mistakes (bad config, data, checkpoint, a diverged run, a missing file) print one line
+`learntok: error: ...` and exit 2; anything else is a bug and keeps its traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def _expected_errors() -> tuple[type[BaseException], ...]:
+    from learntok.checkpoint import CheckpointError
+    from learntok.config import ConfigError
+    from learntok.data import DataError
+    from learntok.train import TrainingDiverged
+    return ConfigError, DataError, CheckpointError, TrainingDiverged, FileNotFoundError
+
+
+def write_json(path: str | None, record: dict) -> None:
+    """`--json PATH` for commands that report figures."""
+    if path:
+        Path(path).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+
+
+# ---------------------------------------------------------------- train
+
+
+def add_train(sub) -> None:
+    p = sub.add_parser("train", help="train a model (or resume a run)",
+                       description="Config layers: defaults <- --preset (default tiny) <- --config FILE <- key.sub=value.")
+    p.add_argument("--preset", help="packaged preset: tiny, 20M, 40M, 90M, 147M (default: tiny, unless --config or --resume)")
+    p.add_argument("--config", help="a TOML (or JSON) file of config sections")
+    p.add_argument("--out", help="run folder (default: runs/<preset>-<strategy>-<timestamp>)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
+    p.add_argument("--json", help="also write the summary to this JSON file")
+    p.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides, e.g. train.steps=100")
+    p.set_defaults(func=cmd_train)
+
+
+def cmd_train(args) -> None:
+    from learntok.config import ConfigError, load_config
+    from learntok.train import train
+
+    if args.resume and not args.out:
+        raise ConfigError("--resume needs --out RUN_DIR")
+    base = Path(args.out) / "config.toml" if args.resume and not (args.preset or args.config) else args.config
+    preset = args.preset or (None if base else "tiny")
+    cfg = load_config(preset, base, args.overrides)
+    out = args.out or f"runs/{preset or Path(base).stem}-{cfg.model.boundary}-{time.strftime('%Y%m%d-%H%M%S')}"
+    summary = train(cfg, out, resume=args.resume)
+    print(json.dumps(summary, indent=2))
+    write_json(args.json, summary)
+
+
+# ---------------------------------------------------------------- segment
+
+
+def add_segment(sub) -> None:
+    p = sub.add_parser("segment", help="show how a model cuts text into tokens")
+    p.add_argument("model", metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder")
+    p.add_argument("text", nargs="?", help="text to segment (or --file)")
+    p.add_argument("--file", help="read the text from this file (bytes as they are)")
+    p.add_argument("--html", metavar="OUT", help="also write an HTML page")
+    p.add_argument("--greedy", action="store_true", help="decide p > 0.5 instead of sampling")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
+    p.add_argument("--json", help="write chunks and stats to this JSON file")
+    p.set_defaults(func=cmd_segment)
+
+
+def cmd_segment(args) -> None:
+    from learntok.checkpoint import load_model
+    from learntok.config import ConfigError
+    from learntok.segment import render_html, render_terminal, segment_text
+
+    if (args.text is None) == (args.file is None):
+        raise ConfigError("give either a text or --file F")
+    data = Path(args.file).read_bytes() if args.file else args.text
+    model = load_model(args.model)
+    chunks, stats = segment_text(model, data, greedy=args.greedy, seed=args.seed)
+    print(render_terminal(chunks, color=sys.stdout.isatty()))
+    print(" ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in stats.items()), file=sys.stderr)
+    if args.html:
+        render_html(chunks, args.html)
+    write_json(args.json, {**stats, "chunks": [c.decode("utf-8", errors="replace") for c in chunks]})
+
+
+# ---------------------------------------------------------------- entry point
+
+COMMANDS = [add_train, add_segment]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="learntok", description="Byte-level LMs that learn their own tokenization.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in COMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except _expected_errors() as e:
+        print(f"learntok: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2

@@ -1,0 +1,57 @@
+"""The command line end to end (subprocess), and its one-line errors."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from learntok.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args, cwd):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "learntok", *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_train_then_segment_from_the_command_line(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(" ".join(f"a line of text number {i}." for i in range(300)))
+    out = tmp_path / "run"
+    r = run("train", "--preset", "tiny", "train.steps=3", "model.d_model=32", "model.n_heads=2", "train.seq_len=64",
+            "train.batch_size=4", "train.eval_bytes=1024", f"data.source={corpus}", "--out", out,
+            "--json", tmp_path / "summary.json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["step"] == 3 == json.loads((tmp_path / "summary.json").read_text())["step"]
+
+    text = "some text, to cut into tokens"
+    r = run("segment", out, text, "--json", tmp_path / "seg.json", "--html", tmp_path / "seg.html", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.rstrip("\n").replace("|", "") == text          # no colour: stdout is not a tty
+    seg = json.loads((tmp_path / "seg.json").read_text())
+    assert "".join(seg["chunks"]) == text and 0 <= seg["boundary_rate"] <= 1
+    assert "<span" in (tmp_path / "seg.html").read_text()
+
+
+@pytest.mark.parametrize("args, words", [
+    (["train", "train.bogus=1"], "train.bogus"),
+    (["train", "--preset", "huge"], "huge"),
+    (["segment", "no/such/run", "text"], "does not exist"),
+])
+def test_expected_mistakes_exit_2_with_one_line(tmp_path, args, words):
+    r = run(*args, cwd=tmp_path)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("learntok: error:") and words in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_in_process_errors(tmp_path, capsys):
+    assert main(["train", "--resume"]) == 2
+    assert main(["train", "data.source=" + str(tmp_path / "missing.txt"), "--out", str(tmp_path / "r")]) == 2
+    assert main(["segment", str(tmp_path), "--file", str(tmp_path / "nope.txt")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3 and all(line.startswith("learntok: error: ") for line in err)

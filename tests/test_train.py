@@ -1,0 +1,91 @@
+"""The training loop: run folder contents, exact resume, divergence, evaluation, optimizer groups."""
+import json
+
+import pytest
+import torch
+
+import learntok.train as train_mod
+from learntok.checkpoint import load_checkpoint
+from learntok.config import ConfigError, load_config
+from learntok.data import ByteData
+from learntok.model.aunet import AUNet
+from learntok.train import TrainingDiverged, build_optimizer, evaluate_bpb, train
+
+
+@pytest.fixture
+def cfg(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(" ".join(f"the quick brown fox {i} jumps over the lazy dog." for i in range(300)))
+    return lambda *overrides: load_config(overrides=[
+        "model.d_model=32", "model.n_heads=2", "model.n_mid=1", f"data.source={corpus}", "train.device=cpu",
+        "train.seq_len=48", "train.batch_size=4", "train.steps=8", "train.warmup_steps=2", "train.log_every=1",
+        "train.eval_every=4", "train.eval_bytes=512", "train.ckpt_every=4", "train.segment_every=4", *overrides])
+
+
+def _losses(run_dir):
+    lines = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [(l["step"], l.get("loss"), l.get("bpb"), l.get("boundary_rate"), l.get("val_bpb")) for l in lines]
+
+
+def test_run_folder_and_summary(cfg, tmp_path):
+    summary = train(cfg(), tmp_path / "run", progress=False)
+    run = tmp_path / "run"
+    assert load_config(file=run / "config.toml") == cfg()
+    assert load_checkpoint(run).step == 8
+    assert "== step 4" in (run / "segments.txt").read_text()
+    steps = [s for s, loss, *_ in _losses(run) if loss is not None]
+    assert steps == list(range(1, 9))
+    assert 0 < summary["val_bpb"] < 10 and 0 <= summary["val_boundary_rate"] <= 1
+    assert {"val_whitespace_rate", "bytes_per_s", "run_dir"} <= set(summary)
+    with pytest.raises(ConfigError, match="already has checkpoints"):  # never overwrite a run silently
+        train(cfg(), run, progress=False)
+
+
+def test_resume_reproduces_an_uninterrupted_run_exactly(cfg, tmp_path):
+    train(cfg(), tmp_path / "full", progress=False)
+    part = tmp_path / "part"
+    train(cfg(), part, until=6, progress=False)               # interrupted after step 6 ...
+    ckpts = part / "checkpoints"                              # ... whose checkpoint was lost: resume from step 4
+    for p in (ckpts / "step_0000006").iterdir():
+        p.unlink()
+    (ckpts / "step_0000006").rmdir()
+    (ckpts / "latest").write_text("step_0000004")
+    train(cfg(), part, resume=True, progress=False)
+    assert _losses(part) == _losses(tmp_path / "full")
+    a, b = load_checkpoint(part).model_state, load_checkpoint(tmp_path / "full").model_state
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_nan_loss_stops_and_names_the_last_good_checkpoint(cfg, tmp_path, monkeypatch):
+    calls, real_loss = [], train_mod.loss
+
+    def poisoned(out, x, objective):                          # NaN at the 6th step
+        total, metrics = real_loss(out, x, objective)
+        calls.append(1)
+        return (total * float("nan") if len(calls) == 6 else total), metrics
+
+    monkeypatch.setattr(train_mod, "loss", poisoned)
+    run = tmp_path / "run"
+    with pytest.raises(TrainingDiverged, match=r"step 6.*step_0000004"):
+        train(cfg("train.log_every=2"), run, progress=False)
+    assert load_checkpoint(run).step == 4                     # intact, and nothing newer written
+    assert not (run / "checkpoints" / "step_0000006").exists()
+
+
+def test_evaluate_bpb_is_seeded_and_leaves_the_rng_alone(cfg):
+    c = cfg()
+    data, model = ByteData.from_config(c.data), AUNet(c.model)
+    torch.manual_seed(1)
+    before = torch.get_rng_state()
+    a = evaluate_bpb(model, data, "val", 4, 48, max_bytes=256)
+    assert torch.equal(torch.get_rng_state(), before)
+    assert evaluate_bpb(model, data, "val", 4, 48, max_bytes=256) == a
+    assert a["val_bytes"] == 256 and 7 < a["val_bpb"] < 10     # near-uniform over 256 bytes at init
+
+
+def test_no_weight_decay_on_norms_biases_embeddings(cfg):
+    model = AUNet(cfg().model)
+    decay, rest = build_optimizer(model, cfg().train, torch.device("cpu")).param_groups
+    assert decay["weight_decay"] > 0 and rest["weight_decay"] == 0
+    assert id(model.embed.weight) in {id(p) for p in rest["params"]} and all(p.dim() == 2 for p in decay["params"])
+    assert len(decay["params"]) + len(rest["params"]) == len(list(model.parameters()))
