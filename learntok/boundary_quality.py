@@ -1,0 +1,104 @@
+"""How good are a model's boundaries? Chunk lengths, and precision / recall / F1 against two
+references: word starts (the first byte after whitespace) and the starts of BPE tokens.
+
+A boundary at byte position t (t >= 1; 0 is BOS) starts a chunk at that byte (DESIGN §1).
+Positions scored: real bytes t >= 2. The first byte of a window (t = 1) is left out: whether
+a chunk starts there is decided by where the window was cut, not by the text.
+
+Shapes: B batch, T bytes (BOS at t = 0).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from learntok.objective import is_whitespace
+
+HIST_MAX = 32  # chunk-length histogram: lengths 1..HIST_MAX, longer ones in one last bin
+
+
+def scored_positions(x: torch.Tensor) -> torch.Tensor:
+    """(B, T) bool: real bytes (not BOS/EOS/PAD) at t >= 2."""
+    m = x < 256
+    m[:, :2] = False
+    return m
+
+
+def word_starts(x: torch.Tensor) -> torch.Tensor:
+    """(B, T) bool: byte t is not whitespace and byte t-1 is a whitespace byte."""
+    ws = is_whitespace(x)
+    prev = torch.zeros_like(ws)
+    prev[:, 1:] = ws[:, :-1]
+    return prev & ~ws & (x < 256)
+
+
+def prf_counts(pred: torch.Tensor, ref: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
+    """[true positives, predicted, reference] over positions in `mask`; pred, ref, mask (B, T)."""
+    p, r = pred.bool() & mask, ref.bool() & mask
+    return np.array([int((p & r).sum()), int(p.sum()), int(r.sum())], dtype=np.int64)
+
+
+def prf(counts: np.ndarray) -> dict[str, float]:
+    """Precision, recall and F1 from [tp, predicted, reference] (0 where undefined)."""
+    tp, n_pred, n_ref = (int(c) for c in counts)
+    precision = tp / n_pred if n_pred else 0.0
+    recall = tp / n_ref if n_ref else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1}
+
+
+def chunk_lengths(x: torch.Tensor, a: torch.Tensor) -> np.ndarray:
+    """Lengths in bytes of the chunks of every row: a chunk starts at the first real byte and at
+    every boundary after it, and ends before the next start or after the last real byte."""
+    x, a = x.cpu().numpy(), a.detach().cpu().numpy() > 0.5
+    lengths = []
+    for row_x, row_a in zip(x, a):
+        n = int((row_x[1:] < 256).sum())                         # real bytes after BOS (they come first)
+        if n == 0:
+            continue
+        starts = np.flatnonzero(row_a[1:n + 1])                  # byte offsets where chunks start
+        starts = np.union1d([0], starts)
+        lengths.append(np.diff(np.append(starts, n)))
+    return np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64)
+
+
+def length_histogram(lengths: np.ndarray) -> np.ndarray:
+    """(HIST_MAX + 1,) counts: [i] = chunks of length i + 1, the last bin = longer than HIST_MAX."""
+    return np.bincount(np.minimum(lengths, HIST_MAX + 1) - 1, minlength=HIST_MAX + 1)[:HIST_MAX + 1]
+
+
+# ---------------------------------------------------------------- BPE reference
+
+
+def train_bpe(docs: list[bytes], vocab_size: int = 4096, max_bytes: int = 20_000_000):
+    """A byte-level BPE (`tokenizers`) trained on `docs`, for the reference starts. Bytes are read
+    as Latin-1 so that every byte is one symbol and offsets are byte offsets; words are pre-split
+    GPT-2 style (a leading space joins the word). At most `max_bytes` bytes are used."""
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r" ?[^\s]+|\s+"), behavior="isolated")
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=[chr(i) for i in range(256)],
+                                  show_progress=False, special_tokens=[])
+    texts, total = [], 0
+    for d in docs:
+        if total >= max_bytes:
+            break
+        texts.append(d[:max_bytes - total].decode("latin-1"))
+        total += len(texts[-1])
+    tok.train_from_iterator(texts, trainer=trainer)
+    return tok
+
+
+def bpe_starts(tokenizer, x: torch.Tensor) -> torch.Tensor:
+    """(B, T) bool: byte t starts a BPE token of its row's real bytes (tokenised as one text,
+    read as Latin-1, so offsets are byte offsets). Works for any `tokenizers.Tokenizer` whose
+    offsets count characters of its input."""
+    out = torch.zeros(x.shape, dtype=torch.bool)
+    rows = x.cpu().numpy()
+    texts = [bytes(r[1:][r[1:] < 256].astype(np.uint8)).decode("latin-1") for r in rows]
+    for b, enc in enumerate(tokenizer.encode_batch(texts, add_special_tokens=False)):
+        starts = [s for s, e in enc.offsets if e > s]
+        if starts:
+            out[b, torch.tensor(starts, dtype=torch.long) + 1] = True
+    return out.to(x.device)

@@ -1,0 +1,125 @@
+"""`learntok eval`: the K-sample bound, P/R/F1, chunk lengths, determinism, breakdowns, loading."""
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from learntok import AUNet, ModelConfig
+from learntok import boundary_quality as bq
+from learntok.checkpoint import CheckpointError
+from learntok.data import ByteData, encode
+from learntok.evaluate import (check_format, evaluate_bpb, load_for_eval, logmeanexp_bound, mean_and_se,
+                               run_eval)
+
+TINY = dict(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16)
+TEXT = [b"the cat sat on the mat. " * 4, b"a dog ran far away, then back home again! " * 3, b"x y z"]
+
+
+def tiny_model(boundary="learned", seed=0):
+    torch.manual_seed(seed)
+    return AUNet(ModelConfig(boundary=boundary, **TINY)).eval()
+
+
+def test_bound_equals_mean_for_one_sample():
+    ce = torch.tensor([[3.0, 5.0, 7.0]])
+    assert logmeanexp_bound(ce, 10) == pytest.approx(15.0 / (math.log(2) * 10))
+
+
+def test_bound_below_mean_and_matches_formula():
+    ce = torch.tensor([[3.0, 5.0], [4.0, 9.0], [3.5, 6.0]])      # (K=3, N=2)
+    mean_bpb = float(ce.sum(1).mean()) / (math.log(2) * 7)
+    want = sum(-math.log(sum(math.exp(-float(c)) for c in ce[:, n]) / 3) for n in range(2)) / (math.log(2) * 7)
+    assert logmeanexp_bound(ce, 7) == pytest.approx(want)
+    assert logmeanexp_bound(ce, 7) <= mean_bpb
+
+
+def test_mean_and_se():
+    m, se = mean_and_se(np.array([1.0, 2.0, 3.0, 4.0]))
+    assert m == 2.5 and se == pytest.approx(np.std([1, 2, 3, 4], ddof=1) / 2)
+    assert mean_and_se(np.array([5.0])) == (5.0, 0.0)
+
+
+def test_precision_recall_f1_hand_made():
+    x = encode("ab cd ef").unsqueeze(0)                          # bytes at t = 1..8
+    ref = bq.word_starts(x)
+    assert ref[0].nonzero().flatten().tolist() == [4, 7]         # 'c', 'e'
+    a = torch.zeros_like(x, dtype=torch.float)
+    a[0, [0, 4, 5]] = 1                                          # BOS, 'c' (hit), ' ' after 'd' (miss)
+    counts = bq.prf_counts(a, ref, bq.scored_positions(x))
+    assert counts.tolist() == [1, 2, 2]
+    m = bq.prf(counts)
+    assert (m["precision"], m["recall"], m["f1"]) == (0.5, 0.5, 0.5)
+    assert bq.prf(np.array([0, 0, 3])) == {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+
+
+def test_chunk_lengths_and_histogram():
+    x = torch.cat([encode("abcdefg"), torch.full((3,), 258)]).unsqueeze(0)   # 7 bytes then PAD
+    a = torch.zeros(x.shape)
+    a[0, [0, 3, 4]] = 1                                          # chunks start at bytes 0, 2, 3
+    lengths = bq.chunk_lengths(x, a)
+    assert lengths.tolist() == [2, 1, 4]
+    hist = bq.length_histogram(np.array([1, 1, 2, 40]))
+    assert hist[0] == 2 and hist[1] == 1 and hist[-1] == 1 and hist.sum() == 4
+
+
+def test_bpe_reference_starts_are_byte_offsets():
+    tok = bq.train_bpe([b"hello world hello world hello there " * 20], vocab_size=300)
+    x = encode("hello world").unsqueeze(0)
+    starts = bq.bpe_starts(tok, x)[0].nonzero().flatten().tolist()
+    assert starts[0] == 1 and 6 in starts                        # 'h' and ' world' start tokens
+
+
+def _batches(seq_len=32, batch_size=2):
+    return ByteData({"train": TEXT}).eval_batches("train", batch_size, seq_len)
+
+
+def test_evaluate_bpb_deterministic_and_samples():
+    model = tiny_model()
+    r1 = evaluate_bpb(model, _batches(), len(TEXT), samples=3, seed=5)
+    r2 = evaluate_bpb(model, _batches(), len(TEXT), samples=3, seed=5)
+    assert r1["bpb"] == r2["bpb"] and r1["bpb_bound"] == r2["bpb_bound"]
+    assert r1["bpb_bound"] <= r1["bpb"] + 1e-12
+    assert r1["n_bytes"] == sum(map(len, TEXT)) and r1["n_docs"] == 3
+    assert sum(r1["chunk_length_hist"]["counts"]) == r1["n_chunks"]
+    one = evaluate_bpb(model, _batches(), len(TEXT), samples=1, seed=5)
+    assert one["bpb_bound"] == pytest.approx(one["bpb"])
+    g = evaluate_bpb(model, _batches(), len(TEXT), samples=4, greedy=True)
+    assert g["samples"] == 1
+
+
+def test_evaluate_bpb_greedy_does_not_depend_on_batch_size():
+    model = tiny_model()
+    a = evaluate_bpb(model, _batches(batch_size=1), len(TEXT), greedy=True)
+    b = evaluate_bpb(model, _batches(batch_size=3), len(TEXT), greedy=True)
+    assert a["bpb"] == pytest.approx(b["bpb"], rel=1e-5)
+    assert a["doc_bpb_mean"] == pytest.approx(b["doc_bpb_mean"], rel=1e-5)
+
+
+def test_run_eval_on_folder_gives_per_file_breakdown(tmp_path):
+    model_dir, src = tmp_path / "model", tmp_path / "src"
+    tiny_model().save_pretrained(model_dir)
+    (src / "sub").mkdir(parents=True)
+    (src / "a.py").write_bytes(TEXT[0])
+    (src / "sub" / "b.txt").write_bytes(TEXT[1])
+    r = run_eval(model_dir, split="all", source=str(src), samples=2, batch_size=2, seq_len=32, bpe_vocab=300)
+    assert set(r["per_file"]) == {"a.py", "sub/b.txt"} and set(r["per_extension"]) == {".py", ".txt"}
+    total = sum(m["bpb"] * m["bytes"] for m in r["per_file"].values()) / r["n_bytes"]
+    assert total == pytest.approx(r["bpb"], rel=1e-6)
+    assert 0 <= r["bpe_starts"]["f1"] <= 1 and r["bpe_reference"]["tokenizer"] == "trained on the train split"
+    json.dumps(r)                                                # JSON-ready
+    assert run_eval(model_dir, split="all", source=str(src), samples=2, batch_size=2, seq_len=32,
+                    bpe_vocab=300)["bpb"] == r["bpb"]
+
+
+def test_incompatible_checkpoint_says_so(tmp_path):
+    with pytest.raises(CheckpointError, match="format 99"):
+        check_format({"format_version": 99, "learntok_version": "9.0"}, tmp_path / "config.json")
+    model_dir = tmp_path / "model"
+    tiny_model().save_pretrained(model_dir)
+    cfg = json.loads((model_dir / "config.json").read_text())
+    cfg["some_future_field"] = 1
+    (model_dir / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match="incompatible learntok version"):
+        load_for_eval(model_dir)
