@@ -1,0 +1,209 @@
+"""`learntok eval-tasks`: zero-shot tasks from JSONL(.gz) files (the forms in shared/evals).
+
+Two forms, told apart by the fields of each file's first record:
+- multiple choice: `query`, `choices` (list of strings), `gold` (index of the right choice);
+- continuation: `context`, `continuation` (LAMBADA style).
+
+Every request is (context, continuation); only the continuation's bytes are scored, given
+BOS + context. The delimiter between them is " " unless the context already ends in
+whitespace (queries in piqa end with a newline; LAMBADA contexts end before the word's space);
+it belongs to the continuation, so the same bytes are scored for every choice.
+
+Reported: accuracy (highest summed log-likelihood), length-normalised accuracy (highest
+log-likelihood per byte), and the bits per byte of the gold continuation: mean over examples
+with its standard error, and corpus-level (sum of bits / sum of bytes). For continuation tasks,
+accuracy is exact greedy match: every continuation byte is the argmax of the next-byte
+distribution (lm-eval's `is_greedy`).
+
+Boundaries: sampled, under a fixed seed (`seed`), like `learntok eval` and the paper's bpb; or
+`greedy` (p > 0.5). With greedy decisions the context is cut the same way for every choice;
+with sampled ones each row draws its own cut, which adds a little noise to accuracy.
+
+Shapes: B batch, T bytes (BOS at t = 0), V vocabulary.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from learntok.data import DataError
+from learntok.data.vocab import BOS, PAD
+from learntok.evaluate import mean_and_se
+from learntok.objective import LN2
+from learntok.runtime import autocast, isolated_rng
+
+FORMS = {"multiple_choice": ("query", "choices", "gold"), "continuation": ("context", "continuation")}
+
+
+class TaskError(DataError):
+    """A task file that cannot be used; the message names the file, the line and the field."""
+
+
+@dataclass
+class Example:
+    context: str
+    choices: list[str]     # one entry for continuation tasks
+    gold: int
+
+
+def read_task(path: str | Path) -> tuple[str, list[Example]]:
+    """(form, examples) from a JSONL or JSONL.gz file."""
+    path = Path(path)
+    if not path.is_file():
+        raise TaskError(f"task file {path} does not exist")
+    opener = gzip.open if path.name.endswith(".gz") else open
+    form, examples = None, []
+    with opener(path, "rt", encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise TaskError(f"{path} line {lineno}: not valid JSON ({e.msg})") from None
+            if not isinstance(rec, dict):
+                raise TaskError(f"{path} line {lineno}: not a JSON object")
+            if form is None:
+                form = "continuation" if "continuation" in rec or "context" in rec else "multiple_choice"
+            examples.append(_example(rec, form, f"{path} line {lineno}"))
+    if not examples:
+        raise TaskError(f"task file {path} holds no examples")
+    return form, examples
+
+
+def _example(rec: dict, form: str, where: str) -> Example:
+    for name in FORMS[form]:
+        if name not in rec:
+            raise TaskError(f"{where}: missing field {name!r} ({form.replace('_', ' ')} needs "
+                            f"{', '.join(FORMS[form])})")
+    if form == "continuation":
+        if not isinstance(rec["context"], str) or not isinstance(rec["continuation"], str):
+            raise TaskError(f"{where}: fields 'context' and 'continuation' must be strings")
+        return Example(rec["context"], [rec["continuation"]], 0)
+    choices, gold = rec["choices"], rec["gold"]
+    if not isinstance(rec["query"], str) or not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
+        raise TaskError(f"{where}: field 'query' must be a string and 'choices' a list of strings")
+    if not isinstance(gold, int) or not 0 <= gold < len(choices):
+        raise TaskError(f"{where}: field 'gold' {gold!r} is not an index into {len(choices)} choices")
+    return Example(rec["query"], choices, gold)
+
+
+def join(context: str, continuation: str, delimiter: str = " ") -> tuple[bytes, bytes]:
+    """(context bytes, continuation bytes with the delimiter in front unless the context ends in
+    whitespace or is empty)."""
+    ctx = context.encode("utf-8")
+    sep = "" if not context or context[-1].isspace() else delimiter
+    return ctx, (sep + continuation).encode("utf-8")
+
+
+@torch.no_grad()
+def score_requests(model, requests: list[tuple[bytes, bytes]], batch_size: int = 16, seq_len: int = 1024,
+                   greedy: bool = False, seed: int = 0, device: torch.device | None = None,
+                   amp_dtype: torch.dtype | None = None) -> list[tuple[float, int, bool]]:
+    """For each (context, continuation) in bytes: (log-likelihood of the continuation in nats,
+    its bytes, whether every byte is the argmax). Rows are BOS + context + continuation, cut from
+    the left to seq_len (the continuation is kept whole when it fits), PAD on the right; batches
+    are formed longest first and run under `seed`, so results are deterministic."""
+    device = device or next(model.parameters()).device
+    order = sorted(range(len(requests)), key=lambda i: -sum(map(len, requests[i])))
+    results: list[tuple[float, int, bool]] = [(0.0, 0, True)] * len(requests)
+    was_training = model.training
+    model.eval()
+    try:
+        with isolated_rng(seed, device):
+            for i in range(0, len(order), batch_size):
+                idx = order[i:i + batch_size]
+                x, cont = _rows([requests[j] for j in idx], seq_len)  # (B, T), (B, T-1) bool
+                x, cont = x.to(device), cont.to(device)
+                with autocast(device, amp_dtype):
+                    out = model(x, greedy=greedy)
+                logp = torch.log_softmax(out.logits[:, :-1].float(), dim=-1)      # (B, T-1, V)
+                target = x[:, 1:]                                                  # (B, T-1)
+                ll = logp.gather(-1, target.unsqueeze(-1)).squeeze(-1) * cont      # (B, T-1)
+                hit = (logp.argmax(-1) == target) | ~cont
+                for j, s, n, g in zip(idx, ll.sum(1).tolist(), cont.sum(1).tolist(), hit.all(1).tolist()):
+                    results[j] = (s, int(n), bool(g))
+    finally:
+        model.train(was_training)
+    return results
+
+
+def _rows(pairs: list[tuple[bytes, bytes]], seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x (B, T) BOS + bytes + PAD, cont (B, T-1) True where the target is a continuation byte)."""
+    seqs, n_cont = [], []
+    for ctx, cont in pairs:
+        keep = seq_len - 1
+        cont = cont[-keep:]                                      # a continuation longer than a row: its tail
+        seqs.append((ctx + cont)[-keep:])
+        n_cont.append(len(cont))
+    T = 1 + max(len(s) for s in seqs)
+    x = torch.full((len(seqs), T), PAD, dtype=torch.long)
+    cont = torch.zeros(len(seqs), T - 1, dtype=torch.bool)
+    x[:, 0] = BOS
+    for b, (s, n) in enumerate(zip(seqs, n_cont)):
+        x[b, 1:1 + len(s)] = torch.tensor(list(s), dtype=torch.long)
+        cont[b, len(s) - n:len(s)] = True                        # targets t predict x[t+1]
+    return x, cont
+
+
+def evaluate_task(model, form: str, examples: list[Example], delimiter: str = " ", **score_kw) -> dict:
+    """Accuracy, length-normalised accuracy and gold-continuation bpb (mean +- s.e., corpus)."""
+    requests, owner = [], []
+    for e_i, ex in enumerate(examples):
+        for choice in ex.choices:
+            requests.append(join(ex.context, choice, delimiter))
+            owner.append(e_i)
+    scores = score_requests(model, requests, **score_kw)
+    per_ex: list[list[tuple[float, int, bool]]] = [[] for _ in examples]
+    for e_i, s in zip(owner, scores):
+        per_ex[e_i].append(s)
+    acc, acc_norm, gold_bits, gold_bytes = [], [], [], []
+    for ex, s in zip(examples, per_ex):
+        ll = np.array([v[0] for v in s])
+        n = np.array([max(v[1], 1) for v in s])
+        if form == "continuation":
+            acc.append(float(s[0][2]))
+            acc_norm.append(float(s[0][2]))
+        else:
+            acc.append(float(np.argmax(ll) == ex.gold))
+            acc_norm.append(float(np.argmax(ll / n) == ex.gold))
+        gold_bits.append(-s[ex.gold][0] / LN2)
+        gold_bytes.append(s[ex.gold][1])
+    bits, nbytes = np.array(gold_bits), np.array(gold_bytes)
+    per_example = bits / np.maximum(nbytes, 1)
+    bpb_mean, bpb_se = mean_and_se(per_example)
+    acc_mean, acc_se = mean_and_se(np.array(acc))
+    return {"form": form, "n": len(examples), "accuracy": acc_mean, "accuracy_se": acc_se,
+            "accuracy_norm": float(np.mean(acc_norm)), "gold_bpb": bpb_mean, "gold_bpb_se": bpb_se,
+            "gold_bpb_corpus": float(bits.sum() / max(nbytes.sum(), 1)), "gold_bytes": int(nbytes.sum())}
+
+
+def run_tasks(path, tasks: list[str], batch_size: int = 16, seq_len: int | None = None, greedy: bool = False,
+              seed: int = 0, limit: int | None = None, delimiter: str = " ", device: str = "cpu") -> dict:
+    """`learntok eval-tasks`: every task file, by its name without .jsonl(.gz)."""
+    from learntok.evaluate import load_for_eval
+
+    model, run_cfg = load_for_eval(path, device)
+    seq_len = seq_len or (run_cfg.train.seq_len if run_cfg is not None else 1024)
+    report = {"boundaries": "greedy" if greedy else f"sampled (seed {seed})", "seq_len": seq_len, "tasks": {}}
+    for task in tasks:
+        form, examples = read_task(task)
+        name = Path(task).name.removesuffix(".gz").removesuffix(".jsonl")
+        report["tasks"][name] = evaluate_task(model, form, examples[:limit], delimiter, batch_size=batch_size,
+                                              seq_len=seq_len, greedy=greedy, seed=seed, device=torch.device(device))
+    return report
+
+
+def format_tasks(report: dict) -> str:
+    lines = [f"{'task':<20} {'n':>6} {'acc':>14} {'acc_norm':>9} {'gold bpb':>16}"]
+    for name, r in report["tasks"].items():
+        lines.append(f"{name:<20} {r['n']:>6} {r['accuracy']:>7.4f}±{r['accuracy_se']:.4f} {r['accuracy_norm']:>9.4f} "
+                     f"{r['gold_bpb']:>8.4f}±{r['gold_bpb_se']:.4f}")
+    lines.append(f"boundaries: {report['boundaries']}")
+    return "\n".join(lines)
+

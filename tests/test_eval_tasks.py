@@ -1,0 +1,100 @@
+"""`learntok eval-tasks`: task files, scoring only the continuation, accuracy and bpb."""
+import gzip
+import json
+import math
+
+import pytest
+import torch
+
+from learntok import AUNet, ModelConfig
+from learntok.eval_tasks import TaskError, _rows, evaluate_task, join, read_task, run_tasks, score_requests
+
+TINY = dict(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16)
+
+
+def tiny_model():
+    torch.manual_seed(0)
+    return AUNet(ModelConfig(**TINY)).eval()
+
+
+def write_jsonl(path, records, gz=False):
+    text = "".join(json.dumps(r) + "\n" for r in records)
+    if gz:
+        with gzip.open(path, "wt", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+MC = [{"query": "Question: what is red?\n", "choices": ["an apple", "the sky"], "gold": 0},
+      {"query": "Q: two plus two", "choices": ["four", "five", "six"], "gold": 0}]
+CONT = [{"context": "the cat sat on the", "continuation": "mat"}, {"context": "hello", "continuation": "world"}]
+
+
+def test_read_task_forms(tmp_path):
+    form, ex = read_task(write_jsonl(tmp_path / "mc.jsonl.gz", MC, gz=True))
+    assert form == "multiple_choice" and len(ex) == 2 and ex[1].choices == ["four", "five", "six"]
+    form, ex = read_task(write_jsonl(tmp_path / "c.jsonl", CONT))
+    assert form == "continuation" and ex[0].choices == ["mat"] and ex[0].gold == 0
+
+
+def test_missing_field_names_line_and_field(tmp_path):
+    bad = MC[:1] + [{"query": "q", "choices": ["a", "b"]}]
+    with pytest.raises(TaskError, match=r"line 2: missing field 'gold'"):
+        read_task(write_jsonl(tmp_path / "bad.jsonl", bad))
+    with pytest.raises(TaskError, match=r"line 1: missing field 'continuation'"):
+        read_task(write_jsonl(tmp_path / "bad2.jsonl", [{"context": "x"}]))
+    with pytest.raises(TaskError, match=r"line 1: field 'gold' 5"):
+        read_task(write_jsonl(tmp_path / "bad3.jsonl", [{"query": "q", "choices": ["a"], "gold": 5}]))
+
+
+def test_join_delimiter():
+    assert join("the cat", "sat") == (b"the cat", b" sat")
+    assert join("Question: x\n", "yes") == (b"Question: x\n", b"yes")
+
+
+def test_rows_mark_only_continuation_targets():
+    x, cont = _rows([(b"ab", b"cd"), (b"x", b"y")], seq_len=16)
+    assert x[0].tolist() == [256, 97, 98, 99, 100] and x[1, 3:].tolist() == [258, 258]
+    assert cont[0].tolist() == [False, False, True, True] and cont[1].tolist() == [False, True, False, False]
+    x, cont = _rows([(b"abcdef", b"gh")], seq_len=5)             # cut from the left
+    assert x[0].tolist() == [256, 101, 102, 103, 104] and cont[0].tolist() == [False, False, True, True]
+
+
+def test_score_conditions_on_context_and_is_batched():
+    model = tiny_model()
+    reqs = [(b"the cat sat on the", b" mat"), (b"hi", b" there you"), (b"", b"abc")]
+    one = [score_requests(model, [r], greedy=True)[0] for r in reqs]
+    batched = score_requests(model, reqs, batch_size=3, greedy=True)
+    for a, b in zip(one, batched):
+        assert a[0] == pytest.approx(b[0], abs=1e-4) and a[1] == b[1]
+    assert [n for _, n, _ in batched] == [4, 10, 3]
+    # the same as scoring the whole row and keeping the continuation's log-probs
+    x = torch.tensor([[256] + list(b"hi there you")])
+    logp = torch.log_softmax(model(x, greedy=True).logits[0, :-1], -1).gather(-1, x[0, 1:, None]).squeeze(-1)
+    assert float(logp[-10:].sum().detach()) == pytest.approx(batched[1][0], abs=1e-4)
+    s1 = score_requests(model, reqs, batch_size=2, seed=3)
+    assert s1 == score_requests(model, reqs, batch_size=2, seed=3)   # sampled, fixed seed: deterministic
+
+
+def test_evaluate_task_metrics(tmp_path):
+    model = tiny_model()
+    _, ex = read_task(write_jsonl(tmp_path / "mc.jsonl", MC))
+    r = evaluate_task(model, "multiple_choice", ex, greedy=True)
+    assert r["n"] == 2 and 0 <= r["accuracy"] <= 1 and 0 <= r["accuracy_norm"] <= 1
+    ll = score_requests(model, [join(e.context, e.choices[e.gold]) for e in ex], greedy=True)
+    per = [-s / math.log(2) / n for s, n, _ in ll]
+    assert r["gold_bpb"] == pytest.approx(sum(per) / 2, rel=1e-4)
+    assert r["gold_bytes"] == sum(n for _, n, _ in ll)
+    _, ex = read_task(write_jsonl(tmp_path / "c.jsonl", CONT))
+    r = evaluate_task(model, "continuation", ex, greedy=True)
+    assert r["accuracy"] in (0.0, 0.5, 1.0) and r["gold_bpb"] > 0
+
+
+def test_run_tasks_from_model_folder(tmp_path):
+    tiny_model().save_pretrained(tmp_path / "m")
+    tasks = [str(write_jsonl(tmp_path / "mc.jsonl.gz", MC, gz=True)), str(write_jsonl(tmp_path / "lam.jsonl", CONT))]
+    rep = run_tasks(tmp_path / "m", tasks, batch_size=4, seq_len=64, seed=1)
+    assert set(rep["tasks"]) == {"mc", "lam"} and rep["boundaries"] == "sampled (seed 1)"
+    assert rep == run_tasks(tmp_path / "m", tasks, batch_size=4, seq_len=64, seed=1)
