@@ -133,6 +133,14 @@ def score_requests(model, requests: list[tuple[bytes, bytes]], batch_size: int =
     return results
 
 
+def rolling_windows(data: bytes, seq_len: int) -> list[tuple[bytes, bytes]]:
+    """(context, window) pairs that score every byte of `data` once, each window of at most
+    (seq_len - 1) // 2 bytes after up to seq_len - 1 - len(window) bytes of context."""
+    row = seq_len - 1
+    step = max(1, row // 2)
+    return [(data[max(0, i - (row - len(data[i:i + step]))):i], data[i:i + step]) for i in range(0, len(data), step)]
+
+
 def _rows(pairs: list[tuple[bytes, bytes]], seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(x (B, T) BOS + bytes + PAD, cont (B, T-1) True where the target is a continuation byte)."""
     seqs, n_cont = [], []

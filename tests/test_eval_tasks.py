@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from learntok import AUNet, ModelConfig
-from learntok.eval_tasks import TaskError, _rows, evaluate_task, join, read_task, run_tasks, score_requests
+from learntok.eval_tasks import (TaskError, _rows, evaluate_task, join, read_task, rolling_windows, run_tasks,
+                                 score_requests)
 
 TINY = dict(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16)
 
@@ -98,3 +99,41 @@ def test_run_tasks_from_model_folder(tmp_path):
     rep = run_tasks(tmp_path / "m", tasks, batch_size=4, seq_len=64, seed=1)
     assert set(rep["tasks"]) == {"mc", "lam"} and rep["boundaries"] == "sampled (seed 1)"
     assert rep == run_tasks(tmp_path / "m", tasks, batch_size=4, seq_len=64, seed=1)
+
+
+def test_rolling_windows_score_every_byte_once():
+    data = bytes(range(50))
+    wins = rolling_windows(data, seq_len=17)                     # rows of 16 bytes, windows of 8
+    assert b"".join(w for _, w in wins) == data
+    assert all(len(c) + len(w) <= 16 for c, w in wins)
+    assert wins[1] == (data[:8], data[8:16]) and wins[0][0] == b""
+
+
+def test_lm_eval_adapter_offline(tmp_path, monkeypatch):
+    """A local task definition (JSON data, YAML config), no hub: multiple choice and rolling."""
+    for var in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(var, "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf"))
+    lm_eval = pytest.importorskip("lm_eval")
+    from lm_eval.tasks import TaskManager
+
+    import learntok.lm_eval_adapter  # noqa: F401  (registers the model type)
+    tiny_model().save_pretrained(tmp_path / "m")
+    d = tmp_path / "tasks"
+    d.mkdir()
+    write_jsonl(d / "mc.jsonl", [{"q": "what is red?", "choices": ["an apple", "the sky"], "label": 0},
+                                 {"q": "two plus two", "choices": ["four", "five"], "label": 1}])
+    common = f"dataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {d / 'mc.jsonl'}\ntest_split: test\n"
+    (d / "mc.yaml").write_text("task: tiny_mc\n" + common + "output_type: multiple_choice\n"
+                               'doc_to_text: "Question: {{q}}\\nAnswer:"\ndoc_to_target: label\n'
+                               "doc_to_choice: choices\nmetric_list:\n  - metric: acc\n  - metric: acc_norm\n")
+    (d / "roll.yaml").write_text("task: tiny_roll\n" + common + "output_type: loglikelihood_rolling\n"
+                                 'doc_to_text: ""\ndoc_to_target: "{{q}}"\nmetric_list:\n  - metric: bits_per_byte\n')
+    res = lm_eval.simple_evaluate(model="learntok", model_args=f"pretrained={tmp_path / 'm'},seq_len=64,greedy_boundaries=true",
+                                  tasks=["tiny_mc", "tiny_roll"], batch_size=4, device="cpu",
+                                  task_manager=TaskManager(include_path=str(d), include_defaults=False))["results"]
+    assert 0 <= res["tiny_mc"]["acc,none"] <= 1
+    # rolling bpb equals scoring each text from BOS (the texts fit in one window)
+    ll = score_requests(tiny_model(), [(b"", b"what is red?"), (b"", b"two plus two")], greedy=True)
+    want = -sum(s for s, _, _ in ll) / (math.log(2) * sum(n for _, n, _ in ll))
+    assert res["tiny_roll"]["bits_per_byte,none"] == pytest.approx(want, rel=1e-4)
