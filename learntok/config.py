@@ -105,20 +105,23 @@ def _field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+def _union(convert, value: Any, tp: Any, name: str) -> Any:
+    """The first member of a Union (Optional) type that `convert` accepts, None aside."""
+    for arg in typing.get_args(tp):
+        if arg is not type(None):
+            try:
+                return convert(value, arg, name)
+            except ConfigError:
+                pass
+    raise ConfigError(f"{name} = {value!r}: expected {tp}")
+
+
 def _check(value: Any, tp: Any, name: str) -> Any:
     """Check a structured value (TOML / JSON) against a field type; ints are accepted as floats
     and lists as tuples. Returns the value converted to the field's type."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        for arg in args:
-            if arg is not type(None):
-                try:
-                    return _check(value, arg, name)
-                except ConfigError:
-                    pass
-        raise ConfigError(f"{name} = {value!r}: expected {tp}")
+        return None if value is None and type(None) in args else _union(_check, value, tp, name)
     if origin is tuple:
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{name} = {value!r}: expected a list")
@@ -151,15 +154,7 @@ def parse_value(text: str, tp: Any, name: str) -> Any:
     optional (none/null), tuple (comma-separated, brackets optional)."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
-        if text.lower() in ("none", "null") and type(None) in args:
-            return None
-        for arg in args:
-            if arg is not type(None):
-                try:
-                    return parse_value(text, arg, name)
-                except ConfigError:
-                    pass
-        raise ConfigError(f"{name}={text}: expected {tp}")
+        return None if text.lower() in ("none", "null") and type(None) in args else _union(parse_value, text, tp, name)
     if origin is tuple:
         items = [s.strip() for s in text.strip().strip("[]()").split(",") if s.strip()]
         return _check([parse_value(s, args[0], name) for s in items], tp, name)

@@ -106,11 +106,57 @@ def _truncate_metrics(path: Path, step: int) -> None:
         path.write_text("".join(l + "\n" for l in lines if json.loads(l)["step"] <= step), encoding="utf-8")
 
 
-def _check_finite(bad: torch.Tensor, last_ckpt: Path | None) -> None:
-    first = int(bad)  # the host sync
-    if first >= 0:
-        where = f"the last good checkpoint is at {last_ckpt}" if last_ckpt else "no checkpoint was saved"
-        raise TrainingDiverged(f"loss became NaN or infinite at step {first}; stopped without saving; {where}")
+class MetricWindow:
+    """Per-step metrics summed on the device between log steps and read with one host sync;
+    also the first step whose loss was not finite (-1 if none) and the bytes/s since reset."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.reset()
+
+    def reset(self) -> None:
+        self.sums: dict[str, torch.Tensor] = {}
+        self.n, self.t0 = 0, time.perf_counter()
+        self.bad = torch.full((), -1, dtype=torch.long, device=self.device)
+
+    def add(self, step: int, metrics: dict[str, torch.Tensor]) -> None:
+        nonfinite = ~torch.isfinite(metrics["loss"])
+        self.bad = torch.where((self.bad < 0) & nonfinite, torch.full_like(self.bad, step), self.bad)
+        self.sums = {k: self.sums.get(k, 0) + v.detach().double() for k, v in metrics.items()}
+        self.n += 1
+
+    def read(self) -> tuple[int, dict[str, float], int]:
+        """(first non-finite step or -1, mean of each metric and bytes_per_s, bytes in the window)."""
+        values = torch.stack([self.bad.double(), *self.sums.values()]).tolist()  # the host sync
+        means = {k: v / self.n for k, v in zip(self.sums, values[1:])}
+        n_bytes = round(means["n_bytes"] * self.n)
+        means["bytes_per_s"] = n_bytes / (time.perf_counter() - self.t0)
+        return int(values[0]), means, n_bytes
+
+
+def train_step(model: AUNet, fwd: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor,
+               run_cfg: RunConfig, lr: float, amp: torch.dtype | None) -> dict[str, torch.Tensor]:
+    """One optimizer step on batch x (B, T); then the rate controller. Returns the step's
+    metrics as device tensors (no host sync). `fwd` is the model or its compiled wrapper."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    with autocast(x.device, amp):
+        out = fwd(x)
+    total, metrics = loss(out, x, run_cfg.objective)
+    metrics["loss"] = total.detach()  # the value backpropagated: the one checked for NaN/inf
+    optimizer.zero_grad(set_to_none=True)
+    total.backward()
+    if run_cfg.train.grad_clip > 0:
+        metrics["grad_norm"] = nn.utils.clip_grad_norm_(model.parameters(), run_cfg.train.grad_clip)
+    optimizer.step()
+    with torch.no_grad():
+        model.strategy.adapt_rate(metrics["boundary_rate"], run_cfg.objective.rate_gain)
+    return metrics
+
+
+def _diverged(step: int, last_ckpt: Path | None) -> TrainingDiverged:
+    where = f"the last good checkpoint is at {last_ckpt}" if last_ckpt else "no checkpoint was saved"
+    return TrainingDiverged(f"loss became NaN or infinite at step {step}; stopped without saving; {where}")
 
 
 def _start(run_cfg: RunConfig, run_dir: Path, model: AUNet, optimizer, resume: bool) -> tuple[int, int]:
@@ -150,46 +196,25 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
     last_ckpt = latest_checkpoint(run_dir) or ckpt(0)
     fwd = torch.compile(model) if tc.compile else model
     texts = _sample_texts(data) if tc.segment_every else []
-    bad = torch.full((), -1, dtype=torch.long, device=device)  # first step with a non-finite loss
-    acc, n_acc, window_bytes, t0 = {}, 0, torch.zeros((), dtype=torch.long, device=device), time.perf_counter()
-    summary = {"run_dir": str(run_dir), "params": model.num_params()}
+    window, summary = MetricWindow(device), {"run_dir": str(run_dir), "params": model.num_params()}
     bar = tqdm(range(start, end), initial=start, total=tc.steps, disable=not progress, desc=run_dir.name)
     for step in bar:
-        lr = lr_at(step, tc)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
         x = data.train_batch(step, tc.batch_size, tc.seq_len, tc.seed).to(device, non_blocking=True)
-        with autocast(device, amp):
-            out = fwd(x)
-        total, metrics = loss(out, x, run_cfg.objective)
-        optimizer.zero_grad(set_to_none=True)
-        total.backward()
-        if tc.grad_clip > 0:
-            metrics["grad_norm"] = nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
-        optimizer.step()
-        with torch.no_grad():
-            model.strategy.adapt_rate(metrics["boundary_rate"], run_cfg.objective.rate_gain)
-        done = step + 1
-        bad = torch.where((bad < 0) & ~torch.isfinite(total.detach()), torch.full_like(bad, done), bad)
-        acc = {k: acc.get(k, 0) + v.detach().float() for k, v in metrics.items()}
-        n_acc, window_bytes = n_acc + 1, window_bytes + metrics["n_bytes"].long()
-
-        at_end, due = done == end, lambda every: every > 0 and done % every == 0  # noqa: E731
+        window.add(step + 1, train_step(model, fwd, optimizer, x, run_cfg, lr_at(step, tc), amp))
+        done, at_end = step + 1, step + 1 == end
+        due = lambda every: every > 0 and done % every == 0  # noqa: E731
         do_eval, do_ckpt = due(tc.eval_every) or at_end, due(tc.ckpt_every) or at_end
         do_segment = due(tc.segment_every) or (at_end and tc.segment_every > 0)
         if not (due(tc.log_every) or do_eval or do_segment or do_ckpt):
             continue
-        _check_finite(bad, last_ckpt)
-        if n_acc:
-            means = dict(zip(acc, (torch.stack(list(acc.values())) / n_acc).tolist()))
-            bytes_seen += int(window_bytes)
-            dt = time.perf_counter() - t0
-            record = {"step": done, "bytes_seen": bytes_seen, "lr": lr, **means, "bytes_per_s": int(window_bytes) / dt}
-            _append_jsonl(metrics_path, record)
-            bar.set_postfix(loss=f"{means['loss']:.3f}", bpb=f"{means['bpb']:.3f}", rate=f"{means['boundary_rate']:.3f}",
-                            ws=f"{means['whitespace_rate']:.2f}", Bps=f"{record['bytes_per_s']:.0f}")
-            summary.update(train_bpb=means["bpb"], bytes_per_s=record["bytes_per_s"])
-            acc, n_acc, window_bytes = {}, 0, torch.zeros_like(window_bytes)
+        bad, means, n_bytes = window.read()
+        if bad >= 0:
+            raise _diverged(bad, last_ckpt)
+        bytes_seen += n_bytes
+        _append_jsonl(metrics_path, {"step": done, "bytes_seen": bytes_seen, "lr": lr_at(step, tc), **means})
+        bar.set_postfix(loss=f"{means['loss']:.3f}", bpb=f"{means['bpb']:.3f}", rate=f"{means['boundary_rate']:.3f}",
+                        ws=f"{means['whitespace_rate']:.2f}", Bps=f"{means['bytes_per_s']:.0f}")
+        summary.update(train_bpb=means["bpb"], bytes_per_s=means["bytes_per_s"])
         if do_eval:
             val = evaluate_bpb(model, data, "val", tc.batch_size, tc.seq_len, tc.eval_bytes, device, amp, tc.seed)
             _append_jsonl(metrics_path, {"step": done, "bytes_seen": bytes_seen, **val})
@@ -198,6 +223,6 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
             write_segments(model, texts, run_dir / "segments.txt", done, tc.seed)
         if do_ckpt:
             last_ckpt = ckpt(done)
-        t0 = time.perf_counter()  # bytes/s counts training time only
+        window.reset()  # bytes/s counts training time only
     bar.close()
     return {**summary, "step": end, "checkpoint": str(last_ckpt)}
