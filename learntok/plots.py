@@ -1,0 +1,99 @@
+"""`learntok plot`: training and validation curves of one or several runs, and the estimator
+variance chart of `learntok diagnose`. PNG through matplotlib's Agg backend (no display).
+
+metrics.jsonl holds training lines (`step`, `bytes_seen`, `bpb`, `boundary_rate`,
+`whitespace_rate`, ...) and validation lines (`val_bpb`, `val_boundary_rate`,
+`val_whitespace_rate`), told apart by their keys.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from learntok.data import DataError
+
+METRICS = {"bpb": "bits per byte", "boundary_rate": "boundary rate", "whitespace_rate": "whitespace rate"}
+
+
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def read_metrics(run: str | Path) -> tuple[list[dict], list[dict]]:
+    """(training lines, validation lines) of RUN/metrics.jsonl (or a metrics.jsonl path)."""
+    path = Path(run)
+    path = path / "metrics.jsonl" if path.is_dir() else path
+    if not path.is_file():
+        raise DataError(f"{path} does not exist: is {run} a run folder?")
+    train, val = [], []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path} line {lineno}: not valid JSON ({e.msg})") from None
+        if "step" not in rec:
+            raise DataError(f"{path} line {lineno}: no field 'step'")
+        (val if any(k.startswith("val_") for k in rec) else train).append(rec)
+    return train, val
+
+
+def series(records: list[dict], key: str, x: str = "step") -> tuple[list[float], list[float]]:
+    """(xs, ys) of the records that have both `x` and `key`."""
+    pts = [(r[x], r[key]) for r in records if key in r and x in r and r[key] is not None]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def plot_runs(runs: list[str | Path], out: str | Path, x: str = "step") -> list[Path]:
+    """One PNG per metric (bpb, boundary_rate, whitespace_rate): training (solid, thin) and
+    validation (dashed, markers) of every run, one colour per run. Returns the paths written."""
+    plt = _pyplot()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    data = {Path(r).name or str(r): read_metrics(r) for r in runs}
+    written = []
+    for key, label in METRICS.items():
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for i, (name, (train, val)) in enumerate(data.items()):
+            colour = f"C{i % 10}"
+            xs, ys = series(train, key, x)
+            if xs:
+                ax.plot(xs, ys, color=colour, lw=1, alpha=0.8, label=f"{name} train")
+            xs, ys = series(val, f"val_{key}", x)
+            if xs:
+                ax.plot(xs, ys, color=colour, ls="--", marker="o", ms=3, label=f"{name} val")
+        ax.set_xlabel(x.replace("_", " "))
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = out / f"{key}.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def plot_diagnose(table: dict[str, dict[str, float]], path: str | Path) -> Path:
+    """Two bar charts (log scale): gradient variance and SNR per estimator variant."""
+    plt = _pyplot()
+    names = list(table)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    for ax, key, title in zip(axes, ("variance", "snr"), ("variance (trace of covariance)", "signal-to-noise ratio")):
+        vals = [max(table[n][key], 1e-30) for n in names]
+        ax.barh(names, vals, color=[f"C{i % 10}" for i in range(len(names))])
+        ax.set_xscale("log")
+        ax.invert_yaxis()
+        ax.set_title(title)
+        ax.grid(axis="x", alpha=0.3)
+    fig.suptitle("policy-gradient estimator on fixed batches")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
