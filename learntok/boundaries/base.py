@@ -51,6 +51,12 @@ class BoundaryStrategy(nn.Module):
         """Hook on the token-level output z (B, S, D) before upsampling. Identity by default."""
         return z
 
+    def dechunk_step(self, z: torch.Tensor, probs: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
+        """`dechunk` of one new token per row during generation: z (R, D) its token-level output,
+        probs (R,) its boundary byte's P(a = 1), previous (R, D) the row's previous token after
+        `dechunk`. Identity by default. (`confidence` is per byte: generation calls it as is.)"""
+        return z
+
     def confidence(self, y: torch.Tensor, out: BoundaryOutput) -> torch.Tensor:
         """Hook on the upsampled token stream y (B, T, D) before the skip is added. Identity by default."""
         return y
@@ -68,9 +74,11 @@ class BoundaryStrategy(nn.Module):
         state: dict,
         early_logits: torch.Tensor | None = None,  # (B, V) early head at t
         greedy: bool = False,
+        boundaries: torch.Tensor | None = None,  # (B,) prescribed a[t] (teacher forcing), or None to decide
     ) -> tuple[torch.Tensor, torch.Tensor, dict]:
         """Decide a[t] causally: returns decisions (B,) float 0/1, probs (B,), new state.
-        Must agree with `forward` given the same random draws."""
+        Must agree with `forward` given the same random draws; with `boundaries` it returns
+        them and advances the state as if it had decided them."""
         raise NotImplementedError(f"strategy {type(self).__name__} has no incremental step")
 
     def adapt_rate(self, rate: torch.Tensor, gain: float) -> None:

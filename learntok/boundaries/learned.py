@@ -160,3 +160,26 @@ class LearnedPolicy(BoundaryStrategy):
         individual logits toward one value, as a stronger L_rate would."""
         if gain > 0:
             self.rate_bias.sub_(gain * (rate.to(self.rate_bias) - self.cfg.target_rate))
+
+    # Incremental decoding: the state is the last w-1 decisions, past[:, j] = a[t-(w-1)+j].
+    def init_state(self, batch: int, device: torch.device) -> dict:
+        return {"past": torch.zeros(batch, self.cfg.policy_window - 1, device=device)}
+
+    @torch.no_grad()
+    def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
+        cfg = self.cfg
+        v = self.proj(self.norm(h.float())).float()              # (B, W)
+        past = state["past"]                                     # (B, W-1)
+        mix = v[:, -1] + (v[:, :-1] * past).sum(-1)              # same order as policy_logits
+        logits = softcap(cfg.logit_scale * mix + self.offset + self.rate_bias, cfg.softcap)  # (B,)
+        probs = torch.sigmoid(logits)
+        if boundaries is not None:
+            a = boundaries.float()
+        elif t == 0:
+            a = torch.ones_like(logits)                          # BOS
+        elif greedy:
+            a = (logits > 0).float()
+        else:
+            u = torch.rand(logits.shape, device=logits.device).clamp_(1e-7, 1 - 1e-7)
+            a = (torch.logit(u) < logits).float()
+        return a, probs, {"past": torch.cat([past[:, 1:], a[:, None]], dim=1)}

@@ -71,6 +71,16 @@ class Attention(nn.Module):
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.proj(y.transpose(1, 2).reshape(B, L, D))      # (B, L, D)
 
+    def forward_cached(self, x: torch.Tensor, pos: torch.Tensor, cache) -> torch.Tensor:
+        """Attention of L new positions over a KV cache (learntok.model.cache): `cache.update`
+        stores the new rotated keys and returns what to attend over, with a mask (None: every
+        key for one query, causal for a prefill chunk)."""
+        B, L, D = x.shape
+        q, k, v = self.split_heads(x, pos)
+        k, v, mask = cache.update(k, v)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None and L > 1)
+        return self.proj(y.transpose(1, 2).reshape(B, L, D))      # (B, L, D)
+
 
 class GatedMLP(nn.Module):
     """SwiGLU: W2 (silu(W1 x) * W3 x)."""
@@ -99,6 +109,10 @@ class Block(nn.Module):
         x = x + self.attn(self.norm1(x), pos)
         return x + self.mlp(self.norm2(x))
 
+    def forward_cached(self, x: torch.Tensor, pos: torch.Tensor, cache) -> torch.Tensor:
+        x = x + self.attn.forward_cached(self.norm1(x), pos, cache)
+        return x + self.mlp(self.norm2(x))
+
 
 class Stack(nn.Module):
     """n blocks of one level (byte level with a window, or token level with full attention)."""
@@ -110,4 +124,10 @@ class Stack(nn.Module):
     def forward(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         for block in self.blocks:
             x = block(x, pos)
+        return x
+
+    def forward_cached(self, x: torch.Tensor, pos: torch.Tensor, caches: list) -> torch.Tensor:
+        """Incremental forward: one KV cache per block (generation)."""
+        for block, cache in zip(self.blocks, caches, strict=True):
+            x = block.forward_cached(x, pos, cache)
         return x

@@ -1,0 +1,249 @@
+"""Generation: cached incremental decoding of an AUNet, one byte at a time (issue 5).
+
+For each new byte t (DESIGN §2, in the same order as `AUNet.forward`):
+  embed and encode it (byte-level KV caches keep the last attn_window keys) -> early head ->
+  decide a[t] with the strategy's `step` (its state: e.g. the last w-1 decisions) ->
+  only if a[t] = 1, run the token level on the new token (its KV cache grows by one key,
+  at RoPE position t, the token's byte offset) and keep the output as the row's current token
+  -> y = h + current token -> decoder (sliding-window caches) -> head: logits of byte t+1.
+No boundary is forced at the newest byte: byte t reads its latest boundary's token, exactly
+as in training (the paper's code forces one, a situation the model never saw).
+
+The prompt is prefilled with one full forward pass that also fills the caches. Prompts of
+different lengths in one batch: the common prefix (the shortest prompt's length) is prefilled
+for every row in parallel, then every row steps one byte at a time, the longer prompts' remaining
+bytes fed as forced inputs (their boundaries decided by `step`, causally, as for generated
+bytes). So rows share byte positions; left padding would shift them. A row that has made
+`max_bytes` bytes (or sampled EOS) keeps stepping on filler until every row is done.
+
+Random draws (bytes and boundaries) come from a private seeded stream swapped in around each
+step: `seed` makes a generation reproducible and leaves the caller's RNG untouched.
+
+Shapes: B batch, T bytes, D width, V vocabulary.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Iterator, NamedTuple, Sequence
+
+import torch
+
+from learntok.boundaries.base import BoundaryOutput
+from learntok.data.vocab import BOS, EOS, PAD, encode
+from learntok.model.cache import ModelCache, TokenKV
+from learntok.model.pooling import downsample, num_tokens, upsample
+
+BOUNDARY_MODES = ("sample", "greedy")
+
+
+@dataclass
+class DecodeState:
+    cache: ModelCache      # KV caches of every level
+    strategy: dict         # the boundary strategy's decoding state (see BoundaryStrategy.step)
+    token: torch.Tensor    # (B, D) token-level output of each row's current (latest) token
+    t: int                 # position of the next byte to read (shared by all rows)
+
+
+def _one_byte(a: torch.Tensor, probs: torch.Tensor) -> BoundaryOutput:
+    """BoundaryOutput of a single byte, for the strategy's per-byte hooks. a, probs (B,)."""
+    zeros = torch.zeros_like(probs[:, None])
+    return BoundaryOutput(a[:, None], zeros, probs[:, None], zeros, zeros.new_zeros(()))
+
+
+@torch.no_grad()
+def prefill(model, x: torch.Tensor, boundaries: torch.Tensor | None = None,
+            greedy: bool = False) -> tuple[DecodeState, torch.Tensor, torch.Tensor]:
+    """Read a prompt x (B, T) (BOS first) in one full forward pass, filling the caches.
+    Decisions are the strategy's (sampled or greedy) or the prescribed `boundaries` (B, T).
+    Returns the state, the logits (B, V) of byte T and the decisions (B, T)."""
+    cfg, strategy = model.cfg, model.strategy
+    B, T = x.shape
+    cache = ModelCache.empty_bytes(cfg.n_down, cfg.n_up, cfg.attn_window)
+    pos = torch.arange(T, device=x.device)                       # (T,)
+    h = model.encoder.forward_cached(model.embed(x), pos, cache.encoder)  # (B, T, D)
+    early = model.early_head(h)                                  # (B, T, V)
+    b = strategy(h, x, boundaries=boundaries, early_logits=early, greedy=greedy)
+    counts = b.decisions.sum(1).long()                           # (B,) tokens per row
+    z, tok_pos, _ = downsample(h, b.decisions, num_tokens(b.decisions))  # (B, S, D), (B, S)
+    cache.mid = [TokenKV(counts) for _ in range(cfg.n_mid)]
+    z = strategy.dechunk(model.mid.forward_cached(z, tok_pos, cache.mid), b, tok_pos)
+    y = h + strategy.confidence(upsample(z, b.decisions), b)    # (B, T, D)
+    logits = model.head(model.decoder.forward_cached(y, pos, cache.decoder))  # (B, T, V)
+    # the strategy's state: replay its causal step over the prompt with the decisions made
+    state = strategy.init_state(B, x.device)
+    for t in range(T):
+        _, _, state = strategy.step(h[:, t], x[:, t], t, state, early[:, t], boundaries=b.decisions[:, t])
+    token = z[torch.arange(B, device=x.device), counts - 1]      # (B, D) latest token of each row
+    return DecodeState(cache, state, token, T), logits[:, -1], b.decisions
+
+
+@torch.no_grad()
+def decode_step(model, state: DecodeState, x: torch.Tensor, boundaries: torch.Tensor | None = None,
+                greedy: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Read one new byte per row, x (B,), at position state.t; advance the state in place.
+    `boundaries` (B,) prescribes a[t] (teacher forcing), else the strategy decides.
+    Returns the logits (B, V) of byte t+1 and the decisions a[t] (B,) float 0/1."""
+    strategy, t = model.strategy, state.t
+    pos = torch.tensor([t], device=x.device)                     # (1,) byte position
+    h = model.encoder.forward_cached(model.embed(x)[:, None], pos, state.cache.encoder)  # (B, 1, D)
+    early = model.early_head(h)                                  # (B, 1, V)
+    a, probs, state.strategy = strategy.step(h[:, 0], x, t, state.strategy, early[:, 0],
+                                             greedy=greedy, boundaries=boundaries)
+    rows = a.nonzero().flatten()                                 # (R,) rows with a new token
+    if rows.numel() == a.numel():                                # every row: no gather
+        z = model.mid.forward_cached(h, pos, state.cache.mid_rows(None))  # (B, 1, D)
+        state.token = strategy.dechunk_step(z[:, 0], probs, state.token)
+    elif rows.numel():
+        z = model.mid.forward_cached(h[rows], pos, state.cache.mid_rows(rows))  # (R, 1, D)
+        state.token = state.token.clone()
+        state.token[rows] = strategy.dechunk_step(z[:, 0], probs[rows], state.token[rows])
+    y = h + strategy.confidence(state.token[:, None], _one_byte(a, probs))  # (B, 1, D)
+    logits = model.head(model.decoder.forward_cached(y, pos, state.cache.decoder))[:, 0]  # (B, V)
+    state.t += 1
+    return logits, a
+
+
+def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
+                top_p: float | None = None) -> torch.Tensor:
+    """Next byte ids (B,) from logits (B, V) over the 256 byte values and EOS (BOS, PAD and the
+    table's padding are never drawn). temperature 0 is argmax; top_k keeps the k likeliest;
+    top_p keeps the smallest set whose probability reaches p (nucleus sampling)."""
+    logits = logits.float().clone()
+    allowed = torch.zeros(logits.size(-1), dtype=torch.bool, device=logits.device)
+    allowed[:256] = True
+    allowed[EOS] = True
+    logits[:, ~allowed] = float("-inf")
+    if temperature <= 0:
+        return logits.argmax(-1)
+    logits = logits / temperature
+    if top_k is not None and top_k > 0:
+        kth = logits.topk(min(top_k, int(allowed.sum())), dim=-1).values[:, -1:]  # (B, 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)  # (B, V)
+        probs = sorted_logits.softmax(-1)
+        drop = probs.cumsum(-1) - probs >= top_p                 # mass before this one already reaches p
+        logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
+    return torch.multinomial(logits.softmax(-1), 1)[:, 0]
+
+
+class PrivateRNG:
+    """A seeded random stream of its own, swapped in around each step: reproducible under a seed,
+    and the caller's global RNG is untouched even while a stream is suspended between bytes."""
+
+    def __init__(self, seed: int | None, device: torch.device):
+        self.devices = [device] if device.type == "cuda" else []
+        if seed is None:
+            seed = int(torch.randint(0, 2**62, ()))
+        with torch.random.fork_rng(devices=self.devices):
+            torch.manual_seed(seed)
+            self.states = self._get()
+
+    def _get(self) -> list[torch.Tensor]:
+        return [torch.get_rng_state()] + [torch.cuda.get_rng_state(d) for d in self.devices]
+
+    @contextlib.contextmanager
+    def active(self):
+        with torch.random.fork_rng(devices=self.devices):
+            torch.set_rng_state(self.states[0])
+            for d, s in zip(self.devices, self.states[1:]):
+                torch.cuda.set_rng_state(s, d)
+            try:
+                yield
+            finally:
+                self.states = self._get()
+
+
+class Piece(NamedTuple):
+    """One byte of a streamed sequence."""
+    byte: int          # 0..255
+    boundary: bool     # a[t] = 1: a chunk (token) starts at this byte
+    generated: bool    # sampled by the model (False: a prompt byte)
+
+
+@dataclass
+class _Event:
+    ids: torch.Tensor        # (B, L) bytes at positions t .. t+L-1 (the prefill: L = prompt prefix)
+    decisions: torch.Tensor  # (B, L) float 0/1
+    keep: torch.Tensor       # (B, L) bool: part of the row's sequence (prompt or generated)
+    generated: torch.Tensor  # (B, L) bool: sampled by the model
+    logits: torch.Tensor     # (B, V) next-byte logits after the event's last byte
+
+
+def prompt_ids(prompt) -> torch.Tensor:
+    """str | bytes | 1-D LongTensor of ids -> (T,) ids with BOS first."""
+    if isinstance(prompt, torch.Tensor):
+        ids = prompt.long().flatten()
+        return ids if ids.numel() and int(ids[0]) == BOS else torch.cat([torch.tensor([BOS]), ids])
+    return encode(prompt)
+
+
+def _events(model, prompts: Sequence[torch.Tensor], max_bytes: int, temperature: float, top_k, top_p,
+            seed, boundaries: str, stop_at_eos: bool) -> Iterator[_Event]:
+    if boundaries not in BOUNDARY_MODES:
+        raise ValueError(f"boundaries {boundaries!r}: expected one of {', '.join(BOUNDARY_MODES)}")
+    greedy = boundaries == "greedy"
+    device = next(model.parameters()).device
+    lens = torch.tensor([p.numel() for p in prompts], device=device)  # (B,)
+    B, L0, Lmax = len(prompts), int(lens.min()), int(lens.max())
+    x = torch.full((B, Lmax), PAD, dtype=torch.long, device=device)  # (B, Lmax) prompts, PAD after each end
+    for b, p in enumerate(prompts):
+        x[b, :p.numel()] = p.to(device)
+    rng = PrivateRNG(seed, device)
+    was_training = model.training
+    model.eval()
+    try:
+        with rng.active():
+            state, logits, a = prefill(model, x[:, :L0], greedy=greedy)
+        ones = torch.ones_like(a, dtype=torch.bool)
+        yield _Event(x[:, :L0], a, ones, ~ones, logits)
+        made = torch.zeros(B, dtype=torch.long, device=device)
+        done = torch.zeros(B, dtype=torch.bool, device=device)
+        for t in range(L0, Lmax + max_bytes):
+            in_prompt = t < lens                                 # (B,)
+            with rng.active():
+                nxt = sample_next(logits, temperature, top_k, top_p)
+            nxt = torch.where(in_prompt, x[:, min(t, Lmax - 1)], nxt)  # (B,)
+            if stop_at_eos:
+                done |= ~in_prompt & (nxt == EOS)
+            gen = ~in_prompt & ~done
+            if not bool((in_prompt | gen).any()):
+                return
+            with rng.active():
+                logits, a = decode_step(model, state, nxt, greedy=greedy)
+            yield _Event(nxt[:, None], a[:, None], (in_prompt | gen)[:, None], gen[:, None], logits)
+            made += gen.long()
+            done |= made >= max_bytes
+    finally:
+        model.train(was_training)
+
+
+def stream(model, prompt, max_bytes: int = 256, temperature: float = 1.0, top_k: int | None = None,
+           top_p: float | None = None, seed: int | None = None, boundaries: str = "sample",
+           stop_at_eos: bool = True, include_prompt: bool = False) -> Iterator[Piece]:
+    """Generate after one prompt, yielding each byte as it is made (with the prompt's bytes
+    first when include_prompt)."""
+    for ev in _events(model, [prompt_ids(prompt)], max_bytes, temperature, top_k, top_p, seed,
+                      boundaries, stop_at_eos):
+        for i, a, keep, gen in zip(ev.ids[0].tolist(), ev.decisions[0].tolist(), ev.keep[0].tolist(),
+                                   ev.generated[0].tolist()):
+            if keep and i < 256 and (gen or include_prompt):
+                yield Piece(i, a > 0.5, gen)
+
+
+def generate(model, prompt, max_bytes: int = 256, temperature: float = 1.0, top_k: int | None = None,
+             top_p: float | None = None, seed: int | None = None, boundaries: str = "sample",
+             stop_at_eos: bool = True):
+    """Sample up to max_bytes bytes after `prompt` (str, bytes or 1-D ids; a list of them for a
+    batch). Returns (generated bytes, decisions) where decisions (T,) float 0/1 covers the whole
+    sequence BOS + prompt + generated bytes (decisions[0] = 1 for BOS); lists of both for a batch.
+    boundaries: "sample" draws the strategy's decisions, "greedy" takes p > 0.5."""
+    single = not isinstance(prompt, (list, tuple))
+    prompts = [prompt_ids(p) for p in ([prompt] if single else prompt)]
+    events = list(_events(model, prompts, max_bytes, temperature, top_k, top_p, seed, boundaries, stop_at_eos))
+    ids, dec, keep, gen = (torch.cat([getattr(e, f) for e in events], dim=1).cpu()
+                           for f in ("ids", "decisions", "keep", "generated"))  # (B, L) each
+    texts = [bytes(ids[b][gen[b]].tolist()) for b in range(len(prompts))]
+    decisions = [dec[b][keep[b]] for b in range(len(prompts))]
+    return (texts[0], decisions[0]) if single else (texts, decisions)

@@ -1,0 +1,176 @@
+"""Generation: the cached incremental path against the full forward, caches, sampling, streaming."""
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+
+from learntok import AUNet, ModelConfig
+from learntok.boundaries.base import _REGISTRY as STRATEGIES
+from learntok.boundaries.base import BoundaryStrategy, strategy_names
+from learntok.data import BOS, EOS, encode
+from learntok.generate import _events, decode_step, generate, prefill, prompt_ids, sample_next, stream
+from learntok.sample import ChunkWriter
+
+WINDOW = 16
+# every registered strategy with an incremental step (bpe's re-tokenises the text so far)
+STEP_STRATEGIES = [("learned", 1)] + [
+    (name, 8) for name in strategy_names() if STRATEGIES[name].step is not BoundaryStrategy.step]
+PROMPTS = [b"To be, or not to be, that is the question:", b"Whether 'tis nobler", "caf\u00e9 \u2014 na\u00efve r\u00e9sum\u00e9 ok"]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Decoding runs many tiny ops: on a shared 2-core machine a second thread only contends."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def tiny(boundary="learned", w=8) -> AUNet:
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=32, n_heads=2, n_down=1, n_mid=2, n_up=1, attn_window=WINDOW,
+                      boundary=boundary, policy_window=w, target_rate=0.2)
+    return AUNet(cfg).eval()
+
+
+def full_logits(model, ids: torch.Tensor, decisions: torch.Tensor) -> torch.Tensor:
+    """The reference: one full forward over the whole sequence with the same decisions. (T, V)"""
+    with torch.no_grad():
+        return model(ids[None], boundaries=decisions[None].float()).logits[0]
+
+
+@pytest.mark.parametrize("boundary,w", STEP_STRATEGIES)
+def test_cached_generation_matches_full_forward(boundary, w):
+    """Sample a batch of prompts of different lengths for longer than the attention window
+    (decisions drawn by `step`); every next-byte distribution equals the full forward's on the
+    finished sequence with the same decisions."""
+    model = tiny(boundary, w)
+    prompts = [prompt_ids(p) for p in PROMPTS]
+    events = list(_events(model, prompts, max_bytes=3 * WINDOW, temperature=1.0, top_k=None, top_p=None,
+                          seed=1, boundaries="sample", stop_at_eos=False))
+    ids, dec, keep = (torch.cat([getattr(e, f) for e in events], dim=1) for f in ("ids", "decisions", "keep"))
+    L0 = events[0].ids.size(1)
+    for b in range(len(prompts)):
+        n = int(keep[b].sum())
+        assert n == prompts[b].numel() + 3 * WINDOW
+        ref = full_logits(model, ids[b, :n], dec[b, :n])
+        for j, e in enumerate(events):
+            t = L0 - 1 + j                                       # position whose next-byte logits e holds
+            if t < n - 1:
+                torch.testing.assert_close(e.logits[b], ref[t], atol=1e-4, rtol=1e-4)
+        generated = dec[b, prompts[b].numel():n]
+        if boundary not in ("fixed", "whitespace"):              # no boundary is forced at the newest byte
+            assert 0 < generated.sum() < generated.numel()
+
+
+@pytest.mark.parametrize("boundary,w", STEP_STRATEGIES)
+def test_teacher_forced_steps_match_full_forward(boundary, w):
+    """Prescribed bytes and decisions: prefill, then decode_step byte by byte."""
+    model = tiny(boundary, w)
+    x = torch.stack([encode(PROMPTS[0] + b" " + PROMPTS[1])[:60], torch.randint(0, 256, (60,))])
+    x[1, 0] = BOS
+    g = torch.Generator().manual_seed(0)
+    a = (torch.rand(x.shape, generator=g) < 0.25).float()
+    a[:, 0] = 1
+    ref = model(x, boundaries=a).logits.detach()
+    P = 7
+    state, logits, _ = prefill(model, x[:, :P], boundaries=a[:, :P])
+    torch.testing.assert_close(logits, ref[:, P - 1], atol=1e-4, rtol=1e-4)
+    for t in range(P, x.size(1)):
+        logits, d = decode_step(model, state, x[:, t], boundaries=a[:, t])
+        assert torch.equal(d, a[:, t])
+        torch.testing.assert_close(logits, ref[:, t], atol=1e-4, rtol=1e-4)
+    # the byte-level caches hold one window; the token level grew only at boundaries
+    assert state.cache.encoder[0].k.size(2) == WINDOW == state.cache.decoder[0].k.size(2)
+    assert torch.equal(state.cache.mid[0].n, a.sum(1).long())
+
+
+@pytest.mark.parametrize("w", [1, 8])
+def test_learned_step_matches_forward_policy(w):
+    """The policy's incremental logits equal the parallel ones for the same decisions."""
+    model = tiny("learned", w)
+    x = encode(PROMPTS[0]).unsqueeze(0)
+    with torch.no_grad():
+        out = model(x)
+        h = model.encoder(model.embed(x), torch.arange(x.size(1)))
+    state = model.strategy.init_state(1, x.device)
+    for t in range(x.size(1)):
+        a, p, state = model.strategy.step(h[:, t], x[:, t], t, state, boundaries=out.boundaries[:, t])
+        if t > 0:
+            torch.testing.assert_close(p, out.boundary_probs[:, t], atol=1e-5, rtol=1e-5)
+
+
+def test_seed_reproducible_and_caller_rng_untouched():
+    model = tiny()
+    torch.manual_seed(5)
+    before = torch.rand(3)
+    torch.manual_seed(5)
+    t1, d1 = model.generate("Hello", max_bytes=20, seed=3)
+    assert torch.equal(torch.rand(3), before)                    # the caller's stream did not move
+    t2, d2 = generate(model, "Hello", max_bytes=20, seed=3)
+    assert t1 == t2 and torch.equal(d1, d2)
+    assert len(t1) == 20 and d1.numel() == 1 + 5 + 20 and d1[0] == 1
+    assert generate(model, "Hello", max_bytes=20, seed=4)[0] != t1
+
+
+def test_stream_matches_generate_and_survives_interleaved_rng_use():
+    model = tiny()
+    text, dec = generate(model, "abc", max_bytes=24, seed=7)
+    pieces = []
+    for piece in model.stream("abc", max_bytes=24, seed=7, include_prompt=True):
+        torch.rand(10)                                           # the caller uses the RNG between bytes
+        pieces.append(piece)
+    assert bytes(p.byte for p in pieces if p.generated) == text
+    assert [p.boundary for p in pieces] == (dec[1:] > 0).tolist()
+
+
+def test_greedy_boundaries_and_batch_api():
+    model = tiny()
+    texts, decs = generate(model, ["a", "longer prompt"], max_bytes=10, temperature=0, boundaries="greedy")
+    assert [len(t) for t in texts] == [10, 10] and [d.numel() for d in decs] == [12, 24]
+    # greedy everything is deterministic, and a row's result does not depend on its batch mates
+    alone, dec_alone = generate(model, "longer prompt", max_bytes=10, temperature=0, boundaries="greedy")
+    assert alone == texts[1] and torch.equal(dec_alone, decs[1])
+    with pytest.raises(ValueError, match="boundaries"):
+        generate(model, "a", max_bytes=2, boundaries="argmax")
+
+
+def test_sample_next_filters():
+    logits = torch.randn(4, 320)
+    logits[:, BOS] = 100.0                                       # never drawn, however likely
+    top = logits[:, :256].argmax(-1)
+    assert torch.equal(sample_next(logits, temperature=0), top)
+    assert torch.equal(sample_next(logits, top_k=1), top)
+    assert torch.equal(sample_next(logits, top_p=1e-6), top)
+    draws = torch.stack([sample_next(logits, top_k=3) for _ in range(50)])  # (50, 4)
+    allowed = logits[:, :256].topk(3).indices
+    assert all(bool((draws[:, b, None] == allowed[b]).any(-1).all()) for b in range(4))
+
+
+def test_stops_at_eos():
+    model = tiny()
+    with torch.no_grad():
+        model.head.linear.weight[EOS] = 0
+        model.head.linear.weight[EOS, 0] = 1e4                    # EOS overwhelmingly likely everywhere
+    text, dec = generate(model, "x", max_bytes=10, seed=0)
+    assert text == b"" and dec.numel() == 2
+
+
+def test_chunk_writer_streams_utf8_and_marks_chunks():
+    out = io.StringIO()
+    w = ChunkWriter(out, show_boundaries=True, color=False)
+    data = "h\u00e9 ok".encode()                                 # é is 2 bytes
+    for i, byte in enumerate(data):
+        w.write(byte, boundary=i in (0, 3))
+    w.write(0xFF, boundary=False)                                # invalid UTF-8: shown, no crash
+    w.close()
+    assert out.getvalue() == "h\u00e9| ok\ufffd\n"
+    out = io.StringIO()
+    w = ChunkWriter(out, show_boundaries=True, color=True)
+    for i, byte in enumerate(b"ab"):
+        w.write(byte, boundary=True)
+    w.close()
+    assert out.getvalue().count("\x1b[48;5;") == 2 and "|" not in out.getvalue()
