@@ -90,9 +90,102 @@ def cmd_segment(args) -> None:
     write_json(args.json, {**stats, "chunks": [c.decode("utf-8", errors="replace") for c in chunks]})
 
 
+# ---------------------------------------------------------------- eval, eval-tasks, diagnose, plot (docs/evaluation.md)
+
+
+def add_eval(sub) -> None:
+    p = sub.add_parser("eval", help="bits per byte (with error bars) and boundary quality")
+    p.add_argument("model", metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder")
+    p.add_argument("--split", default="test", choices=["train", "val", "test", "all"], help="split of the data (all: unsplit)")
+    p.add_argument("--source", help="another data.source (built-in name or path) instead of the run's")
+    p.add_argument("--samples", type=int, default=1, help="K sampled segmentations: mean bpb and log-mean-exp bound")
+    p.add_argument("--greedy", action="store_true", help="decide p > 0.5 instead of sampling")
+    p.add_argument("--batch-size", type=int, help="rows per batch (default: the run's)")
+    p.add_argument("--seq-len", type=int, help="bytes per row, BOS included (default: the run's)")
+    p.add_argument("--max-bytes", type=int, help="score at most this many bytes")
+    p.add_argument("--bpe-vocab", type=int, default=4096, help="vocabulary of the BPE reference trained on the fly")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--json", help="write every figure to this JSON file")
+    p.set_defaults(func=cmd_eval)
+
+
+def cmd_eval(args) -> None:
+    from learntok.evaluate import format_report, run_eval
+
+    report = run_eval(args.model, args.split, args.source, args.samples, args.greedy, args.batch_size,
+                      args.seq_len, args.max_bytes, args.seed, args.bpe_vocab, args.device)
+    print(format_report(report))
+    write_json(args.json, report)
+
+
+def add_eval_tasks(sub) -> None:
+    p = sub.add_parser("eval-tasks", help="zero-shot tasks from JSONL(.gz) files")
+    p.add_argument("model", metavar="RUN_OR_CKPT")
+    p.add_argument("--task", action="append", required=True, metavar="FILE", help="task file (repeatable)")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--seq-len", type=int, help="bytes per row, BOS included (default: the run's)")
+    p.add_argument("--greedy", action="store_true", help="greedy boundaries (p > 0.5) instead of sampled ones")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
+    p.add_argument("--limit", type=int, help="first N examples of each task")
+    p.add_argument("--delimiter", default=" ", help="between context and continuation (unless the context ends in whitespace)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--json", help="write the results to this JSON file")
+    p.set_defaults(func=cmd_eval_tasks)
+
+
+def cmd_eval_tasks(args) -> None:
+    from learntok.eval_tasks import format_tasks, run_tasks
+
+    report = run_tasks(args.model, args.task, args.batch_size, args.seq_len, args.greedy, args.seed,
+                       args.limit, args.delimiter, args.device)
+    print(format_tasks(report))
+    write_json(args.json, report)
+
+
+def add_diagnose(sub) -> None:
+    p = sub.add_parser("diagnose", help="variance and SNR of the policy-gradient estimator per trick")
+    p.add_argument("model", metavar="RUN_OR_CKPT", help="run or checkpoint folder")
+    p.add_argument("--batches", type=int, default=4, help="fixed training batches")
+    p.add_argument("--samples", type=int, default=16, help="K boundary samples per batch")
+    p.add_argument("--batch-size", type=int, help="default: the run's, at most 16")
+    p.add_argument("--seq-len", type=int, help="default: the run's, at most 512")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", help="folder for diagnose.md/.json/.png (default RUN/diagnose)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--json", help="also write the table to this JSON file")
+    p.set_defaults(func=cmd_diagnose)
+
+
+def cmd_diagnose(args) -> None:
+    from learntok.diagnose import markdown_table, run_diagnose
+
+    report = run_diagnose(args.model, args.batches, args.samples, args.batch_size, args.seq_len, args.seed,
+                          args.out, args.device)
+    print(markdown_table(report["estimators"]))
+    print("wrote " + ", ".join(report["files"]), file=sys.stderr)
+    write_json(args.json, report)
+
+
+def add_plot(sub) -> None:
+    p = sub.add_parser("plot", help="training and validation curves of runs (PNG)")
+    p.add_argument("runs", nargs="+", metavar="RUN")
+    p.add_argument("--out", help="output folder (default: RUN/plots for one run, plots/ for several)")
+    p.add_argument("--x", default="step", choices=["step", "bytes_seen"], help="x axis")
+    p.set_defaults(func=cmd_plot)
+
+
+def cmd_plot(args) -> None:
+    from learntok.plots import plot_runs
+
+    out = args.out or (str(Path(args.runs[0]) / "plots") if len(args.runs) == 1 else "plots")
+    for path in plot_runs(args.runs, out, args.x):
+        print(path)
+
+
 # ---------------------------------------------------------------- entry point
 
-COMMANDS = [add_train, add_segment]
+COMMANDS = [add_train, add_segment, add_eval, add_eval_tasks, add_diagnose, add_plot]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -123,3 +123,34 @@ def test_incompatible_checkpoint_says_so(tmp_path):
     (model_dir / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(CheckpointError, match="incompatible learntok version"):
         load_for_eval(model_dir)
+
+
+def test_command_line_eval_eval_tasks_diagnose_plot(tmp_path, capsys):
+    """One tiny run, then every evaluation subcommand through learntok.cli.main."""
+    from learntok.cli import main
+    from learntok.config import load_config
+    from learntok.train import train
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(" ".join(f"the quick brown fox {i} jumps over the lazy dog." for i in range(200)))
+    cfg = load_config(overrides=["model.d_model=32", "model.n_heads=2", "model.n_mid=1", f"data.source={corpus}",
+                                 "train.device=cpu", "train.seq_len=48", "train.batch_size=4", "train.steps=4",
+                                 "train.warmup_steps=1", "train.eval_every=2", "train.eval_bytes=256",
+                                 "train.segment_every=0", "train.log_every=1"])
+    run = tmp_path / "run"
+    train(cfg, run, progress=False)
+    args = ["eval", str(run), "--samples", "2", "--max-bytes", "400", "--bpe-vocab", "300"]
+    assert main(args + ["--json", str(tmp_path / "e1.json")]) == 0
+    assert main(args + ["--json", str(tmp_path / "e2.json")]) == 0
+    e1, e2 = (json.loads((tmp_path / f"e{i}.json").read_text()) for i in (1, 2))
+    assert e1["bpb"] == e2["bpb"] and e1["bpb_bound"] <= e1["bpb"] and e1["n_bytes"] == 400
+    task = tmp_path / "t.jsonl"
+    task.write_text(json.dumps({"context": "the quick brown", "continuation": "fox"}) + "\n")
+    assert main(["eval-tasks", str(run), "--task", str(task), "--json", str(tmp_path / "t.json")]) == 0
+    assert json.loads((tmp_path / "t.json").read_text())["tasks"]["t"]["n"] == 1
+    task.write_text('{"context": "x"}\n')
+    assert main(["eval-tasks", str(run), "--task", str(task)]) == 2
+    assert "line 1: missing field 'continuation'" in capsys.readouterr().err
+    assert main(["diagnose", str(run), "--batches", "1", "--samples", "2", "--seq-len", "32"]) == 0
+    assert (run / "diagnose" / "diagnose.png").is_file()
+    assert main(["plot", str(run)]) == 0 and (run / "plots" / "bpb.png").is_file()
