@@ -202,6 +202,16 @@ def breakdown(names: list[str], doc_nats: np.ndarray, doc_bytes: np.ndarray) -> 
             for kind, g in groups.items()}
 
 
+def bpe_reference(model, train_docs: list[bytes], vocab_size: int):
+    """(x -> (B, T) bool BPE token starts, description). A `bpe` run's own tokenizer (its causal
+    token starts, i.e. its own decisions); otherwise a BPE trained here on the train documents."""
+    if model.cfg.boundary == "bpe":
+        return (lambda x: model.strategy.boundaries(x).to(x.device) > 0.5), {"tokenizer": "the run's bpe strategy"}
+    tok = bq.train_bpe(train_docs, vocab_size)
+    return (lambda x: bq.bpe_starts(tok, x)), {"tokenizer": "trained on the train split",
+                                               "vocab_size": tok.get_vocab_size()}
+
+
 def run_eval(path: str | Path, split: str = "test", source: str | None = None, samples: int = 1,
              greedy: bool = False, batch_size: int | None = None, seq_len: int | None = None,
              max_bytes: int | None = None, seed: int = 0, bpe_vocab: int = 4096,
@@ -215,17 +225,14 @@ def run_eval(path: str | Path, split: str = "test", source: str | None = None, s
     seq_len = seq_len or (tc.seq_len if tc else 1024)
     docs, names, train_docs = eval_documents(run_cfg, split, source)
     data = ByteData({"train": docs})
-    tokenizer = getattr(model.strategy, "tokenizer", None)       # the `bpe` strategy's own, if any
-    bpe_source = "strategy" if tokenizer is not None else "trained on the train split"
-    if tokenizer is None:
-        tokenizer = bq.train_bpe(train_docs, bpe_vocab)
+    reference, bpe_info = bpe_reference(model, train_docs, bpe_vocab)
     result = evaluate_bpb(model, data.eval_batches("train", batch_size, seq_len, max_bytes), len(docs),
                           samples=samples, greedy=greedy, seed=seed, device=torch.device(device),
-                          reference_starts=lambda x: bq.bpe_starts(tokenizer, x))
+                          reference_starts=reference)
     doc_nats, doc_bytes = result.pop("doc_nats"), result.pop("doc_bytes")
     report = {"checkpoint": str(resolve(path)), "split": split, "source": source or (run_cfg.data.source if run_cfg else None),
               "strategy": model.cfg.boundary, "seq_len": seq_len, "batch_size": batch_size, "seed": seed,
-              "bpe_reference": {"tokenizer": bpe_source, "vocab_size": tokenizer.get_vocab_size()}, **result}
+              "bpe_reference": bpe_info, **result}
     if names is not None:
         report.update(breakdown(names, doc_nats, doc_bytes))
     return report
