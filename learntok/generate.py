@@ -70,10 +70,7 @@ def prefill(model, x: torch.Tensor, boundaries: torch.Tensor | None = None,
     z = strategy.dechunk(model.mid.forward_cached(z, tok_pos, cache.mid), b, tok_pos)
     y = h + strategy.confidence(upsample(z, b.decisions), b)    # (B, T, D)
     logits = model.head(model.decoder.forward_cached(y, pos, cache.decoder))  # (B, T, V)
-    # the strategy's state: replay its causal step over the prompt with the decisions made
-    state = strategy.init_state(B, x.device)
-    for t in range(T):
-        _, _, state = strategy.step(h[:, t], x[:, t], t, state, early[:, t], boundaries=b.decisions[:, t])
+    state = strategy.prefill_state(h, x, b.decisions, early)
     token = z[torch.arange(B, device=x.device), counts - 1]      # (B, D) latest token of each row
     return DecodeState(cache, state, token, T), logits[:, -1], b.decisions
 

@@ -174,3 +174,20 @@ def test_chunk_writer_streams_utf8_and_marks_chunks():
         w.write(byte, boundary=True)
     w.close()
     assert out.getvalue().count("\x1b[48;5;") == 2 and "|" not in out.getvalue()
+
+
+@pytest.mark.parametrize("boundary,w", STEP_STRATEGIES)
+@pytest.mark.parametrize("T", [3, 30])
+def test_prefill_state_equals_replaying_step(boundary, w, T):
+    """A strategy's vectorised prefill_state gives the state that stepping through the prompt gives."""
+    model = tiny(boundary, w)
+    x = encode(PROMPTS[0])[:T].unsqueeze(0)
+    with torch.no_grad():
+        h = model.encoder(model.embed(x), torch.arange(T))
+        early = model.early_head(h)
+        a = model.strategy(h, x, early_logits=early).decisions
+        fast = model.strategy.prefill_state(h, x, a, early)
+        slow = BoundaryStrategy.prefill_state(model.strategy, h, x, a, early)
+    assert fast.keys() == slow.keys()
+    for k in fast:
+        torch.testing.assert_close(fast[k], slow[k])

@@ -66,6 +66,17 @@ class BoundaryStrategy(nn.Module):
         """Decoding state for `step` (e.g. the last w-1 decisions). Empty by default."""
         return {}
 
+    def prefill_state(self, h: torch.Tensor, x: torch.Tensor, decisions: torch.Tensor,
+                      early_logits: torch.Tensor | None = None) -> dict:
+        """The `step` state after reading a whole prompt: h (B, T, D), x (B, T), the decisions
+        made (B, T), early_logits (B, T, V). Default: replay `step` with those decisions;
+        strategies may override it with a vectorised equivalent."""
+        state = self.init_state(x.size(0), x.device)
+        for t in range(x.size(1)):
+            early = None if early_logits is None else early_logits[:, t]
+            _, _, state = self.step(h[:, t], x[:, t], t, state, early, boundaries=decisions[:, t])
+        return state
+
     def step(
         self,
         h: torch.Tensor,                         # (B, D) encoder output at the new byte t

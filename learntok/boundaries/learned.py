@@ -165,6 +165,10 @@ class LearnedPolicy(BoundaryStrategy):
     def init_state(self, batch: int, device: torch.device) -> dict:
         return {"past": torch.zeros(batch, self.cfg.policy_window - 1, device=device)}
 
+    def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
+        padded = F.pad(decisions.float(), (self.cfg.policy_window - 1, 0))  # (B, W-1 + T): zeros before 0
+        return {"past": padded[:, decisions.size(1):]}              # (B, W-1) the last w-1 decisions
+
     @torch.no_grad()
     def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
         cfg = self.cfg
@@ -182,4 +186,4 @@ class LearnedPolicy(BoundaryStrategy):
         else:
             u = torch.rand(logits.shape, device=logits.device).clamp_(1e-7, 1 - 1e-7)
             a = (torch.logit(u) < logits).float()
-        return a, probs, {"past": torch.cat([past[:, 1:], a[:, None]], dim=1)}
+        return a, probs, {"past": torch.cat([past, a[:, None]], dim=1)[:, 1:]}
