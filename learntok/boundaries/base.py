@@ -25,6 +25,7 @@ class BoundaryOutput:
     probs: torch.Tensor       # (B, T) fp32 p_t = P(a_t = 1) (the decision itself where deterministic)
     log_prob: torch.Tensor    # (B, T) fp32 log pi(a_t | x, a_<t) of the decisions used; 0 at BOS / no policy
     aux_loss: torch.Tensor    # () fp32 the strategy's own loss, already weighted (0 for most)
+    relaxed: torch.Tensor | None = None  # (B, T) fp32 differentiable relaxed decisions (nawrot's straight-through); None elsewhere
 
 
 class BoundaryStrategy(nn.Module):
@@ -46,6 +47,11 @@ class BoundaryStrategy(nn.Module):
         greedy: bool = False,                    # decide p > 0.5 instead of sampling
     ) -> BoundaryOutput:
         raise NotImplementedError
+
+    def fit(self, documents: list[bytes]) -> dict:
+        """Fit the strategy to the run's training documents before step 0 of a fresh run (BPE
+        trains its tokenizer here). Returns figures to report (e.g. the rate reached). No-op by default."""
+        return {}
 
     def dechunk(self, z: torch.Tensor, out: BoundaryOutput, token_index: torch.Tensor) -> torch.Tensor:
         """Hook on the token-level output z (B, S, D) before upsampling. Identity by default."""

@@ -33,5 +33,94 @@ class FixedBoundaries(BoundaryStrategy):
         if boundaries is None:
             stride = max(1, round(1.0 / self.cfg.target_rate))
             t = torch.arange(x.size(1), device=x.device)
-            boundaries = (t % stride == 0).float().expand(x.shape)
+            boundaries = (t % stride == 0).float().expand(x.shape).clone()  # (B, T); fixed_output writes BOS in place
+        return fixed_output(boundaries)
+
+
+def is_wordlike(x: torch.Tensor) -> torch.Tensor:
+    """SpaceByte's word bytes: ASCII letters, digits and UTF-8 continuation bytes (0x80-0xBF).
+    Anything else (space, punctuation, UTF-8 lead bytes, BOS/EOS/PAD) is "space-like"."""
+    letter = ((x >= 65) & (x <= 90)) | ((x >= 97) & (x <= 122))
+    digit = (x >= 48) & (x <= 57)
+    continuation = (x >= 0x80) & (x <= 0xBF)
+    return letter | digit | continuation
+
+
+def whitespace_boundaries(x: torch.Tensor) -> torch.Tensor:
+    """SpaceByte's rule (Slagle 2024): a boundary at a space-like byte that follows a word byte.
+    x (B, T) ids -> (B, T) float 0/1 with a[:, 0] = 1. Causal: a[t] reads x[t-1] and x[t] only."""
+    word = is_wordlike(x)
+    a = ~word[:, 1:] & word[:, :-1]                              # (B, T-1): decision for t = 1..T-1
+    return torch.cat([torch.ones_like(x[:, :1], dtype=torch.bool), a], dim=1).float()
+
+
+@register("whitespace")
+class WhitespaceBoundaries(BoundaryStrategy):
+    """Word-like tokens from a fixed byte rule (SpaceByte's): the token is the space-like byte
+    that ends a word and the next word's bytes read it. The rate is whatever the text gives
+    (about 0.2 for English prose), not rho*."""
+
+    def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
+        return fixed_output(whitespace_boundaries(x) if boundaries is None else boundaries)
+
+
+def next_byte_entropy(early_logits: torch.Tensor) -> torch.Tensor:
+    """H[t] = entropy (nats, fp32) of the early head's distribution over the byte after t.
+    (B, T, V) -> (B, T)."""
+    logp = torch.log_softmax(early_logits.float(), dim=-1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+def entropy_boundaries(entropy: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
+    """BLT's global-threshold rule: byte t starts a token when H[t-1], the uncertainty about
+    byte t given bytes < t, exceeds the threshold. (B, T) -> (B, T) float, a[:, 0] = 1."""
+    a = (entropy[:, :-1] > threshold).float()                    # (B, T-1): decision for t = 1..T-1
+    return torch.cat([torch.ones_like(a[:, :1]), a], dim=1)
+
+
+@register("entropy")
+class EntropyBoundaries(BoundaryStrategy):
+    """Boundaries where the early-exit head is unsure of the next byte (BLT, Pagnoni et al. 2024).
+
+    Decision at t uses H[t-1] (the early head at t-1 predicting byte t), so it reads bytes < t
+    only. The threshold is a running estimate of the (1 - rho*) quantile of H: after each
+    training forward the batch quantile (over real bytes) enters a bias-corrected EMA with decay
+    cfg.entropy_ema, like BatchNorm's running statistics. A forward decides with the threshold
+    from *earlier* batches, never with a quantile over its own (future) bytes. Before the first
+    update the threshold is 0 (every byte a boundary). No gradient: entropy is detached."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.register_buffer("threshold_ema", torch.zeros(()))   # EMA of the batch quantiles (biased)
+        self.register_buffer("updates", torch.zeros((), dtype=torch.long))  # EMA updates so far
+
+    def init_weights(self) -> None:
+        self.threshold_ema.zero_()
+        self.updates.zero_()
+
+    def threshold(self) -> torch.Tensor:
+        """The bias-corrected running quantile (0 before any update)."""
+        correction = 1.0 - self.cfg.entropy_ema ** self.updates.clamp(min=1).float()
+        return torch.where(self.updates > 0, self.threshold_ema / correction, torch.zeros_like(self.threshold_ema))
+
+    @torch.no_grad()
+    def update_threshold(self, entropy: torch.Tensor, x: torch.Tensor) -> None:
+        """Fold this batch's (1 - rho*) quantile of H[t-1] over real target bytes into the EMA."""
+        real = x[:, 1:] < 256                                    # (B, T-1)
+        values = entropy[:, :-1][real]
+        if values.numel() == 0:
+            return
+        q = torch.quantile(values[:2 ** 24], 1.0 - self.cfg.target_rate)  # torch.quantile's size limit
+        d = self.cfg.entropy_ema
+        self.threshold_ema.mul_(d).add_((1.0 - d) * q)
+        self.updates.add_(1)
+
+    def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
+        if early_logits is None:
+            raise ValueError("the entropy strategy needs the early head's logits")
+        entropy = next_byte_entropy(early_logits.detach())       # (B, T)
+        if boundaries is None:
+            boundaries = entropy_boundaries(entropy, self.threshold())
+        if self.training:
+            self.update_threshold(entropy, x)
         return fixed_output(boundaries)

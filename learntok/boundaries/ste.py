@@ -1,0 +1,193 @@
+"""Straight-through boundary strategies: dynamic pooling (`nawrot`) and H-Net routing (`hnet`).
+
+Both decide hard boundaries and pass gradients to their boundary parameters with a
+straight-through estimator instead of the score function. Our backbone pools by *selection*
+(a token is its boundary byte's vector), which is not differentiable in the decisions, so each
+strategy routes its gradient through the model's `confidence` hook (and H-Net also through
+`dechunk`): a factor whose forward value is exactly 1 and whose gradient reaches the
+boundary parameters. log_prob is 0 (no score-function term); logits are reported detached,
+so the objective's L_rate does not act on them: each strategy holds its rate with its own
+auxiliary loss (weighted by cfg.prior_weight).
+
+Shapes: B batch, T bytes (BOS at t = 0), S tokens, D width.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
+from learntok.model.config import ModelConfig
+
+
+def straight_through_one(c: torch.Tensor) -> torch.Tensor:
+    """Forward exactly 1, gradient of c (H-Net's `ste_func`)."""
+    return 1.0 + (c - c.detach())
+
+
+def real_bytes(x: torch.Tensor) -> torch.Tensor:
+    """(B, T) float mask of scored decisions: real bytes (not BOS/EOS/PAD) at t >= 1."""
+    m = (x < 256).float()
+    m[:, 0] = 0.0
+    return m
+
+
+# ---------------------------------------------------------------- nawrot
+
+
+def binomial_log_prob(k: torch.Tensor, n: torch.Tensor, p: float) -> torch.Tensor:
+    """log Binomial(k | n, p), differentiable in a real-valued k (lgamma form)."""
+    log_choose = torch.lgamma(n + 1) - torch.lgamma(k + 1) - torch.lgamma(n - k + 1)
+    return log_choose + k * math.log(p) + (n - k) * math.log1p(-p)
+
+
+def relaxed_bernoulli(logits: torch.Tensor, u: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Reparameterised relaxed Bernoulli (Maddison et al. 2017; Jang et al. 2017) from uniforms
+    u: s = sigmoid((l + log u - log(1 - u)) / tau). s > 0.5 iff l + logistic noise > 0, so the
+    hard decision is a Bernoulli(sigmoid(l)) sample whatever tau is."""
+    return torch.sigmoid((logits + torch.log(u) - torch.log1p(-u)) / temperature)
+
+
+def binomial_prior_loss(hard: torch.Tensor, mask: torch.Tensor, rate: float) -> torch.Tensor:
+    """Nawrot et al.'s prior: -log Binomial(#boundaries | #bytes, rho*) / #bytes, mean over rows.
+    hard (B, T) carries the straight-through gradient; mask (B, T) marks scored bytes."""
+    n = mask.sum(1)                                              # (B,)
+    k = (hard * mask).sum(1)                                     # (B,)
+    return (-binomial_log_prob(k, n, rate) / n.clamp(min=1)).mean()
+
+
+@register("nawrot")
+class DynamicPooling(BoundaryStrategy):
+    """Dynamic pooling's boundary predictor (Nawrot et al., ACL 2023, "Efficient Transformers
+    with Dynamic Token Pooling"; PiotrNawrot/dynamic-pooling, `BoundaryPredictor`, 'gumbel').
+
+    An MLP (D -> D, GELU, -> 1) gives logits l[t]; a relaxed Bernoulli sample s[t] at
+    temperature cfg.ste_temperature is thresholded at 0.5 into a hard decision a[t] with the
+    straight-through gradient of s. Nawrot's gradient flows through the mean-pooling weights of
+    a segment; our select-pooling has none, so a[t] gates what byte t reads instead: the
+    upsampled stream is multiplied by a[t]^ST (if a[t] = 1) or 1 - a[t]^ST (if 0), value 1,
+    gradient +-<dL/dy[t], y[t]> into s[t]. The binomial prior toward rho* is the aux loss.
+    Greedy: a[t] = l[t] > 0."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.mlp = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_model), nn.GELU(), nn.Linear(cfg.d_model, 1))
+
+    def init_weights(self) -> None:
+        # small weights and a bias at logit(rho*): the predictor starts at the target rate
+        for layer in (self.mlp[0], self.mlp[2]):
+            nn.init.normal_(layer.weight, std=self.cfg.init_std)
+            nn.init.zeros_(layer.bias)
+        nn.init.constant_(self.mlp[2].bias, math.log(self.cfg.target_rate / (1 - self.cfg.target_rate)))
+
+    def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
+        logits = self.mlp(h.float()).squeeze(-1).float()         # (B, T)
+        u = torch.rand(x.shape, device=x.device).clamp_(1e-6, 1 - 1e-6)  # (B, T) draws
+        soft = relaxed_bernoulli(logits, u, self.cfg.ste_temperature)
+        soft = torch.cat([torch.ones_like(soft[:, :1]), soft[:, 1:]], dim=1)  # BOS: constant 1
+        if boundaries is None:
+            boundaries = (logits > 0).float() if greedy else (soft > 0.5).float()
+        a = boundaries.float().clone()
+        a[:, 0] = 1.0
+        hard_st = a + (soft - soft.detach())                     # value a, gradient of s
+        aux = self.cfg.prior_weight * binomial_prior_loss(hard_st, real_bytes(x), self.cfg.target_rate)
+        probs = torch.sigmoid(logits.detach())
+        zeros = torch.zeros_like(a)
+        return BoundaryOutput(a, logits.detach(), probs, zeros, aux, relaxed=soft)
+
+    def confidence(self, y: torch.Tensor, out: BoundaryOutput) -> torch.Tensor:
+        sign = 2.0 * out.decisions - 1.0                          # (B, T): +1 boundary, -1 not
+        gate = 1.0 + sign * (out.relaxed - out.relaxed.detach())  # (B, T) value exactly 1
+        return y * gate.unsqueeze(-1).to(y.dtype)
+
+
+# ---------------------------------------------------------------- hnet
+
+
+def routing_probs(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """H-Net's boundary probability p[t] = (1 - cos(q[t-1], k[t])) / 2, p[0] = 1.
+    q, k (B, T, D) -> p (B, T) fp32 in [0, 1]."""
+    cos = F.cosine_similarity(q[:, :-1].float(), k[:, 1:].float(), dim=-1)  # (B, T-1)
+    p = ((1.0 - cos) / 2.0).clamp(0.0, 1.0)
+    return torch.cat([torch.ones_like(p[:, :1]), p], dim=1)
+
+
+def ratio_loss(a: torch.Tensor, p: torch.Tensor, mask: torch.Tensor, rate: float) -> torch.Tensor:
+    """H-Net's ratio loss toward a compression ratio N = 1/rho*:
+    N/(N-1) * ((N-1) F G + (1 - F)(1 - G)), F the fraction of boundaries (no gradient), G the
+    mean boundary probability, over scored bytes. Minimal (= 1) when F = G = 1/N."""
+    n_ratio = 1.0 / rate
+    count = mask.sum().clamp(min=1)
+    f = ((a * mask).sum() / count).detach()
+    g = (p * mask).sum() / count
+    return n_ratio / (n_ratio - 1.0) * ((n_ratio - 1.0) * f * g + (1.0 - f) * (1.0 - g))
+
+
+def ema_scan(z: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """EMA de-chunking over tokens, zbar[k] = p[k] z[k] + (1 - p[k]) zbar[k-1], zbar[-1] = 0,
+    by Hillis-Steele doubling of the affine recurrence (log2 S steps, differentiable).
+    z (B, S, D), p (B, S) -> (B, S, D). After the step with shift s, (A, C)[k] composes
+    elements k-2s+1 .. k: zbar[k] = C[k] + A[k] zbar[k-2s]."""
+    A = (1.0 - p).unsqueeze(-1).to(z.dtype)                      # (B, S, 1)
+    C = p.unsqueeze(-1).to(z.dtype) * z                          # (B, S, D)
+    S, shift = z.size(1), 1
+    while shift < S:
+        C = C + A * F.pad(C[:, :-shift], (0, 0, shift, 0))
+        A = A * F.pad(A[:, :-shift], (0, 0, shift, 0), value=1.0)
+        shift *= 2
+    return C
+
+
+def ema_reference(z: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """Plain loop, the reference for `ema_scan`."""
+    out = torch.zeros_like(z)
+    prev = torch.zeros_like(z[:, 0])
+    for k in range(z.size(1)):
+        prev = p[:, k, None] * z[:, k] + (1 - p[:, k, None]) * prev
+        out[:, k] = prev
+    return out
+
+
+@register("hnet")
+class HNetRouting(BoundaryStrategy):
+    """H-Net's dynamic chunking (Hwang, Wang & Gu 2025, "Dynamic Chunking for End-to-End
+    Hierarchical Sequence Modeling"; goombalab/hnet `hnet/modules/dc.py`), in plain PyTorch.
+
+    Routing: q, k projections (identity at init), p[t] = (1 - cos(q[t-1], k[t]))/2, p[0] = 1,
+    boundary iff p[t] > 0.5 (deterministic; `greedy` changes nothing). De-chunking: the token
+    stream after the mid blocks is smoothed by an EMA with each token's p (`ema_scan`).
+    Confidence: byte t's upsampled vector is multiplied by c[t] = p[t] (boundary) or 1 - p[t]
+    (not) through a straight-through one. Aux loss: the ratio loss toward 1/rho*."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.q = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+        self.k = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+
+    def init_weights(self) -> None:
+        # identity: at first the router compares consecutive encoder vectors directly (H-Net)
+        nn.init.eye_(self.q.weight)
+        nn.init.eye_(self.k.weight)
+
+    def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
+        p = routing_probs(self.q(h), self.k(h))                  # (B, T) fp32, differentiable
+        if boundaries is None:
+            boundaries = (p > 0.5).float()
+        a = boundaries.float().clone()
+        a[:, 0] = 1.0
+        aux = self.cfg.prior_weight * ratio_loss(a, p, real_bytes(x), self.cfg.target_rate)
+        logits = torch.logit(p.detach().clamp(1e-4, 1 - 1e-4))
+        return BoundaryOutput(a, logits, p, torch.zeros_like(a), aux)
+
+    def dechunk(self, z: torch.Tensor, out: BoundaryOutput, token_index: torch.Tensor) -> torch.Tensor:
+        """token_index (B, S): each token's boundary byte offset (T for padding)."""
+        T = out.probs.size(1)
+        p = out.probs.gather(1, token_index.clamp(max=T - 1))     # (B, S) p at each token's boundary byte
+        return ema_scan(z, p.clamp(1e-4, 1 - 1e-4))
+
+    def confidence(self, y: torch.Tensor, out: BoundaryOutput) -> torch.Tensor:
+        c = torch.where(out.decisions > 0, out.probs, 1.0 - out.probs)  # (B, T)
+        return y * straight_through_one(c).unsqueeze(-1).to(y.dtype)

@@ -1,0 +1,233 @@
+"""Boundary strategies (DESIGN §5): causality of every registered strategy, gradients of the
+trainable ones, and each rule against a plain reference."""
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from learntok import AUNet, ModelConfig, ObjectiveConfig
+from learntok.boundaries import bpe, strategy_names
+from learntok.boundaries.base import build_strategy
+from learntok.boundaries.fixed import EntropyBoundaries, whitespace_boundaries
+from learntok.boundaries.ste import binomial_log_prob, ema_reference, ema_scan, ratio_loss, relaxed_bernoulli
+from learntok.data import encode
+from learntok.objective import loss
+
+CORPUS = Path(__file__).resolve().parents[1] / "learntok" / "corpora" / "shakespeare.jsonl.gz"
+
+
+def shakespeare(n: int, skip: int = 5000) -> bytes:
+    with gzip.open(CORPUS, "rt", encoding="utf-8") as f:
+        text = "".join(json.loads(line)["text"] for _, line in zip(range(3), f)).encode("utf-8")
+    return text[skip:skip + n]
+
+
+TRAIN_TEXT = shakespeare(60_000, skip=20_000)
+
+
+def tiny(boundary: str, w: int = 8) -> AUNet:
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16,
+                      boundary=boundary, policy_window=w, target_rate=0.2)
+    model = AUNet(cfg)
+    model.strategy.fit([TRAIN_TEXT])
+    return model
+
+
+@pytest.fixture(scope="module")
+def models() -> dict[str, AUNet]:
+    return {name: tiny(name) for name in strategy_names()}
+
+
+def test_every_strategy_is_tested():
+    assert {"learned", "uniform", "fixed", "whitespace", "bpe", "entropy", "nawrot", "hnet"} <= set(strategy_names())
+
+
+@pytest.mark.parametrize("name", strategy_names())
+@pytest.mark.parametrize("train_mode", [True, False])
+def test_causality(models, name, train_mode):
+    """Decisions, policy logits and outputs at positions <= t never change when a byte after t
+    changes (same random draws, same strategy state), for decided and prescribed boundaries."""
+    model = models[name]
+    model.train(train_mode)
+    x = encode(shakespeare(90) + "é ü—!".encode()).unsqueeze(0).repeat(2, 1)
+    T = x.size(1)
+    state = copy.deepcopy(model.state_dict())
+    for t in (47, T - 3):
+        y = x.clone()
+        y[:, t + 1:] = torch.randint(0, 256, (2, T - t - 1), generator=torch.Generator().manual_seed(t))
+        sl = slice(0, t + 1)
+        outs = []
+        for inp in (x, y):
+            model.load_state_dict(state)                         # e.g. the entropy threshold's running EMA
+            torch.manual_seed(123)
+            outs.append(model(inp))
+        o1, o2 = outs
+        assert torch.equal(o1.boundaries[:, sl], o2.boundaries[:, sl])
+        torch.testing.assert_close(o1.logits[:, sl], o2.logits[:, sl], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(o1.boundary_logits[:, sl], o2.boundary_logits[:, sl], atol=1e-5, rtol=1e-5)
+        model.load_state_dict(state)
+        p1 = model(x, boundaries=o1.boundaries)
+        model.load_state_dict(state)
+        p2 = model(y, boundaries=o1.boundaries)
+        assert torch.equal(p1.boundaries, o1.boundaries)          # prescribed decisions pass through
+        torch.testing.assert_close(p1.logits[:, sl], p2.logits[:, sl], atol=1e-5, rtol=1e-5)
+    model.load_state_dict(state)
+
+
+@pytest.mark.parametrize("name,params", [("learned", ["proj.weight"]), ("nawrot", ["mlp.0.weight", "mlp.2.weight"]),
+                                         ("hnet", ["q.weight", "k.weight"])])
+def test_trainable_strategies_get_gradients(name, params):
+    model = tiny(name)
+    x = torch.stack([encode(shakespeare(64, skip=1000 + 64 * i)) for i in range(4)])
+    total, _ = loss(model(x), x, ObjectiveConfig(lambda_pi=1.0))
+    total.backward()
+    grads = dict(model.strategy.named_parameters())
+    for p in params:
+        assert grads[p].grad is not None and grads[p].grad.abs().sum() > 0, p
+
+
+def test_unknown_strategy_lists_known():
+    with pytest.raises(ValueError, match="known: .*bpe.*hnet.*learned.*nawrot.*uniform"):
+        build_strategy(ModelConfig(boundary="wordpiece"))
+
+
+# ---------------------------------------------------------------- whitespace
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("ab cd", "00100"),
+    ("a, b", "0100"),            # "," follows a letter; " " follows "," (space-like): no boundary
+    ("x1 2", "0010"),            # digits are word bytes
+    ("  hi", "0000"),            # space-like after BOS (space-like): none
+    ("café!", "000101"),         # é = C3 A9: the lead byte C3 is space-like, the continuation A9 a word byte
+    ("é.", "001"),               # C3 after BOS: no; '.' after the continuation byte A9: yes
+])
+def test_whitespace_rule(text, expected):
+    a = whitespace_boundaries(encode(text).unsqueeze(0))[0]
+    assert a[0] == 1
+    assert "".join(str(int(v)) for v in a[1:].tolist()) == expected
+
+
+# ---------------------------------------------------------------- bpe
+
+
+def test_bpe_reference_starts_are_the_tokenizers_offsets(models):
+    tok = models["bpe"].strategy.tokenizer()
+    for word in bpe.split_pretokens(shakespeare(400)):
+        enc = tok.encode(bpe.to_chars(word))
+        assert bpe.token_starts(tok, word) == [s for s, _ in enc.offsets]
+        assert "".join(enc.tokens) == bpe.to_chars(word)
+
+
+def test_bpe_causal_rule_mostly_agrees_with_the_tokenizer(models):
+    """Boundaries of the causal greedy rule vs the tokenizer's own token starts on whole
+    pre-tokens, on held-out text; and the rule is a pure function of the prefix."""
+    strategy = models["bpe"].strategy
+    tok, prefixes = strategy.tokenizer(), bpe.token_prefixes(strategy.tokenizer())
+    agree = total = 0
+    for word in bpe.split_pretokens(shakespeare(5000, skip=200_000)):
+        ref = [0] * len(word)
+        for s in bpe.token_starts(tok, word):
+            ref[s] = 1
+        got = bpe.causal_word_starts(prefixes, word)
+        agree += sum(int(g == r) for g, r in zip(got, ref))
+        total += len(word)
+        for i in range(1, len(word)):
+            assert bpe.causal_word_starts(prefixes, word[:i]) == got[:i]
+    assert agree / total > 0.9
+
+
+def test_bpe_forward_matches_word_rule(models):
+    strategy = models["bpe"].strategy
+    text = shakespeare(200, skip=9000)
+    a = strategy.boundaries(encode(text).unsqueeze(0))[0, 1:].tolist()
+    prefixes = bpe.token_prefixes(strategy.tokenizer())
+    expected = [s for w in bpe.split_pretokens(text) for s in bpe.causal_word_starts(prefixes, w)]
+    assert a == expected
+
+
+def test_bpe_fit_reaches_rate_and_is_saved(models, tmp_path):
+    strategy = models["bpe"].strategy
+    words = bpe.sample_words([TRAIN_TEXT])
+    assert abs(bpe.causal_rate(strategy.tokenizer(), words) - 0.2) < 0.01
+    models["bpe"].save_pretrained(tmp_path)
+    loaded = AUNet.from_pretrained(tmp_path)
+    x = encode(shakespeare(100)).unsqueeze(0)
+    assert torch.equal(loaded.strategy.boundaries(x), strategy.boundaries(x))
+
+
+def test_bpe_unreachable_rate_warns():
+    strategy = build_strategy(ModelConfig(boundary="bpe", target_rate=0.05))
+    with pytest.warns(UserWarning, match=r"cannot reach boundary rate 0.05: .* gives 0\.2"):
+        info = strategy.fit([b"the cat sat on the mat, " * 50 + b"a bb ccc dddd"])
+    assert info["bpe_rate"] > 0.2                               # every pre-token costs a boundary
+
+
+# ---------------------------------------------------------------- entropy
+
+
+def test_entropy_rate_near_target_after_warmup():
+    cfg = ModelConfig(boundary="entropy", target_rate=0.2, entropy_ema=0.9)
+    strategy = EntropyBoundaries(cfg).train()
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, (4, 100), generator=g)
+    rates = []
+    for _ in range(60):
+        logits = torch.randn(4, 100, 64, generator=g) * torch.rand(4, 100, 1, generator=g) * 4
+        out = strategy(None, x, early_logits=logits)
+        rates.append(out.decisions[:, 1:].mean().item())
+    assert abs(sum(rates[-20:]) / 20 - 0.2) < 0.02
+    assert rates[0] == 1.0                                       # no threshold before the first update
+
+
+# ---------------------------------------------------------------- nawrot
+
+
+def test_binomial_log_prob_matches_torch():
+    n, k = torch.tensor([50.0, 80.0]), torch.tensor([7.0, 30.0])
+    ref = torch.distributions.Binomial(total_count=n, probs=torch.tensor(0.2)).log_prob(k)
+    torch.testing.assert_close(binomial_log_prob(k, n, 0.2), ref)
+
+
+@pytest.mark.parametrize("temperature", [0.5, 1.0, 2.0])
+def test_relaxed_bernoulli_hard_rate_is_p(temperature):
+    logits = torch.full((200_000,), -1.0)
+    s = relaxed_bernoulli(logits, torch.rand(200_000).clamp(1e-6, 1 - 1e-6), temperature)
+    assert abs((s > 0.5).float().mean().item() - torch.sigmoid(torch.tensor(-1.0)).item()) < 0.005
+
+
+# ---------------------------------------------------------------- hnet
+
+
+@pytest.mark.parametrize("S", [1, 2, 7, 33])
+def test_ema_scan_matches_loop(S):
+    g = torch.Generator().manual_seed(S)
+    z = torch.randn(3, S, 5, generator=g, dtype=torch.float64)
+    p = torch.rand(3, S, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(ema_scan(z, p), ema_reference(z, p))
+
+
+def test_ratio_loss_is_minimal_at_target():
+    mask = torch.ones(1, 100)
+    a = torch.zeros(1, 100)
+    a[0, ::5] = 1
+    at_target = ratio_loss(a, torch.full((1, 100), 0.2), mask, 0.2)
+    torch.testing.assert_close(at_target, torch.tensor(1.0))
+    p = torch.full((1, 100), 0.2, requires_grad=True)
+    ratio_loss(a, p, mask, 0.2).backward()
+    torch.testing.assert_close(p.grad.sum(), torch.tensor(0.0))  # stationary in G at F = 1/N
+    assert ratio_loss(torch.ones(1, 100), torch.full((1, 100), 0.9), mask, 0.2) > at_target
+
+
+def test_hnet_confidence_is_one_forward():
+    model = tiny("hnet")
+    x = encode(shakespeare(50)).unsqueeze(0)
+    b = model.strategy(torch.randn(1, x.size(1), 32), x)
+    y = torch.randn(1, x.size(1), 32)
+    torch.testing.assert_close(model.strategy.confidence(y, b), y)
