@@ -8,6 +8,7 @@ mistakes (bad config, data, checkpoint, a diverged run, a missing file) print on
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 import time
@@ -183,9 +184,42 @@ def cmd_plot(args) -> None:
         print(path)
 
 
+# ---------------------------------------------------------------- sample
+
+
+def add_sample(sub) -> None:
+    p = sub.add_parser("sample", help="stream a model's continuation of a prompt (cached decoding)")
+    p.add_argument("model", metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder")
+    p.add_argument("--prompt", required=True, help="text to continue")
+    p.add_argument("--max-bytes", type=int, default=256, help="bytes to generate (fewer if EOS is drawn)")
+    p.add_argument("--temperature", type=float, default=1.0, help="0: argmax")
+    p.add_argument("--top-k", type=int, help="sample from the k likeliest bytes")
+    p.add_argument("--top-p", type=float, help="nucleus sampling: the smallest set of bytes with probability >= p")
+    p.add_argument("--seed", type=int, help="seed of the sampled bytes and boundaries")
+    p.add_argument("--boundaries", choices=["sample", "greedy"], default="sample", help="sample boundaries or take p > 0.5")
+    p.add_argument("--show-boundaries", action="store_true", help="mark chunks: colours on a terminal, | otherwise")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--json", help="write bytes, seconds, bytes/s and boundary rate to this JSON file")
+    p.set_defaults(func=cmd_sample)
+
+
+def cmd_sample(args) -> None:
+    from learntok.checkpoint import load_model
+    from learntok.sample import sample
+
+    model = load_model(args.model, map_location=args.device)
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(errors="replace")                 # a non-UTF-8 terminal shows "?", no crash
+    stats = sample(model, args.prompt, args.max_bytes, args.temperature, args.top_k, args.top_p, args.seed,
+                   args.boundaries, args.show_boundaries)
+    print(f"{stats['bytes']} bytes in {stats['seconds']:.2f}s ({stats['bytes_per_s']:.0f} bytes/s), "
+          f"boundary rate {stats['boundary_rate']:.3f}", file=sys.stderr)
+    write_json(args.json, stats)
+
+
 # ---------------------------------------------------------------- entry point
 
-COMMANDS = [add_train, add_segment, add_eval, add_eval_tasks, add_diagnose, add_plot]
+COMMANDS = [add_train, add_segment, add_eval, add_eval_tasks, add_diagnose, add_plot, add_sample]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -191,3 +191,17 @@ def test_prefill_state_equals_replaying_step(boundary, w, T):
     assert fast.keys() == slow.keys()
     for k in fast:
         torch.testing.assert_close(fast[k], slow[k])
+
+
+def test_sample_command_streams_the_generation(tmp_path, capsys):
+    from learntok.cli import main
+    model = tiny()
+    model.save_pretrained(tmp_path / "m")
+    args = ["sample", str(tmp_path / "m"), "--prompt", "Once upon", "--max-bytes", "40", "--seed", "3",
+            "--temperature", "0.8", "--top-k", "50", "--top-p", "0.95"]
+    assert main(args + ["--json", str(tmp_path / "s.json")]) == 0
+    text, _ = generate(model, "Once upon", max_bytes=40, seed=3, temperature=0.8, top_k=50, top_p=0.95)
+    assert capsys.readouterr().out == (b"Once upon" + text).decode("utf-8", errors="replace") + "\n"
+    assert '"bytes": 40' in (tmp_path / "s.json").read_text()
+    assert main(args + ["--show-boundaries"]) == 0
+    assert "|" in capsys.readouterr().out                        # stdout is not a terminal: | between chunks
