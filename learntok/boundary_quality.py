@@ -70,7 +70,7 @@ def length_histogram(lengths: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------- BPE reference
 
 
-def train_bpe(docs: list[bytes], vocab_size: int = 4096, max_bytes: int = 20_000_000):
+def train_bpe(docs: list[bytes], vocab_size: int = 4096, max_bytes: int = 4_000_000):
     """A byte-level BPE (`tokenizers`) trained on `docs`, for the reference starts. Bytes are read
     as Latin-1 so that every byte is one symbol and offsets are byte offsets; words are pre-split
     GPT-2 style (a leading space joins the word). At most `max_bytes` bytes are used."""
