@@ -70,6 +70,7 @@ def add_segment(sub) -> None:
     p.add_argument("--html", metavar="OUT", help="also write an HTML page")
     p.add_argument("--greedy", action="store_true", help="decide p > 0.5 instead of sampling")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
+    p.add_argument("--window", type=int, default=4096, help="read long texts in pieces of this many bytes (BOS included)")
     p.add_argument("--json", help="write chunks and stats to this JSON file")
     p.set_defaults(func=cmd_segment)
 
@@ -83,7 +84,7 @@ def cmd_segment(args) -> None:
         raise ConfigError("give either a text or --file F")
     data = Path(args.file).read_bytes() if args.file else args.text
     model = load_model(args.model)
-    chunks, stats = segment_text(model, data, greedy=args.greedy, seed=args.seed)
+    chunks, stats = segment_text(model, data, greedy=args.greedy, seed=args.seed, window=args.window)
     print(render_terminal(chunks, color=sys.stdout.isatty()))
     print(" ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in stats.items()), file=sys.stderr)
     if args.html:
@@ -106,6 +107,7 @@ def add_eval(sub) -> None:
     p.add_argument("--max-bytes", type=int, help="score at most this many bytes")
     p.add_argument("--bpe-vocab", type=int, default=4096, help="vocabulary of the BPE reference trained on the fly")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
+    p.add_argument("--window", type=int, default=4096, help="read long texts in pieces of this many bytes (BOS included)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--json", help="write every figure to this JSON file")
     p.set_defaults(func=cmd_eval)
@@ -128,6 +130,7 @@ def add_eval_tasks(sub) -> None:
     p.add_argument("--seq-len", type=int, help="bytes per row, BOS included (default: the run's)")
     p.add_argument("--greedy", action="store_true", help="greedy boundaries (p > 0.5) instead of sampled ones")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
+    p.add_argument("--window", type=int, default=4096, help="read long texts in pieces of this many bytes (BOS included)")
     p.add_argument("--limit", type=int, help="first N examples of each task")
     p.add_argument("--delimiter", default=" ", help="between context and continuation (unless the context ends in whitespace)")
     p.add_argument("--device", default="cpu")

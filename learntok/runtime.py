@@ -7,14 +7,19 @@ import random
 import numpy as np
 import torch
 
+from learntok.config import ConfigError
+
 
 def resolve_device(name: str = "auto") -> torch.device:
     """auto: CUDA when available, else CPU. An explicit CUDA device that is absent is an error."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"train.device {name!r} is not a device (auto, cpu, cuda, cuda:N)") from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"train.device {name!r}: CUDA is not available on this machine")
+        raise ConfigError(f"train.device {name!r}: CUDA is not available on this machine")
     return device
 
 
@@ -24,7 +29,7 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype | None:
     if name == "fp32" or (name == "auto" and device.type != "cuda"):
         return None
     if device.type != "cuda":
-        raise ValueError(f"train.dtype {name!r}: bf16 autocast needs a CUDA device, got {device}")
+        raise ConfigError(f"train.dtype {name!r}: bf16 autocast needs a CUDA device, got {device}")
     return torch.bfloat16
 
 

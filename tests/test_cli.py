@@ -55,3 +55,23 @@ def test_in_process_errors(tmp_path, capsys):
     assert main(["segment", str(tmp_path), "--file", str(tmp_path / "nope.txt")]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 3 and all(line.startswith("learntok: error: ") for line in err)
+
+
+def test_segment_helpers(tmp_path):
+    import torch
+
+    from learntok.model.aunet import AUNet
+    from learntok.model.config import ModelConfig
+    from learntok.segment import chunks_from_boundaries, render_html, render_terminal, segment_text
+
+    a = torch.tensor([1, 0, 0, 1, 0, 1, 1.0])                       # BOS + 6 bytes
+    assert chunks_from_boundaries(b"ab cd!", a) == [b"ab", b" c", b"d", b"!"]
+    assert render_terminal([b"ab", b"\xe2\x82", b"\xac"], color=False) == "ab|\ufffd|\ufffd"  # a euro sign cut in two
+    assert render_terminal([b"a", b"b"], color=True).count("\x1b[0m") == 2
+    assert "&lt;b&gt;" in render_html([b"<b>"], tmp_path / "s.html").read_text()
+
+    model = AUNet(ModelConfig(d_model=32, n_heads=2, n_mid=1))
+    text = "a text long enough to be read in several pieces " * 3
+    chunks, stats = segment_text(model, text, window=20)
+    assert b"".join(chunks) == text.encode() and stats["n_chunks"] == len(chunks)
+    assert segment_text(model, text, seed=3) == segment_text(model, text, seed=3)   # seeded
