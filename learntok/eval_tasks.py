@@ -51,6 +51,20 @@ class Example:
     gold: int
 
 
+def json_records(lines, where: str, error: type[Exception] = TaskError):
+    """(line number, object) for each non-blank JSON line; bad JSON or a non-object names the line."""
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise error(f"{where} line {lineno}: not valid JSON ({e.msg})") from None
+        if not isinstance(rec, dict):
+            raise error(f"{where} line {lineno}: not a JSON object")
+        yield lineno, rec
+
+
 def read_task(path: str | Path) -> tuple[str, list[Example]]:
     """(form, examples) from a JSONL or JSONL.gz file."""
     path = Path(path)
@@ -59,15 +73,7 @@ def read_task(path: str | Path) -> tuple[str, list[Example]]:
     opener = gzip.open if path.name.endswith(".gz") else open
     form, examples = None, []
     with opener(path, "rt", encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise TaskError(f"{path} line {lineno}: not valid JSON ({e.msg})") from None
-            if not isinstance(rec, dict):
-                raise TaskError(f"{path} line {lineno}: not a JSON object")
+        for lineno, rec in json_records(f, str(path)):
             if form is None:
                 form = "continuation" if "continuation" in rec or "context" in rec else "multiple_choice"
             examples.append(_example(rec, form, f"{path} line {lineno}"))

@@ -7,10 +7,10 @@ metrics.jsonl holds training lines (`step`, `bytes_seen`, `bpb`, `boundary_rate`
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from learntok.data import DataError
+from learntok.eval_tasks import json_records
 
 METRICS = {"bpb": "bits per byte", "boundary_rate": "boundary rate", "whitespace_rate": "whitespace rate"}
 
@@ -29,13 +29,7 @@ def read_metrics(run: str | Path) -> tuple[list[dict], list[dict]]:
     if not path.is_file():
         raise DataError(f"{path} does not exist: is {run} a run folder?")
     train, val = [], []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path} line {lineno}: not valid JSON ({e.msg})") from None
+    for lineno, rec in json_records(path.read_text(encoding="utf-8").splitlines(), str(path), DataError):
         if "step" not in rec:
             raise DataError(f"{path} line {lineno}: no field 'step'")
         (val if any(k.startswith("val_") for k in rec) else train).append(rec)
