@@ -100,10 +100,17 @@ def _append_jsonl(path: Path, record: dict) -> None:
 
 
 def _truncate_metrics(path: Path, step: int) -> None:
-    """Drop lines logged after `step` (written after the checkpoint we resume from)."""
+    """Drop lines logged after `step` (written after the checkpoint we resume from), and a last
+    line cut short by a crash."""
     if path.exists():
-        lines = path.read_text(encoding="utf-8").splitlines()
-        path.write_text("".join(l + "\n" for l in lines if json.loads(l)["step"] <= step), encoding="utf-8")
+        keep = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                if json.loads(line)["step"] <= step:
+                    keep.append(line + "\n")
+            except (ValueError, KeyError):
+                continue
+        path.write_text("".join(keep), encoding="utf-8")
 
 
 class MetricWindow:
