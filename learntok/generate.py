@@ -48,7 +48,7 @@ class DecodeState:
 def _one_byte(a: torch.Tensor, probs: torch.Tensor) -> BoundaryOutput:
     """BoundaryOutput of a single byte, for the strategy's per-byte hooks. a, probs (B,)."""
     zeros = torch.zeros_like(probs[:, None])
-    return BoundaryOutput(a[:, None], zeros, probs[:, None], zeros, zeros.new_zeros(()))
+    return BoundaryOutput(a[:, None], zeros, probs[:, None], zeros, zeros.new_zeros(()), relaxed=a[:, None])
 
 
 @torch.no_grad()

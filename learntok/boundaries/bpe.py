@@ -34,6 +34,7 @@ import torch
 
 from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, fixed_output, register
 from learntok.boundaries.fixed import whitespace_boundaries
+from learntok.data.vocab import BOS
 
 MAX_VOCAB = 32768            # vocabulary of the BPE that fit truncates
 FIT_SAMPLE_BYTES = 4_000_000  # training bytes that fit reads (the head of the shuffled train split)
@@ -225,3 +226,22 @@ class BPEGuidance(BoundaryStrategy):
 
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
         return fixed_output(self.boundaries(x) if boundaries is None else boundaries)
+
+    # Incremental decoding: the state is the previous byte (for pre-token starts) and, per row,
+    # the current token's characters; the greedy causal rule extends it while it stays a prefix.
+    def init_state(self, batch, device) -> dict:
+        return {"prev": torch.full((batch,), BOS, device=device), "current": [""] * batch}
+
+    def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
+        if self._prefixes is None:
+            self._prefixes = token_prefixes(self.tokenizer())
+        pair = torch.stack([state["prev"], x], dim=1)             # (B, 2)
+        starts = pretoken_starts(pair)[:, 1].tolist()             # (B,) a pre-token starts at x
+        chars = [BYTE_CHARS[b] if b < 256 else "" for b in x.tolist()]
+        if boundaries is None:
+            extend = [not start and t > 0 and bool(ch) and bool(cur) and cur + ch in self._prefixes
+                      for start, ch, cur in zip(starts, chars, state["current"])]
+            boundaries = torch.tensor([0.0 if e else 1.0 for e in extend], device=x.device)
+        a = boundaries.float()
+        current = [ch if new else cur + ch for new, ch, cur in zip(a.tolist(), chars, state["current"])]
+        return a, a, {"prev": x, "current": current}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, fixed_output, register
+from learntok.data.vocab import BOS
 
 
 @register("uniform")
@@ -24,6 +25,17 @@ class UniformBoundaries(BoundaryStrategy):
             boundaries = torch.zeros(B, T, device=x.device).scatter(1, picked + 1, 1.0)
         return fixed_output(boundaries)
 
+    # Incremental decoding cannot place exactly rho* T boundaries in a sequence of unknown
+    # length: each new byte is a boundary with probability rho*, independently (same rate).
+    def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
+        return {}
+
+    def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
+        if boundaries is None:
+            draw = torch.rand(x.shape, device=x.device) < self.cfg.target_rate
+            boundaries = torch.ones(x.shape, device=x.device) if t == 0 else draw.float()
+        return boundaries.float(), boundaries.float(), state
+
 
 @register("fixed")
 class FixedBoundaries(BoundaryStrategy):
@@ -35,6 +47,15 @@ class FixedBoundaries(BoundaryStrategy):
             t = torch.arange(x.size(1), device=x.device)
             boundaries = (t % stride == 0).float().expand(x.shape).clone()  # (B, T); fixed_output writes BOS in place
         return fixed_output(boundaries)
+
+    def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
+        return {}
+
+    def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
+        if boundaries is None:
+            stride = max(1, round(1.0 / self.cfg.target_rate))
+            boundaries = torch.full(x.shape, float(t % stride == 0), device=x.device)
+        return boundaries.float(), boundaries.float(), state
 
 
 def is_wordlike(x: torch.Tensor) -> torch.Tensor:
@@ -62,6 +83,19 @@ class WhitespaceBoundaries(BoundaryStrategy):
 
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
         return fixed_output(whitespace_boundaries(x) if boundaries is None else boundaries)
+
+    # Incremental decoding: the state is the previous byte.
+    def init_state(self, batch, device) -> dict:
+        return {"prev": torch.full((batch,), BOS, device=device)}
+
+    def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
+        return {"prev": x[:, -1]}
+
+    def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
+        if boundaries is None:
+            rule = whitespace_boundaries(torch.stack([state["prev"], x], dim=1))[:, 1]  # (B,) decision for x
+            boundaries = torch.ones_like(rule) if t == 0 else rule
+        return boundaries.float(), boundaries.float(), {"prev": x}
 
 
 def next_byte_entropy(early_logits: torch.Tensor) -> torch.Tensor:
@@ -124,3 +158,16 @@ class EntropyBoundaries(BoundaryStrategy):
         if self.training:
             self.update_threshold(entropy, x)
         return fixed_output(boundaries)
+
+    # Incremental decoding: the state is H[t-1], which decides a[t]; the threshold is frozen.
+    def init_state(self, batch, device) -> dict:
+        return {"entropy": torch.zeros(batch, device=device)}
+
+    def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
+        return {"entropy": next_byte_entropy(early_logits[:, -1])}
+
+    def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
+        if boundaries is None:
+            rule = (state["entropy"] > self.threshold()).float() if t > 0 else torch.ones(x.shape, device=x.device)
+            boundaries = rule
+        return boundaries.float(), boundaries.float(), {"entropy": next_byte_entropy(early_logits)}

@@ -98,6 +98,18 @@ class DynamicPooling(BoundaryStrategy):
         zeros = torch.zeros_like(a)
         return BoundaryOutput(a, logits.detach(), probs, zeros, aux, relaxed=soft)
 
+    # Incremental decoding: no state; each byte's decision reads h[t] only.
+    def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
+        return {}
+
+    def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
+        logits = self.mlp(h.float()).squeeze(-1).float()         # (B,)
+        if boundaries is None:
+            u = torch.rand(x.shape, device=x.device).clamp_(1e-6, 1 - 1e-6)
+            hard = (logits > 0) if greedy else relaxed_bernoulli(logits, u, self.cfg.ste_temperature) > 0.5
+            boundaries = torch.ones_like(logits) if t == 0 else hard.float()
+        return boundaries.float(), torch.sigmoid(logits), state
+
     def confidence(self, y: torch.Tensor, out: BoundaryOutput) -> torch.Tensor:
         sign = 2.0 * out.decisions - 1.0                          # (B, T): +1 boundary, -1 not
         gate = 1.0 + sign * (out.relaxed - out.relaxed.detach())  # (B, T) value exactly 1
@@ -181,6 +193,26 @@ class HNetRouting(BoundaryStrategy):
         aux = self.cfg.prior_weight * ratio_loss(a, p, real_bytes(x), self.cfg.target_rate)
         logits = torch.logit(p.detach().clamp(1e-4, 1 - 1e-4))
         return BoundaryOutput(a, logits, p, torch.zeros_like(a), aux)
+
+    # Incremental decoding: the state is q[t-1] (fp32), which the routing of byte t compares with k[t].
+    def init_state(self, batch, device) -> dict:
+        return {"q": torch.zeros(batch, self.cfg.d_model, device=device)}
+
+    def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
+        return {"q": self.q(h[:, -1]).float()}
+
+    def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
+        q, k = self.q(h).float(), self.k(h).float()               # (B, D)
+        p = ((1.0 - F.cosine_similarity(state["q"], k, dim=-1)) / 2.0).clamp(0.0, 1.0)  # (B,)
+        if t == 0:
+            p = torch.ones_like(p)
+        a = (p > 0.5).float() if boundaries is None else boundaries.float()
+        return a, p, {"q": q}
+
+    def dechunk_step(self, z: torch.Tensor, probs: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
+        """One step of `ema_scan`: zbar = p z + (1 - p) zbar_prev."""
+        p = probs.clamp(1e-4, 1 - 1e-4).unsqueeze(-1).to(z.dtype)  # (R, 1)
+        return p * z + (1.0 - p) * previous
 
     def dechunk(self, z: torch.Tensor, out: BoundaryOutput, token_index: torch.Tensor) -> torch.Tensor:
         """token_index (B, S): each token's boundary byte offset (T for padding)."""
