@@ -107,7 +107,7 @@ class BoundaryStrategy(nn.Module):
 
 def fixed_output(decisions: torch.Tensor) -> BoundaryOutput:
     """BoundaryOutput for strategies with no policy: probabilities are the decisions themselves."""
-    d = decisions.float()
+    d = decisions.float().clone()                                # never write into the caller's tensor
     d[:, 0] = 1.0
     zeros = torch.zeros_like(d)
     return BoundaryOutput(d, zeros, d, zeros, torch.zeros((), device=d.device))
