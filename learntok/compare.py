@@ -1,0 +1,175 @@
+"""`learntok compare`: several boundary strategies (and ablations of the learned policy) on
+one backbone, preset, data source, step budget and seed; one folder of results.
+
+A variant is `STRATEGY[+OVERRIDE...]`, e.g. `learned`, `uniform`, `learned+gamma=1.0`,
+`learned+model.policy_window=1`. An override is `section.key=value` or one of the short names
+in ALIASES. Each variant trains in OUT/<variant>/ through `learntok.train.train`, then is
+evaluated on the validation and test splits (bits per byte, with the standard error of the
+mean over documents); a `done.json` marker holds its figures, so a rerun skips finished
+variants and resumes unfinished ones from their latest checkpoint. OUT/ gets results.md,
+results.json and curves.png (validation bpb against bytes seen, one curve a variant).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from learntok.config import ConfigError, RunConfig, load_config
+
+ALIASES = {  # short override names for variants
+    "gamma": "objective.gamma",
+    "baseline": "objective.batch_baseline",
+    "early": "objective.early_baseline",
+    "w": "model.policy_window",
+    "lambda_rate": "objective.lambda_rate",
+    "lambda_pi": "objective.lambda_pi",
+    "rate": "model.target_rate",
+}
+
+# The paper's ablations of the learned policy (§4's tricks, the window, the rate loss).
+ABLATIONS = ["learned+gamma=1.0", "learned+baseline=none", "learned+early=false", "learned+w=1",
+             "learned+lambda_rate=0"]
+
+DONE = "done.json"
+
+
+def parse_variant(spec: str) -> tuple[str, list[str]]:
+    """`learned+gamma=1.0` -> ("learned", ["model.boundary=learned", "objective.gamma=1.0"])."""
+    strategy, *parts = spec.strip().split("+")
+    overrides = [f"model.boundary={strategy}"]
+    for part in parts:
+        key, eq, value = part.partition("=")
+        if not eq:
+            raise ConfigError(f"variant {spec!r}: {part!r} is not key=value")
+        overrides.append(f"{ALIASES.get(key, key)}={value}")
+    return strategy, overrides
+
+
+def variant_config(spec: str, preset: str | None, overrides: list[str]) -> RunConfig:
+    """The run config of one variant: preset <- the shared overrides <- the variant's own."""
+    from learntok.boundaries import strategy_names
+    strategy, own = parse_variant(spec)
+    if strategy not in strategy_names():
+        raise ConfigError(f"variant {spec!r}: unknown boundary strategy {strategy!r}; known: {', '.join(strategy_names())}")
+    return load_config(preset, None, [*overrides, *own])
+
+
+def evaluate_run(run_dir: Path, cfg: RunConfig, max_bytes: int | None) -> dict:
+    """Validation and test bits per byte of a run's latest checkpoint, with the per-document
+    standard error; boundary and whitespace rates on the test split."""
+    from learntok.checkpoint import load_model
+    from learntok.data import ByteData
+    from learntok.evaluate import evaluate_bpb
+    from learntok.runtime import resolve_device
+
+    device = resolve_device(cfg.train.device)
+    model = load_model(run_dir, map_location=device)
+    data = ByteData.from_config(cfg.data)
+    tc, out = cfg.train, {}
+    for split in ("val", "test"):
+        r = evaluate_bpb(model, data.eval_batches(split, tc.batch_size, tc.seq_len, max_bytes),
+                         len(data.documents(split)), seed=tc.seed, device=device)
+        out.update({f"{split}_bpb": r["bpb"], f"{split}_doc_bpb": r["doc_bpb_mean"], f"{split}_doc_se": r["doc_bpb_se"],
+                    f"{split}_docs": r["n_docs"], f"{split}_bytes": r["n_bytes"],
+                    f"{split}_boundary_rate": r["boundary_rate"], f"{split}_whitespace_rate": r["whitespace_rate"]})
+    return out
+
+
+def train_speed(run_dir: Path) -> float:
+    """Mean training bytes per second over the run's logged windows (0 if none)."""
+    from learntok.plots import read_metrics
+    train_lines, _ = read_metrics(run_dir)
+    speeds = [r["bytes_per_s"] for r in train_lines if r.get("bytes_per_s")]
+    return sum(speeds) / len(speeds) if speeds else 0.0
+
+
+def run_variant(spec: str, preset: str | None, overrides: list[str], out: Path, eval_bytes: int | None,
+                progress: bool = True) -> dict:
+    """Train (or resume) and evaluate one variant; skip it when its done marker exists."""
+    from learntok.checkpoint import latest_checkpoint
+    from learntok.train import train
+
+    run_dir = out / spec
+    if (run_dir / DONE).is_file():
+        return json.loads((run_dir / DONE).read_text(encoding="utf-8"))
+    cfg = variant_config(spec, preset, overrides)
+    summary = train(cfg, run_dir, resume=latest_checkpoint(run_dir) is not None, progress=progress)
+    record = {"variant": spec, "strategy": cfg.model.boundary, "steps": cfg.train.steps,
+              "params": summary.get("params"), "bytes_per_s": train_speed(run_dir),
+              **evaluate_run(run_dir, cfg, eval_bytes)}
+    (run_dir / DONE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return record
+
+
+def relative_step_time(records: list[dict], reference: str = "uniform") -> None:
+    """Add `step_time_rel`: training seconds per byte relative to the reference strategy
+    (same batch shape, so the same ratio per step). None without a reference run."""
+    ref = next((r for r in records if r["variant"] == reference), None)
+    for r in records:
+        ok = ref is not None and ref["bytes_per_s"] > 0 and r["bytes_per_s"] > 0
+        r["step_time_rel"] = ref["bytes_per_s"] / r["bytes_per_s"] if ok else None
+
+
+def format_table(records: list[dict]) -> str:
+    """The Markdown table of results.md."""
+    head = ("| variant | val bpb | val doc bpb (s.e.) | test bpb | test doc bpb (s.e.) | boundary rate | "
+            "whitespace rate | step time vs uniform |\n|---|---|---|---|---|---|---|---|\n")
+    rows = []
+    for r in records:
+        rel = f"{r['step_time_rel']:.2f}x" if r.get("step_time_rel") else "n/a"
+        rows.append(f"| {r['variant']} | {r['val_bpb']:.4f} | {r['val_doc_bpb']:.4f} ({r['val_doc_se']:.4f}) | "
+                    f"{r['test_bpb']:.4f} | {r['test_doc_bpb']:.4f} ({r['test_doc_se']:.4f}) | "
+                    f"{r['test_boundary_rate']:.3f} | {r['test_whitespace_rate']:.3f} | {rel} |")
+    return head + "\n".join(rows) + "\n"
+
+
+def plot_curves(out: Path, variants: list[str]) -> Path:
+    """Validation bpb against bytes seen, one curve a variant."""
+    from learntok.plots import _pyplot, read_metrics, series
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, spec in enumerate(variants):
+        _, val = read_metrics(out / spec)
+        xs, ys = series(val, "val_bpb", "bytes_seen")
+        if xs:
+            ax.plot(xs, ys, marker="o", ms=3, color=f"C{i % 10}", label=spec)
+    ax.set_xlabel("bytes seen")
+    ax.set_ylabel("validation bits per byte")
+    ax.grid(alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out / "curves.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def compare(variants: list[str], out: str | Path, preset: str | None = "tiny", overrides: list[str] = (),
+            eval_bytes: int | None = None, progress: bool = True) -> list[dict]:
+    """Run every variant (skipping finished ones) and write results.md, results.json, curves.png."""
+    out = Path(out)
+    if len(set(variants)) != len(variants):
+        raise ConfigError(f"variants repeat: {', '.join(variants)}")
+    for spec in variants:                                        # fail on a bad name before any training
+        variant_config(spec, preset, list(overrides))
+    out.mkdir(parents=True, exist_ok=True)
+    records = [run_variant(spec, preset, list(overrides), out, eval_bytes, progress) for spec in variants]
+    relative_step_time(records)
+    command = " ".join(["learntok compare", f"--preset {preset}" if preset else "",
+                        f"--strategies {','.join(variants)}", *overrides]).replace("  ", " ")
+    (out / "results.json").write_text(json.dumps({"command": command, "results": records}, indent=2) + "\n",
+                                      encoding="utf-8")
+    plot_curves(out, variants)
+    (out / "results.md").write_text(
+        f"# learntok compare\n\n`{command}`\n\n{format_table(records)}\n"
+        "bpb: corpus-level bits per byte (sampled boundaries, seeded); doc bpb: mean over documents "
+        "with its standard error. Rates on the test split.\n\n![validation bpb](curves.png)\n", encoding="utf-8")
+    return records
+
+
+def variants_from_args(strategies: str, ablations: bool) -> list[str]:
+    """`--strategies a,b+k=v` and `--ablations` -> the variant list (ablations appended once)."""
+    specs = [s.strip() for s in strategies.split(",") if s.strip()]
+    return specs + [a for a in ABLATIONS if ablations and a not in specs]
+
