@@ -220,9 +220,70 @@ def cmd_sample(args) -> None:
     write_json(args.json, stats)
 
 
+# ---------------------------------------------------------------- compare
+
+
+def add_compare(sub) -> None:
+    p = sub.add_parser("compare", help="train and evaluate several boundary strategies on one backbone and budget",
+                       description="Variants: STRATEGY[+key=value...], e.g. learned+gamma=1.0; finished variants are skipped.")
+    p.add_argument("--preset", default="tiny", help="packaged preset shared by every variant (default tiny)")
+    p.add_argument("--strategies", required=True, help="comma-separated variants, e.g. learned,uniform,bpe,learned+w=1")
+    p.add_argument("--steps", type=int, help="optimizer steps per variant (train.steps)")
+    p.add_argument("--out", help="results folder (default runs/compare-<preset>-<timestamp>)")
+    p.add_argument("--ablations", action="store_true", help="add the learned policy's ablations (gamma=1, no batch "
+                   "baseline, no early-exit reward, w=1, no rate loss)")
+    p.add_argument("--eval-bytes", type=int, help="cap on bytes per split in the final evaluation (default: all)")
+    p.add_argument("--json", help="also write the results to this JSON file")
+    p.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides shared by every variant")
+    p.set_defaults(func=cmd_compare)
+
+
+def cmd_compare(args) -> None:
+    from learntok.compare import compare, format_table, variants_from_args
+
+    overrides = list(args.overrides) + ([f"train.steps={args.steps}"] if args.steps else [])
+    out = args.out or f"runs/compare-{args.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
+    records = compare(variants_from_args(args.strategies, args.ablations), out, args.preset, overrides, args.eval_bytes)
+    print(format_table(records))
+    print(f"results in {out}", file=sys.stderr)
+    write_json(args.json, {"results": records})
+
+
+# ---------------------------------------------------------------- prepare (docs/scaling.md)
+
+
+def add_prepare(sub) -> None:
+    p = sub.add_parser("prepare", help="text, folders, JSONL(.gz), parquet -> memory-mapped byte shards",
+                       description="Streams the sources into DATA_DIR; train from it with data.source=DATA_DIR.")
+    p.add_argument("sources", nargs="+", metavar="SOURCE", help="text file, folder, .jsonl(.gz) or .parquet")
+    p.add_argument("--out", required=True, metavar="DATA_DIR", help="output folder (new or empty)")
+    p.add_argument("--text-field", default="text", help="JSONL field / parquet column of the text")
+    p.add_argument("--min-doc-bytes", type=int, default=1, help="drop shorter documents")
+    p.add_argument("--max-doc-bytes", type=int, help="drop longer documents (or cut them with --truncate)")
+    p.add_argument("--truncate", action="store_true", help="cut documents to --max-doc-bytes instead of dropping them")
+    p.add_argument("--val-fraction", type=float, default=0.05, help="expected fraction of documents in val")
+    p.add_argument("--test-fraction", type=float, default=0.05, help="expected fraction of documents in test")
+    p.add_argument("--seed", type=int, default=0, help="seed of the split hash")
+    p.add_argument("--shard-mb", type=int, default=256, help="target shard size (MiB)")
+    p.add_argument("--json", help="also write the index to this JSON file")
+    p.set_defaults(func=cmd_prepare)
+
+
+def cmd_prepare(args) -> None:
+    from learntok.data.prepare import PrepareOptions, prepare
+
+    opts = PrepareOptions(args.text_field, args.min_doc_bytes, args.max_doc_bytes, args.truncate,
+                          args.val_fraction, args.test_fraction, args.seed, args.shard_mb << 20)
+    index = prepare(args.sources, args.out, opts)
+    mb = index["input_bytes"] / 1e6
+    print(" ".join(f"{s} {v['documents']} docs {v['bytes']} bytes" for s, v in index["splits"].items()) +
+          f"; {mb:.1f} MB in {index['seconds']:.1f}s ({mb / max(index['seconds'], 1e-9):.1f} MB/s)", file=sys.stderr)
+    write_json(args.json, index)
+
+
 # ---------------------------------------------------------------- entry point
 
-COMMANDS = [add_train, add_segment, add_eval, add_eval_tasks, add_diagnose, add_plot, add_sample]
+COMMANDS = [add_train, add_segment, add_eval, add_eval_tasks, add_diagnose, add_plot, add_sample, add_compare, add_prepare]
 
 
 def build_parser() -> argparse.ArgumentParser:
