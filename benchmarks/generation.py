@@ -40,11 +40,11 @@ def prose(n: int) -> bytes:
     return (text * (n // len(text) + 1))[:n]
 
 
-class PeakMemory:
-    """Peak memory (bytes) of a block above its starting point."""
+class Measure:
+    """Wall time (s) and peak memory (bytes above the starting point) of a block, synchronised on CUDA."""
 
     def __init__(self, device: torch.device):
-        self.device, self.peak = device, 0
+        self.device, self.peak, self.seconds = device, 0, 0.0
 
     def __enter__(self):
         if self.device.type == "cuda":
@@ -54,6 +54,7 @@ class PeakMemory:
         else:
             Path("/proc/self/clear_refs").write_text("5")          # reset VmHWM to the current RSS
             self.start = self._status("VmRSS")
+        self.t0 = time.perf_counter()
         return self
 
     def __exit__(self, *exc):
@@ -62,6 +63,7 @@ class PeakMemory:
             self.peak = torch.cuda.max_memory_allocated(self.device) - self.start
         else:
             self.peak = self._status("VmHWM") - self.start
+        self.seconds = time.perf_counter() - self.t0
 
     @staticmethod
     def _status(key: str) -> int:
@@ -71,42 +73,24 @@ class PeakMemory:
         raise RuntimeError(f"{key} not in /proc/self/status")
 
 
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 @torch.no_grad()
 def cached(model, x: torch.Tensor, n: int) -> dict:
-    device = x.device
-    with PeakMemory(device) as mem_prefill:
-        sync(device)
-        t0 = time.perf_counter()
+    with Measure(x.device) as pre:
         state, logits, _ = prefill(model, x)
-        sync(device)
-        t1 = time.perf_counter()
-    with PeakMemory(device) as mem:
-        t2 = time.perf_counter()
+    with Measure(x.device) as dec:
         for _ in range(n):
             logits, _ = decode_step(model, state, sample_next(logits))
-        sync(device)
-        t3 = time.perf_counter()
-    return {"bytes_per_s": n / (t3 - t2), "prefill_s": t1 - t0, "cache_mib": state.cache.nbytes() / 2**20,
-            "peak_mib": mem.peak / 2**20, "prefill_peak_mib": mem_prefill.peak / 2**20}
+    return {"bytes_per_s": n / dec.seconds, "prefill_s": pre.seconds, "cache_mib": state.cache.nbytes() / 2**20,
+            "peak_mib": dec.peak / 2**20, "prefill_peak_mib": pre.peak / 2**20}
 
 
 @torch.no_grad()
 def recompute(model, x: torch.Tensor, n: int) -> dict:
-    device = x.device
-    with PeakMemory(device) as mem:
-        sync(device)
-        t0 = time.perf_counter()
+    with Measure(x.device) as m:
         for _ in range(n):
             nxt = sample_next(model(x).logits[:, -1])
             x = torch.cat([x, nxt[:, None]], dim=1)
-        sync(device)
-        t1 = time.perf_counter()
-    return {"bytes_per_s": n / (t1 - t0), "peak_mib": mem.peak / 2**20}
+    return {"bytes_per_s": n / m.seconds, "peak_mib": m.peak / 2**20}
 
 
 def main() -> None:
