@@ -88,8 +88,8 @@ def _parquet_documents(path: Path, text_field: str) -> list[bytes]:
 def _folder_documents(root: Path) -> list[bytes]:
     """Every regular, non-empty, non-binary file below `root` (hidden entries skipped), sorted by path."""
     if (root / "index.json").exists():
-        raise DataError(f"{root} is a prepared data folder (index.json); reading prepared shards "
-                        f"is not implemented yet: pass the original text source instead")
+        raise DataError(f"{root} is a prepared data folder (index.json): it is read as memory-mapped "
+                        f"shards by ByteData.from_config (data.source), not as a list of documents")
     docs = [data for path in _files_below(root) if (data := path.read_bytes()) and not _is_binary(data)]
     if not docs:
         raise DataError(f"folder {root} holds no non-empty text files")

@@ -15,6 +15,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
+from learntok.data import shards
 from learntok.data.corpora import DataError, load_documents
 from learntok.data.split import SPLITS, split_documents
 from learntok.data.vocab import BOS, EOS, PAD
@@ -22,7 +23,7 @@ from learntok.data.vocab import BOS, EOS, PAD
 
 @dataclass
 class DataConfig:
-    source: str = "shakespeare"  # built-in corpus (shakespeare, kjv, python-stdlib) or a path: text file, folder, .jsonl(.gz), .parquet
+    source: str = "shakespeare"  # built-in corpus (shakespeare, kjv, python-stdlib) or a path: text file, folder, .jsonl(.gz), .parquet, prepared data folder (index.json)
     text_field: str = "text"  # JSONL field / parquet column that holds a document's text
     val_fraction: float = 0.05  # fraction of documents (pieces, for few documents) held out for validation
     test_fraction: float = 0.05  # fraction of documents (pieces, for few documents) held out for test
@@ -34,7 +35,7 @@ class DataConfig:
 class SplitBytes:
     """One split: all documents' bytes end to end, and where each document starts."""
 
-    data: np.ndarray  # (total bytes,) uint8
+    data: np.ndarray  # (total bytes,) uint8; a memmap (or shards.ShardedBytes) for a prepared folder
     offsets: np.ndarray  # (n_docs + 1,) int64: document i is data[offsets[i]:offsets[i + 1]]
 
     @classmethod
@@ -57,13 +58,27 @@ class ByteData:
         unknown = set(splits) - set(SPLITS)
         if unknown:
             raise DataError(f"unknown split names {sorted(unknown)}; expected {', '.join(SPLITS)}")
+        self._init({name: SplitBytes.from_documents(splits.get(name, [])) for name in SPLITS}, packed)
+
+    def _init(self, splits: dict[str, SplitBytes], packed: bool) -> None:
         self.packed = packed
-        self._splits = {name: SplitBytes.from_documents(splits.get(name, [])) for name in SPLITS}
+        self._splits = splits
         if not self.n_bytes("train"):
             raise DataError("the train split is empty")
 
     @classmethod
+    def from_prepared(cls, root: str, packed: bool = False) -> ByteData:
+        """A prepared data folder (`learntok prepare`): each split memory-mapped, never read whole;
+        its own split stands (data.split_seed and the fractions do not apply)."""
+        index = shards.read_index(root)
+        self = cls.__new__(cls)
+        self._init({name: SplitBytes(*shards.open_split(root, name, index)) for name in SPLITS}, packed)
+        return self
+
+    @classmethod
     def from_config(cls, cfg: DataConfig) -> ByteData:
+        if shards.is_prepared(cfg.source):
+            return cls.from_prepared(cfg.source, packed=cfg.packed)
         docs = load_documents(cfg.source, cfg.text_field)
         splits = split_documents(docs, seed=cfg.split_seed, val_fraction=cfg.val_fraction,
                                  test_fraction=cfg.test_fraction)
@@ -72,9 +87,11 @@ class ByteData:
     def n_bytes(self, split: str) -> int:
         return len(self._get(split).data)
 
-    def documents(self, split: str) -> list[bytes]:
+    def documents(self, split: str, limit: int | None = None) -> list[bytes]:
+        """The split's documents as bytes (the first `limit` of them if given)."""
         s = self._get(split)
-        return [s.data[a:b].tobytes() for a, b in zip(s.offsets[:-1], s.offsets[1:])]
+        o = np.asarray(s.offsets[:None if limit is None else limit + 1])
+        return [s.data[a:b].tobytes() for a, b in zip(o[:-1].tolist(), o[1:].tolist())]
 
     def train_batch(self, step: int, batch_size: int, seq_len: int, seed: int,
                     rank: int = 0, world: int = 1) -> torch.Tensor:

@@ -1,0 +1,155 @@
+"""A prepared data folder: uint8 byte shards read through numpy memmaps (DESIGN §6).
+
+Layout written by `learntok prepare` (learntok.data.prepare):
+
+    DATA_DIR/index.json          format version, per-split counts, shard files, the options used
+    DATA_DIR/{split}_{k:05d}.bin  raw bytes of whole documents, end to end (about shard_bytes each)
+    DATA_DIR/{split}_docs.npy     (n_docs + 1,) int64 offsets of the split's documents into the
+                                  concatenation of its shards: document i is bytes [o[i], o[i + 1])
+
+A document never straddles two shards, so a shard is a plain file of whole documents. Readers
+see a split as one virtual byte array (`ShardedBytes`) and never load it into memory: a batch
+reads only the bytes of its rows. `index.json` is written last; its presence marks a complete
+folder.
+"""
+from __future__ import annotations
+
+import json
+import os
+from array import array
+from pathlib import Path
+
+import numpy as np
+
+from learntok.data.corpora import DataError
+
+FORMAT = "learntok-shards"
+VERSION = 1
+INDEX = "index.json"
+
+
+def is_prepared(path: str | Path) -> bool:
+    p = Path(path).expanduser()
+    return p.is_dir() and (p / INDEX).is_file()
+
+
+def shard_name(split: str, k: int) -> str:
+    return f"{split}_{k:05d}.bin"
+
+
+class ShardedBytes:
+    """Several uint8 memmaps seen as one array: len(), int-array indexing and slicing. With
+    one shard, use the memmap itself (`open_split` does)."""
+
+    def __init__(self, parts: list[np.ndarray]):
+        self.parts = parts
+        self.starts = np.cumsum([0] + [len(p) for p in parts])  # (n_parts + 1,) int64
+        self.dtype = np.dtype(np.uint8)
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            start, stop, step = idx.indices(len(self))
+            if step != 1:
+                raise IndexError("ShardedBytes slices must be contiguous")
+            return self._range(start, stop)
+        idx = np.asarray(idx, dtype=np.int64)
+        part = np.searchsorted(self.starts, idx, side="right") - 1  # same shape as idx
+        out = np.empty(idx.shape, dtype=np.uint8)
+        for k in np.unique(part):
+            sel = part == k
+            out[sel] = self.parts[k][idx[sel] - self.starts[k]]
+        return out
+
+    def _range(self, start: int, stop: int) -> np.ndarray:
+        if stop <= start:
+            return np.empty(0, dtype=np.uint8)
+        first, last = (int(np.searchsorted(self.starts, i, side="right")) - 1 for i in (start, stop - 1))
+        pieces = [self.parts[k][max(start, self.starts[k]) - self.starts[k]:min(stop, self.starts[k + 1]) - self.starts[k]]
+                  for k in range(first, last + 1)]
+        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+
+def read_index(root: str | Path) -> dict:
+    root = Path(root).expanduser()
+    try:
+        index = json.loads((root / INDEX).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise DataError(f"cannot read {root / INDEX}: {' '.join(str(e).split())}") from None
+    if index.get("format") != FORMAT or index.get("version") != VERSION:
+        raise DataError(f"{root / INDEX}: format {index.get('format')!r} version {index.get('version')!r}; "
+                        f"this learntok reads {FORMAT!r} version {VERSION}")
+    return index
+
+
+def open_split(root: str | Path, split: str, index: dict | None = None) -> tuple[np.ndarray | ShardedBytes, np.ndarray]:
+    """(bytes, offsets) of one split, memory-mapped: bytes supports len(), int-array indexing and
+    contiguous slices; offsets (n_docs + 1,) int64."""
+    root = Path(root).expanduser()
+    info = (index or read_index(root))["splits"][split]
+    parts = []
+    for name, size in info["shards"]:
+        path = root / name
+        if not path.is_file() or path.stat().st_size != size:
+            raise DataError(f"{path}: missing or not {size} bytes as {root / INDEX} says (an interrupted copy?)")
+        if size:
+            parts.append(np.memmap(path, dtype=np.uint8, mode="r"))
+    offsets = np.load(root / f"{split}_docs.npy", mmap_mode="r")
+    if len(offsets) != info["documents"] + 1 or (len(offsets) and int(offsets[-1]) != info["bytes"]):
+        raise DataError(f"{root / f'{split}_docs.npy'} does not match {root / INDEX}")
+    data = parts[0] if len(parts) == 1 else (ShardedBytes(parts) if parts else np.empty(0, dtype=np.uint8))
+    return data, offsets
+
+
+class SplitWriter:
+    """Appends documents of one split to shards of about `shard_bytes` and their offsets to a
+    temporary file (memory stays bounded: buffers are flushed every `flush_docs` documents)."""
+
+    def __init__(self, root: Path, split: str, shard_bytes: int, flush_docs: int = 1 << 16):
+        self.root, self.split, self.shard_bytes, self.flush_docs = root, split, shard_bytes, flush_docs
+        self.shards: list[list] = []                               # [name, bytes] per shard
+        self.n_docs, self.n_bytes = 0, 0
+        self._file = None
+        self._pending = array("q")                                 # offsets not yet on disk
+        self._offsets_tmp = root / f".{split}_docs.tmp"
+        self._offsets = open(self._offsets_tmp, "wb")
+        self._offsets.write(np.zeros(1, dtype=np.int64).tobytes())  # offset of document 0
+
+    def add(self, doc: bytes) -> None:
+        if self._file is None or (self.shards[-1][1] and self.shards[-1][1] + len(doc) > self.shard_bytes):
+            self._next_shard()
+        self._file.write(doc)
+        self.shards[-1][1] += len(doc)
+        self.n_docs += 1
+        self.n_bytes += len(doc)
+        self._pending.append(self.n_bytes)
+        if len(self._pending) >= self.flush_docs:
+            self._flush()
+
+    def _next_shard(self) -> None:
+        if self._file is not None:
+            self._file.close()
+        name = shard_name(self.split, len(self.shards))
+        self._file = open(self.root / name, "wb", buffering=1 << 22)
+        self.shards.append([name, 0])
+
+    def _flush(self) -> None:
+        self._offsets.write(self._pending.tobytes())
+        self._pending = array("q")
+
+    def close(self) -> dict:
+        """Finish the shard and write {split}_docs.npy; returns this split's index entry."""
+        if self._file is not None:
+            self._file.close()
+        self._flush()
+        self._offsets.close()
+        raw = np.memmap(self._offsets_tmp, dtype=np.int64, mode="r")
+        out = np.lib.format.open_memmap(self.root / f"{self.split}_docs.npy", mode="w+", dtype=np.int64, shape=raw.shape)
+        for i in range(0, len(raw), 1 << 22):                     # copy in pieces: bounded memory
+            out[i:i + (1 << 22)] = raw[i:i + (1 << 22)]
+        out.flush()
+        del out, raw
+        os.remove(self._offsets_tmp)
+        return {"documents": self.n_docs, "bytes": self.n_bytes, "shards": self.shards}
