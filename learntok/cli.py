@@ -220,6 +220,35 @@ def cmd_sample(args) -> None:
     write_json(args.json, stats)
 
 
+# ---------------------------------------------------------------- compare
+
+
+def add_compare(sub) -> None:
+    p = sub.add_parser("compare", help="train and evaluate several boundary strategies on one backbone and budget",
+                       description="Variants: STRATEGY[+key=value...], e.g. learned+gamma=1.0; finished variants are skipped.")
+    p.add_argument("--preset", default="tiny", help="packaged preset shared by every variant (default tiny)")
+    p.add_argument("--strategies", required=True, help="comma-separated variants, e.g. learned,uniform,bpe,learned+w=1")
+    p.add_argument("--steps", type=int, help="optimizer steps per variant (train.steps)")
+    p.add_argument("--out", help="results folder (default runs/compare-<preset>-<timestamp>)")
+    p.add_argument("--ablations", action="store_true", help="add the learned policy's ablations (gamma=1, no batch "
+                   "baseline, no early-exit reward, w=1, no rate loss)")
+    p.add_argument("--eval-bytes", type=int, help="cap on bytes per split in the final evaluation (default: all)")
+    p.add_argument("--json", help="also write the results to this JSON file")
+    p.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides shared by every variant")
+    p.set_defaults(func=cmd_compare)
+
+
+def cmd_compare(args) -> None:
+    from learntok.compare import compare, format_table, variants_from_args
+
+    overrides = list(args.overrides) + ([f"train.steps={args.steps}"] if args.steps else [])
+    out = args.out or f"runs/compare-{args.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
+    records = compare(variants_from_args(args.strategies, args.ablations), out, args.preset, overrides, args.eval_bytes)
+    print(format_table(records))
+    print(f"results in {out}", file=sys.stderr)
+    write_json(args.json, {"results": records})
+
+
 # ---------------------------------------------------------------- prepare (docs/scaling.md)
 
 
@@ -254,7 +283,7 @@ def cmd_prepare(args) -> None:
 
 # ---------------------------------------------------------------- entry point
 
-COMMANDS = [add_train, add_segment, add_eval, add_eval_tasks, add_diagnose, add_plot, add_sample, add_prepare]
+COMMANDS = [add_train, add_segment, add_eval, add_eval_tasks, add_diagnose, add_plot, add_sample, add_compare, add_prepare]
 
 
 def build_parser() -> argparse.ArgumentParser:
