@@ -7,7 +7,7 @@ strategy routes its gradient through the model's `confidence` hook (and H-Net al
 `dechunk`): a factor whose forward value is exactly 1 and whose gradient reaches the
 boundary parameters. log_prob is 0 (no score-function term); logits are reported detached,
 so the objective's L_rate does not act on them: each strategy holds its rate with its own
-auxiliary loss (weighted by cfg.prior_weight).
+auxiliary loss (cfg.prior_weight for nawrot, cfg.ratio_weight for hnet).
 
 Shapes: B batch, T bytes (BOS at t = 0), S tokens, D width.
 """
@@ -190,7 +190,7 @@ class HNetRouting(BoundaryStrategy):
             boundaries = (p > 0.5).float()
         a = boundaries.float().clone()
         a[:, 0] = 1.0
-        aux = self.cfg.prior_weight * ratio_loss(a, p, real_bytes(x), self.cfg.target_rate)
+        aux = self.cfg.ratio_weight * ratio_loss(a, p, real_bytes(x), self.cfg.target_rate)
         logits = torch.logit(p.detach().clamp(1e-4, 1 - 1e-4))
         return BoundaryOutput(a, logits, p, torch.zeros_like(a), aux)
 

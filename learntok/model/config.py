@@ -27,7 +27,8 @@ class ModelConfig:
     init_std: float = 0.02        # std of the normal init of linear and embedding weights
     # strategy-specific knobs (ignored by strategies that do not use them)
     ste_temperature: float = 1.0  # nawrot: relaxed-Bernoulli temperature
-    prior_weight: float = 1.0     # nawrot binomial prior / hnet ratio loss weight (aux_loss)
+    prior_weight: float = 1.0     # nawrot: weight of the binomial prior loss (aux_loss)
+    ratio_weight: float = 0.03    # hnet: weight of the ratio loss (aux_loss; H-Net's alpha = 0.03)
     entropy_ema: float = 0.99     # entropy: EMA decay of the running threshold (causal)
 
     def __post_init__(self) -> None:
