@@ -38,6 +38,7 @@ class TrainConfig:
     weight_decay: float = 0.1          # AdamW decoupled weight decay (matrices only; not norms, biases, embeddings)
     betas: tuple[float, float] = (0.9, 0.95)  # AdamW (beta1, beta2)
     grad_clip: float = 1.0             # max global gradient norm (0 = no clipping)
+    policy_lr_mult: float = 1.0        # learning-rate multiplier for the boundary strategy's parameters
     seed: int = 0                      # seed of the init, the batch order and the boundary samples
     eval_every: int = 500              # steps between validations (0 = only at the end)
     eval_bytes: int = 1_000_000        # cap on validation bytes per periodic evaluation

@@ -43,12 +43,21 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
 
 
 def build_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:
-    """AdamW; weight decay on matrices only: not on norms, biases (1-D) or embeddings."""
+    """AdamW; weight decay on matrices only: not on norms, biases (1-D) or embeddings. The
+    boundary strategy's parameters get lr * policy_lr_mult: under Adam, the policy's fixed
+    logit scaling s = 1/16 (DESIGN §3) also divides its effective learning rate by 16, which
+    is what policy_lr_mult = 16 undoes while keeping p near rho* at initialisation."""
     embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    policy = {id(p) for p in model.strategy.parameters()}
     params = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in params if p.dim() >= 2 and id(p) not in embeddings]
-    rest = [p for p in params if p.dim() < 2 or id(p) in embeddings]
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": rest, "weight_decay": 0.0}]
+    groups = []
+    for is_policy in (False, True):
+        mine = [p for p in params if (id(p) in policy) == is_policy]
+        decay = [p for p in mine if p.dim() >= 2 and id(p) not in embeddings]
+        rest = [p for p in mine if p.dim() < 2 or id(p) in embeddings]
+        mult = cfg.policy_lr_mult if is_policy else 1.0
+        groups += [{"params": ps, "weight_decay": wd, "lr_mult": mult}
+                   for ps, wd in ((decay, cfg.weight_decay), (rest, 0.0)) if ps]
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), fused=device.type == "cuda")
 
 
@@ -146,7 +155,7 @@ def train_step(model: AUNet, fwd: nn.Module, optimizer: torch.optim.Optimizer, x
     """One optimizer step on batch x (B, T); then the rate controller. Returns the step's
     metrics as device tensors (no host sync). `fwd` is the model or its compiled wrapper."""
     for group in optimizer.param_groups:
-        group["lr"] = lr
+        group["lr"] = lr * group.get("lr_mult", 1.0)
     with autocast(x.device, amp):
         out = fwd(x)
     total, metrics = loss(out, x, run_cfg.objective)

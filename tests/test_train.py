@@ -85,7 +85,13 @@ def test_evaluate_bpb_is_seeded_and_leaves_the_rng_alone(cfg):
 
 def test_no_weight_decay_on_norms_biases_embeddings(cfg):
     model = AUNet(cfg().model)
-    decay, rest = build_optimizer(model, cfg().train, torch.device("cpu")).param_groups
-    assert decay["weight_decay"] > 0 and rest["weight_decay"] == 0
-    assert id(model.embed.weight) in {id(p) for p in rest["params"]} and all(p.dim() == 2 for p in decay["params"])
-    assert len(decay["params"]) + len(rest["params"]) == len(list(model.parameters()))
+    tc = cfg("train.policy_lr_mult=16").train
+    groups = build_optimizer(model, tc, torch.device("cpu")).param_groups
+    decay = [p for g in groups if g["weight_decay"] > 0 for p in g["params"]]
+    rest = [p for g in groups if g["weight_decay"] == 0 for p in g["params"]]
+    assert decay and id(model.embed.weight) in {id(p) for p in rest} and all(p.dim() == 2 for p in decay)
+    assert len(decay) + len(rest) == len(list(model.parameters()))
+    policy = {id(p) for p in model.strategy.parameters()}
+    for g in groups:
+        assert g["lr_mult"] == (16.0 if id(g["params"][0]) in policy else 1.0)
+        assert all((id(p) in policy) == (id(g["params"][0]) in policy) for p in g["params"])
