@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -22,10 +24,12 @@ from tqdm import tqdm
 
 from learntok.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from learntok.config import ConfigError, RunConfig, TrainConfig, save_config
-from learntok.data import ByteData
+from learntok.data import PAD, ByteData
+from learntok.distributed import (DistEnv, all_reduce, barrier, checkpoint_views, compile_model, init_distributed,
+                                  load_state, micro_plan, no_grad_sync, shutdown, slot_seed, wrap_model)
 from learntok.model.aunet import AUNet
 from learntok.objective import LN2, is_whitespace, loss, token_ce
-from learntok.runtime import autocast, isolated_rng, resolve_device, resolve_dtype, seed_everything, set_rng_state
+from learntok.runtime import autocast, isolated_rng, resolve_dtype, seed_everything, set_rng_state
 from learntok.segment import render_terminal, segment_text
 
 
@@ -64,16 +68,18 @@ def build_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) ->
 @torch.no_grad()
 def evaluate_bpb(model: nn.Module, data: ByteData, split: str, batch_size: int, seq_len: int,
                  max_bytes: int | None = None, device: torch.device | None = None,
-                 amp_dtype: torch.dtype | None = None, seed: int = 0) -> dict[str, float]:
+                 amp_dtype: torch.dtype | None = None, seed: int = 0, env: DistEnv | None = None) -> dict[str, float]:
     """Bits per byte of the final head under sampled boundaries (seeded), and the boundary and
     whitespace rates, over `split` (at most max_bytes). Keys: {split}_bpb, {split}_boundary_rate,
-    {split}_whitespace_rate, {split}_bytes."""
+    {split}_whitespace_rate, {split}_bytes. With `env` (world > 1), each rank scores every
+    world-th window and the sums are added over ranks (the same windows as one process)."""
     device = device or next(model.parameters()).device
     sums = torch.zeros(6, dtype=torch.float64, device=device)   # nats, targets, boundaries, real, ws boundaries, ws
     was_training = model.training
     model.eval()
+    rank, world = (env.rank, env.world) if env is not None else (0, 1)
     with isolated_rng(seed, device):
-        for x, _ in data.eval_batches(split, batch_size, seq_len, max_bytes=max_bytes):
+        for x, _ in data.eval_batches(split, batch_size, seq_len, max_bytes=max_bytes, rank=rank, world=world):
             x = x.to(device)
             with autocast(device, amp_dtype):
                 out = model(x)
@@ -83,7 +89,7 @@ def evaluate_bpb(model: nn.Module, data: ByteData, split: str, batch_size: int, 
             a = out.boundaries[:, 1:].float()
             sums += torch.stack([ce.sum(), mask.sum(), (a * real).sum(), real.sum(), (a * ws).sum(), ws.sum()]).double()
     model.train(was_training)
-    nats, n, b, r, bw, w = sums.tolist()
+    nats, n, b, r, bw, w = (all_reduce(sums, env) if env is not None else sums).tolist()
     return {f"{split}_bpb": nats / (LN2 * max(n, 1)), f"{split}_boundary_rate": b / max(r, 1),
             f"{split}_whitespace_rate": bw / max(w, 1), f"{split}_bytes": int(n)}
 
@@ -99,7 +105,7 @@ def write_segments(model: nn.Module, texts: list[bytes], path: Path, step: int, 
 
 
 def _sample_texts(data: ByteData, n: int = 3, n_bytes: int = 200) -> list[bytes]:
-    docs = [d for d in data.documents("val") if d.strip()] or data.documents("train")
+    docs = [d for d in data.documents("val", limit=100) if d.strip()] or data.documents("train", limit=n)
     return [d[:n_bytes] for d in docs[:n]]
 
 
@@ -141,33 +147,81 @@ class MetricWindow:
         self.sums = {k: self.sums.get(k, 0) + v.detach().double() for k, v in metrics.items()}
         self.n += 1
 
-    def read(self) -> tuple[int, dict[str, float], int]:
-        """(first non-finite step or -1, mean of each metric and bytes_per_s, bytes in the window)."""
-        values = torch.stack([self.bad.double(), *self.sums.values()]).tolist()  # the host sync
+    def read(self, env: DistEnv | None = None) -> tuple[int, dict[str, float], int]:
+        """(first non-finite step or -1, mean of each metric and bytes_per_s, bytes in the window).
+        With `env` (world > 1) a collective: metrics are averaged over ranks, bytes added."""
+        world = env.world if env is not None else 1
+        bad = all_reduce(self.bad, env, "max") if world > 1 else self.bad
+        sums = torch.stack(list(self.sums.values()))
+        sums = all_reduce(sums, env, "mean") if world > 1 else sums
+        values = torch.cat([bad.double()[None], sums]).tolist()  # the host sync
         means = {k: v / self.n for k, v in zip(self.sums, values[1:])}
-        n_bytes = round(means["n_bytes"] * self.n)
+        n_bytes = round(means["n_bytes"] * self.n * world)
         means["bytes_per_s"] = n_bytes / (time.perf_counter() - self.t0)
         return int(values[0]), means, n_bytes
 
 
-def train_step(model: AUNet, fwd: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor,
-               run_cfg: RunConfig, lr: float, amp: torch.dtype | None) -> dict[str, torch.Tensor]:
-    """One optimizer step on batch x (B, T); then the rate controller. Returns the step's
-    metrics as device tensors (no host sync). `fwd` is the model or its compiled wrapper."""
+@dataclass
+class Engine:
+    """What a training step runs on."""
+    model: AUNet                        # the plain model: its strategy, its parameters
+    wrapped: nn.Module                  # model, DDP(model) or FSDP(model): what syncs gradients
+    fwd: nn.Module                      # wrapped, or its torch.compile wrapper: what the step calls
+    optimizer: torch.optim.Optimizer
+    env: DistEnv
+    amp: torch.dtype | None             # autocast dtype (None: fp32)
+
+
+def train_step(eng: Engine, micro_batches: list[torch.Tensor], run_cfg: RunConfig, lr: float,
+               seeds: list[int] | None = None) -> dict[str, torch.Tensor]:
+    """One optimizer step over this rank's micro-batches (each (b, T)), accumulating gradients;
+    then the rate controller. Returns the step's metrics (means over micro-batches) as device
+    tensors, no host sync. seeds[i] seeds micro-batch i's boundary draws (None: running RNG).
+
+    Micro-batch i's loss is weighted by world * n_i / N (n_i its target bytes, N the global
+    batch's, summed over ranks): DDP averages gradients over ranks, so the step follows the
+    gradient of the byte-mean loss of the whole global batch. The batch-relative baseline is
+    computed inside each micro-batch (docs/scaling.md)."""
+    model, optimizer, env = eng.model, eng.optimizer, eng.env
     for group in optimizer.param_groups:
         group["lr"] = lr * group.get("lr_mult", 1.0)
-    with autocast(x.device, amp):
-        out = fwd(x)
-    total, metrics = loss(out, x, run_cfg.objective)
-    metrics["loss"] = total.detach()  # the value backpropagated: the one checked for NaN/inf
+    counts = torch.stack([(x[:, 1:] != PAD).sum() for x in micro_batches]).float()  # (A,) target bytes
+    total_bytes = all_reduce(counts.sum(), env)
     optimizer.zero_grad(set_to_none=True)
-    total.backward()
+    step_metrics: dict[str, torch.Tensor] = {}
+    for i, x in enumerate(micro_batches):
+        if seeds is not None:
+            torch.manual_seed(seeds[i])
+        with no_grad_sync(eng.wrapped, last=i == len(micro_batches) - 1):
+            with autocast(x.device, eng.amp):
+                out = eng.fwd(x)
+            total, metrics = loss(out, x, run_cfg.objective)
+            (total * (env.world * counts[i] / total_bytes)).backward()
+        metrics["loss"] = total.detach()  # the value backpropagated: the one checked for NaN/inf
+        for k, v in metrics.items():
+            v = v if k == "n_bytes" else v / len(micro_batches)  # n_bytes adds up, the rest average
+            step_metrics[k] = step_metrics[k] + v if k in step_metrics else v
     if run_cfg.train.grad_clip > 0:
-        metrics["grad_norm"] = nn.utils.clip_grad_norm_(model.parameters(), run_cfg.train.grad_clip)
+        norm = nn.utils.clip_grad_norm_(model.parameters(), run_cfg.train.grad_clip)
+        step_metrics["grad_norm"] = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # FSDP: a DTensor
     optimizer.step()
     with torch.no_grad():
-        model.strategy.adapt_rate(metrics["boundary_rate"], run_cfg.objective.rate_gain)
-    return metrics
+        rate = step_metrics["boundary_rate"]
+        if run_cfg.objective.rate_gain > 0:
+            rate = all_reduce(rate, env, "mean")  # every rank moves its controller by the same amount
+        model.strategy.adapt_rate(rate, run_cfg.objective.rate_gain)
+    return step_metrics
+
+
+def rank_batches(data: ByteData, step: int, run_cfg: RunConfig, env: DistEnv) -> tuple[list[torch.Tensor], list[int]]:
+    """This rank's micro-batches at `step` and their boundary seeds: micro-batch k of the global
+    batch (k = rank * A .. rank * A + A - 1) draws its rows from (seed, step, k), whatever the
+    world size (learntok.distributed)."""
+    tc = run_cfg.train
+    micro, accum = micro_plan(tc.batch_size, tc.micro_batch_size, env.world)
+    slots = range(env.rank * accum, (env.rank + 1) * accum)
+    xs = [data.train_batch(step, micro, tc.seq_len, tc.seed, rank=k, world=accum * env.world) for k in slots]
+    return [x.to(env.device, non_blocking=True) for x in xs], [slot_seed(tc.seed, step, k) for k in slots]
 
 
 def _diverged(step: int, last_ckpt: Path | None) -> TrainingDiverged:
@@ -175,7 +229,7 @@ def _diverged(step: int, last_ckpt: Path | None) -> TrainingDiverged:
     return TrainingDiverged(f"loss became NaN or infinite at step {step}; stopped without saving; {where}")
 
 
-def _start(run_cfg: RunConfig, run_dir: Path, model: AUNet, optimizer, resume: bool) -> tuple[int, int]:
+def _start(run_cfg: RunConfig, run_dir: Path, model: nn.Module, optimizer, resume: bool) -> tuple[int, int]:
     """Fresh run or resume: returns (completed steps, bytes seen) and restores state in place."""
     if not resume:
         if latest_checkpoint(run_dir) is not None:
@@ -185,8 +239,7 @@ def _start(run_cfg: RunConfig, run_dir: Path, model: AUNet, optimizer, resume: b
     saved = RunConfig.from_dict(ckpt.config)
     if saved.model != run_cfg.model:
         raise ConfigError(f"cannot resume {ckpt.path}: its model config differs from this run's")
-    model.load_state_dict(ckpt.model_state)
-    optimizer.load_state_dict(ckpt.state["optimizer"])
+    load_state(model, optimizer, ckpt.model_state, ckpt.state["optimizer"], run_cfg.train.fsdp)
     set_rng_state(ckpt.state["rng"])
     _truncate_metrics(run_dir / "metrics.jsonl", ckpt.step)
     return ckpt.step, int(ckpt.state["bytes_seen"])
@@ -195,50 +248,72 @@ def _start(run_cfg: RunConfig, run_dir: Path, model: AUNet, optimizer, resume: b
 def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: int | None = None,
           progress: bool = True) -> dict:
     """Train (or resume) a run in `out_dir`; stop after step `until` if given (with a checkpoint).
-    Returns a summary: val bpb, boundary and whitespace rates, bytes/s, run dir."""
+    Returns a summary: val bpb, boundary and whitespace rates, bytes/s, run dir. Under torchrun,
+    every rank calls it; rank 0 alone writes the run folder (learntok.distributed)."""
     tc, run_dir = run_cfg.train, Path(out_dir)
-    device = resolve_device(tc.device)
+    env = init_distributed(tc.device)
+    device, main = env.device, env.is_main
     amp = resolve_dtype(tc.dtype, device)
+    micro_plan(tc.batch_size, tc.micro_batch_size, env.world)       # check the batch split at start-up
     data = ByteData.from_config(run_cfg.data)
     seed_everything(tc.seed)
     model = AUNet(run_cfg.model).to(device)
+    wrapped = wrap_model(model, env, tc.fsdp)                       # before the optimizer: FSDP swaps parameters
     optimizer = build_optimizer(model, tc, device)
-    run_dir.mkdir(parents=True, exist_ok=True)
     start, bytes_seen = _start(run_cfg, run_dir, model, optimizer, resume)
-    save_config(run_cfg, run_dir / "config.toml")
+    barrier(env)                                                    # every rank has read the folder before rank 0 writes
     metrics_path, end = run_dir / "metrics.jsonl", min(until or tc.steps, tc.steps)
-    ckpt = lambda step: save_checkpoint(run_dir, step, model, optimizer, run_cfg,  # noqa: E731
-                                        {"bytes_seen": bytes_seen}, keep=tc.keep_checkpoints)
-    last_ckpt = latest_checkpoint(run_dir) or ckpt(0)
-    fwd = torch.compile(model) if tc.compile else model
+    if main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        save_config(run_cfg, run_dir / "config.toml")
+    fitted = model.strategy.fit(data.documents("train")) if start == 0 else {}  # e.g. the bpe tokenizer
+    if fitted and main:
+        _append_jsonl(metrics_path, {"step": 0, "bytes_seen": 0, **fitted})
+
+    def ckpt(step: int) -> Path:
+        m, o = checkpoint_views(model, optimizer, tc.fsdp)            # FSDP: a collective gather
+        path = run_dir / "checkpoints" / f"step_{step:07d}"
+        if main:
+            path = save_checkpoint(run_dir, step, m, o, run_cfg, {"bytes_seen": bytes_seen}, keep=tc.keep_checkpoints)
+        barrier(env)
+        return path
+
+    last_ckpt = latest_checkpoint(run_dir) if resume else ckpt(0)
+    eng = Engine(model, wrapped, compile_model(wrapped) if tc.compile else wrapped, optimizer, env, amp)
     texts = _sample_texts(data) if tc.segment_every else []
-    window, summary = MetricWindow(device), {"run_dir": str(run_dir), "params": model.num_params()}
-    bar = tqdm(range(start, end), initial=start, total=tc.steps, disable=not progress, desc=run_dir.name)
+    window, summary = MetricWindow(device), {"run_dir": str(run_dir), "params": model.num_params(), **fitted}
+    bar = tqdm(range(start, end), initial=start, total=tc.steps, disable=not (progress and main), desc=run_dir.name)
     for step in bar:
-        x = data.train_batch(step, tc.batch_size, tc.seq_len, tc.seed).to(device, non_blocking=True)
-        window.add(step + 1, train_step(model, fwd, optimizer, x, run_cfg, lr_at(step, tc), amp))
+        xs, seeds = rank_batches(data, step, run_cfg, env)
+        window.add(step + 1, train_step(eng, xs, run_cfg, lr_at(step, tc), seeds))
         done, at_end = step + 1, step + 1 == end
         due = lambda every: every > 0 and done % every == 0  # noqa: E731
         do_eval, do_ckpt = due(tc.eval_every) or at_end, due(tc.ckpt_every) or at_end
         do_segment = due(tc.segment_every) or (at_end and tc.segment_every > 0)
         if not (due(tc.log_every) or do_eval or do_segment or do_ckpt):
             continue
-        bad, means, n_bytes = window.read()
+        bad, means, n_bytes = window.read(env)
         if bad >= 0:
             raise _diverged(bad, last_ckpt)
         bytes_seen += n_bytes
-        _append_jsonl(metrics_path, {"step": done, "bytes_seen": bytes_seen, "lr": lr_at(step, tc), **means})
+        if main:
+            _append_jsonl(metrics_path, {"step": done, "bytes_seen": bytes_seen, "lr": lr_at(step, tc), **means})
         bar.set_postfix(loss=f"{means['loss']:.3f}", bpb=f"{means['bpb']:.3f}", rate=f"{means['boundary_rate']:.3f}",
                         ws=f"{means['whitespace_rate']:.2f}", Bps=f"{means['bytes_per_s']:.0f}")
         summary.update(train_bpb=means["bpb"], bytes_per_s=means["bytes_per_s"])
         if do_eval:
-            val = evaluate_bpb(model, data, "val", tc.batch_size, tc.seq_len, tc.eval_bytes, device, amp, tc.seed)
-            _append_jsonl(metrics_path, {"step": done, "bytes_seen": bytes_seen, **val})
+            # DDP: ranks score disjoint windows of the plain model; FSDP: every rank runs every
+            # forward (they are collectives), so each scores the whole split
+            val = evaluate_bpb(model, data, "val", tc.batch_size, tc.seq_len, tc.eval_bytes, device, amp, tc.seed,
+                               None if tc.fsdp else env)
+            if main:
+                _append_jsonl(metrics_path, {"step": done, "bytes_seen": bytes_seen, **val})
             summary.update(val)
-        if do_segment:
-            write_segments(model, texts, run_dir / "segments.txt", done, tc.seed)
+        if do_segment and (main or tc.fsdp):
+            write_segments(model, texts, run_dir / "segments.txt" if main else Path(os.devnull), done, tc.seed)
         if do_ckpt:
             last_ckpt = ckpt(done)
         window.reset()  # bytes/s counts training time only
     bar.close()
+    shutdown(env)
     return {**summary, "step": end, "checkpoint": str(last_ckpt)}
