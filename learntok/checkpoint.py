@@ -31,11 +31,27 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or type(e).__name__
 
 
+FORMAT_KEY, FORMAT_VERSION = "format_version", 1  # bump when weights or config.json change incompatibly
+
+
 def _write_model_files(model: torch.nn.Module, folder: Path, config: dict) -> None:
     # Clone every tensor: safetensors refuses tensors that share storage (tied weights).
     tensors = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
     save_file(tensors, str(folder / WEIGHTS))
-    (folder / CONFIG).write_text(json.dumps(config, indent=2), encoding="utf-8")
+    from learntok import __version__
+    stamped = {FORMAT_KEY: FORMAT_VERSION, "learntok_version": __version__, **config}
+    (folder / CONFIG).write_text(json.dumps(stamped, indent=2), encoding="utf-8")
+
+
+def check_format(config: dict, where: Path) -> dict:
+    """Refuse a checkpoint written in another format (saying which); return the config without
+    the stamp. Files without a stamp are read as the current format."""
+    found = config.get(FORMAT_KEY, FORMAT_VERSION)
+    if found != FORMAT_VERSION:
+        by = config.get("learntok_version", "another version")
+        raise CheckpointError(f"{where} has checkpoint format {found} (written by learntok {by}); "
+                              f"this learntok reads format {FORMAT_VERSION}")
+    return {k: v for k, v in config.items() if k not in (FORMAT_KEY, "learntok_version")}
 
 
 def _atomic_dir(target: Path):
@@ -116,7 +132,7 @@ def load_model(path: str | Path, map_location: str | torch.device = "cpu"):
     from learntok.model.aunet import AUNet
 
     folder = resolve(path)
-    config = _read_json(folder / CONFIG)
+    config = check_format(_read_json(folder / CONFIG), folder / CONFIG)
     model_dict = config["model"] if isinstance(config.get("model"), dict) else config  # run config or model config
     try:
         cfg = from_model_dict(model_dict)
@@ -172,4 +188,5 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     except Exception as e:  # pickle, zip and EOF errors from a truncated or garbled file
         raise CheckpointError(f"cannot read {folder / STATE} (corrupt?): {_one_line(e)}") from None
     weights = _read_weights(folder / WEIGHTS, map_location)
-    return Checkpoint(folder, int(state["step"]), weights, state, _read_json(folder / CONFIG))
+    config = check_format(_read_json(folder / CONFIG), folder / CONFIG)
+    return Checkpoint(folder, int(state["step"]), weights, state, config)

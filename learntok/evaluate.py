@@ -23,15 +23,12 @@ import numpy as np
 import torch
 
 from learntok import boundary_quality as bq
-from learntok.checkpoint import CONFIG, CheckpointError, load_model, resolve
+from learntok.checkpoint import CONFIG, CheckpointError, check_format, load_model, resolve
 from learntok.config import ConfigError, RunConfig
 from learntok.data import ByteData, DataConfig, DataError, load_documents
 from learntok.data.corpora import _files_below, _is_binary
 from learntok.objective import LN2, is_whitespace, token_ce
 from learntok.runtime import autocast, isolated_rng
-
-FORMAT_KEY = "format_version"  # config.json key a checkpoint writer may set; see `check_format`
-FORMAT_VERSION = 1
 
 
 def logmeanexp_bound(ce_sums: torch.Tensor, n_bytes: int | float) -> float:
@@ -125,16 +122,6 @@ def evaluate_bpb(model, batches: Iterable[tuple[torch.Tensor, torch.Tensor]], n_
 # ---------------------------------------------------------------- loading
 
 
-def check_format(config: dict, where: Path) -> None:
-    """A checkpoint written by another learntok version says so. The writer may store
-    `format_version` (and `learntok_version`) at the top of config.json."""
-    found = config.get(FORMAT_KEY)
-    if found is not None and found != FORMAT_VERSION:
-        by = config.get("learntok_version", "another version")
-        raise CheckpointError(f"{where} has checkpoint format {found} (written by learntok {by}); "
-                              f"this learntok reads format {FORMAT_VERSION}")
-
-
 def load_for_eval(path: str | Path, device: str | torch.device = "cpu"):
     """(model in eval mode, RunConfig or None) from a run, checkpoint or model folder. A config or
     weights that do not fit this version's model say that the checkpoint may be from another version."""
@@ -143,8 +130,7 @@ def load_for_eval(path: str | Path, device: str | torch.device = "cpu"):
         config = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise CheckpointError(f"cannot read {folder / CONFIG}: {e}") from None
-    check_format(config, folder / CONFIG)
-    config = {k: v for k, v in config.items() if k not in (FORMAT_KEY, "learntok_version")}
+    config = check_format(config, folder / CONFIG)
     try:
         model = load_model(folder, map_location=device)
         run_cfg = RunConfig.from_dict(config) if isinstance(config.get("model"), dict) else None

@@ -88,3 +88,18 @@ def test_missing_paths(tmp_path):
         load_model(tmp_path / "nothing")
     with pytest.raises(CheckpointError, match="neither"):
         load_model(tmp_path)
+
+
+def test_checkpoint_from_another_format_says_so(tmp_path):
+    import json
+
+    from learntok import AUNet, ModelConfig
+    folder = tmp_path / "m"
+    save_model(AUNet(ModelConfig(d_model=32, n_heads=2)), folder)
+    config = json.loads((folder / "config.json").read_text())
+    assert config["format_version"] == 1 and "learntok_version" in config
+    load_model(folder)                                           # the stamp is stripped on read
+    config["format_version"] = 99
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match="format 99"):
+        load_model(folder)
