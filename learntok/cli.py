@@ -65,8 +65,9 @@ def cmd_train(args) -> None:
 def add_segment(sub) -> None:
     p = sub.add_parser("segment", help="show how a model cuts text into tokens")
     p.add_argument("model", metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder")
-    p.add_argument("text", nargs="?", help="text to segment (or --file)")
+    p.add_argument("text", nargs="?", help="text to segment (or --file, or --held-out)")
     p.add_argument("--file", help="read the text from this file (bytes as they are)")
+    p.add_argument("--held-out", action="store_true", help="a passage of the run's test split, with the run's validation figures")
     p.add_argument("--html", metavar="OUT", help="also write an HTML page")
     p.add_argument("--greedy", action="store_true", help="decide p > 0.5 instead of sampling")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
@@ -78,15 +79,21 @@ def add_segment(sub) -> None:
 def cmd_segment(args) -> None:
     from learntok.checkpoint import load_model
     from learntok.config import ConfigError
-    from learntok.segment import render_html, render_terminal, segment_text
+    from learntok.segment import held_out_passage, render_html, render_terminal, segment_text
 
-    if (args.text is None) == (args.file is None):
-        raise ConfigError("give either a text or --file F")
-    data = Path(args.file).read_bytes() if args.file else args.text
+    if sum(x is not None and x is not False for x in (args.text, args.file, args.held_out)) != 1:
+        raise ConfigError("give one of: a text, --file F, --held-out")
+    run_figures = {}
+    if args.held_out:
+        data, run_figures = held_out_passage(args.model)
+    else:
+        data = Path(args.file).read_bytes() if args.file else args.text
     model = load_model(args.model)
     chunks, stats = segment_text(model, data, greedy=args.greedy, seed=args.seed, window=args.window)
     print(render_terminal(chunks, color=sys.stdout.isatty()))
-    print(" ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in stats.items()), file=sys.stderr)
+    stats = {**stats, **run_figures}
+    print(" ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in stats.items()),
+          file=sys.stdout if args.held_out else sys.stderr)
     if args.html:
         render_html(chunks, args.html)
     write_json(args.json, {**stats, "chunks": [c.decode("utf-8", errors="replace") for c in chunks]})

@@ -74,3 +74,29 @@ def render_html(chunks: list[bytes], path: str | Path, title: str = "learntok se
     path = Path(path)
     path.write_text(page, encoding="utf-8")
     return path
+
+
+def held_out_passage(run_dir: str | Path, n_bytes: int = 700) -> tuple[bytes, dict[str, float]]:
+    """A passage of the run's test split (never trained on), starting at a line, and the run's
+    last validation figures from metrics.jsonl (val_bpb, val_boundary_rate, val_whitespace_rate)."""
+    import json
+
+    from learntok.config import load_config
+    from learntok.data import ByteData
+
+    run = Path(run_dir)
+    cfg = load_config(file=run / "config.toml")
+    docs = [d for d in ByteData.from_config(cfg.data).documents("test") if len(d.strip()) > 0]
+    doc = max(docs, key=len)
+    start = doc.find(b"\n", len(doc) // 3) + 1
+    passage = doc[start:start + n_bytes]
+    cut = passage.rfind(b"\n")
+    passage = passage[:cut] if cut > n_bytes // 2 else passage
+    val = {}
+    metrics = run / "metrics.jsonl"
+    if metrics.exists():
+        for line in metrics.read_text(encoding="utf-8").splitlines():
+            rec = json.loads(line)
+            if "val_bpb" in rec:
+                val = {k: rec[k] for k in ("step", "val_bpb", "val_boundary_rate", "val_whitespace_rate") if k in rec}
+    return passage, val

@@ -36,6 +36,10 @@ def test_train_then_segment_from_the_command_line(tmp_path):
     assert "".join(seg["chunks"]) == text and 0 <= seg["boundary_rate"] <= 1
     assert "<span" in (tmp_path / "seg.html").read_text()
 
+    r = run("segment", out, "--held-out", cwd=tmp_path)         # the README demo's last step
+    assert r.returncode == 0, r.stderr
+    assert "line of text" in r.stdout.replace("|", "") and "val_bpb" in r.stdout and "whitespace_rate" in r.stdout
+
 
 @pytest.mark.parametrize("args, words", [
     (["train", "train.bogus=1"], "train.bogus"),
