@@ -164,3 +164,22 @@ def test_gradients_reach_policy_and_backbone():
     total.backward()
     assert model.strategy.proj.weight.grad.abs().sum() > 0
     assert model.encoder.blocks[0].attn.qkv.weight.grad.abs().sum() > 0
+
+
+def test_rate_controller_holds_the_target_rate():
+    """Integral control (objective.rate_gain) moves a policy that fires at ~0.45 to rho* = 0.2."""
+    model = tiny("learned", w=8)
+    with torch.no_grad():
+        model.strategy.proj.bias[-1] = 25.0                      # current-byte term: s * 25 ~ +1.5 logits, rate ~ 0.45
+    x = torch.full((64, 100), 97)
+    x[:, 0] = BOS
+    torch.manual_seed(0)
+    first = model(x).boundaries[:, 1:].mean().item()
+    for _ in range(60):
+        with torch.no_grad():
+            out = model(x)
+        model.strategy.adapt_rate(out.boundaries[:, 1:].mean(), gain=1.0)
+    rates = [model(x).boundaries[:, 1:].mean().item() for _ in range(20)]
+    assert first > 0.35 and abs(sum(rates) / 20 - 0.2) < 0.01
+    model.strategy.adapt_rate(torch.tensor(0.9), gain=0.0)       # gain 0: off
+    assert abs(sum(model(x).boundaries[:, 1:].mean().item() for _ in range(20)) / 20 - 0.2) < 0.01
