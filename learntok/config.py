@@ -30,7 +30,8 @@ class ConfigError(ValueError):
 @dataclass
 class TrainConfig:
     steps: int = 10000                 # optimizer steps in the run
-    batch_size: int = 32               # sequences per step (global)
+    batch_size: int = 32               # sequences per step (global: summed over ranks and micro-batches)
+    micro_batch_size: int = 0          # sequences per forward/backward; batch_size / world / this = accumulation steps (0 = no accumulation)
     seq_len: int = 4096                # T: bytes per sequence, BOS included
     lr: float = 3e-3                   # peak learning rate (after warm-up)
     min_lr_ratio: float = 0.1          # final learning rate of the cosine decay, as a fraction of lr
@@ -48,12 +49,15 @@ class TrainConfig:
     segment_every: int = 500           # steps between sample segmentations in segments.txt (0 = never)
     device: str = "auto"               # auto | cpu | cuda | cuda:N
     dtype: str = "auto"                # autocast dtype: auto (bf16 on CUDA, fp32 on CPU) | fp32 | bf16
-    compile: bool = False              # wrap the model in torch.compile
+    compile: bool = False              # wrap the model in torch.compile (automatic dynamic shapes for the token count)
+    fsdp: bool = False                 # under torchrun: shard parameters, gradients and optimizer state (FSDP2) instead of DDP
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "log_every", "keep_checkpoints"):
             if getattr(self, name) < 1:
                 raise ValueError(f"train.{name} {getattr(self, name)} must be >= 1")
+        if self.micro_batch_size < 0 or (self.micro_batch_size and self.batch_size % self.micro_batch_size):
+            raise ValueError(f"train.micro_batch_size {self.micro_batch_size} does not divide train.batch_size {self.batch_size}")
         if self.seq_len < 2:
             raise ValueError(f"train.seq_len {self.seq_len} must be >= 2 (BOS and one byte)")
         if not 0.0 <= self.min_lr_ratio <= 1.0:

@@ -71,15 +71,18 @@ def evaluate_bpb(model: nn.Module, data: ByteData, split: str, batch_size: int, 
                  amp_dtype: torch.dtype | None = None, seed: int = 0, env: DistEnv | None = None) -> dict[str, float]:
     """Bits per byte of the final head under sampled boundaries (seeded), and the boundary and
     whitespace rates, over `split` (at most max_bytes). Keys: {split}_bpb, {split}_boundary_rate,
-    {split}_whitespace_rate, {split}_bytes. With `env` (world > 1), each rank scores every
-    world-th window and the sums are added over ranks (the same windows as one process)."""
+    {split}_whitespace_rate, {split}_bytes. With `env` (world > 1), rank r scores batches r,
+    r + world, ... and the sums are added over ranks: the same figures as one process."""
     device = device or next(model.parameters()).device
     sums = torch.zeros(6, dtype=torch.float64, device=device)   # nats, targets, boundaries, real, ws boundaries, ws
     was_training = model.training
     model.eval()
     rank, world = (env.rank, env.world) if env is not None else (0, 1)
     with isolated_rng(seed, device):
-        for x, _ in data.eval_batches(split, batch_size, seq_len, max_bytes=max_bytes, rank=rank, world=world):
+        for i, (x, _) in enumerate(data.eval_batches(split, batch_size, seq_len, max_bytes=max_bytes)):
+            if i % world != rank:
+                continue
+            torch.manual_seed(seed + i)                          # batch i's draws: the same on any world size
             x = x.to(device)
             with autocast(device, amp_dtype):
                 out = model(x)
