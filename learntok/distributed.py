@@ -134,9 +134,13 @@ def checkpoint_views(model: nn.Module, optimizer: torch.optim.Optimizer, fsdp: b
     keyed by parameter name (`torch.distributed.checkpoint.state_dict` format)."""
     if not fsdp:
         return model, optimizer
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, get_state_dict
 
     opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    if not optimizer.state:
+        # get_state_dict would initialise the state with a zero-gradient step (bumping Adam's
+        # step count, which shifts every later update): gather the weights only
+        return FullState(get_model_state_dict(model, options=opts), model.cfg), optimizer
     model_sd, optim_sd = get_state_dict(model, optimizer, options=opts)
     return FullState(model_sd, model.cfg), FullState({**optim_sd, "format": "fqn"})
 
