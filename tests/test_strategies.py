@@ -173,7 +173,7 @@ def test_bpe_unreachable_rate_warns():
 
 
 def test_entropy_rate_near_target_after_warmup():
-    cfg = ModelConfig(boundary="entropy", target_rate=0.2, entropy_ema=0.9)
+    cfg = ModelConfig(boundary="entropy", target_rate=0.2)
     strategy = EntropyBoundaries(cfg).train()
     g = torch.Generator().manual_seed(0)
     x = torch.randint(0, 256, (4, 100), generator=g)
@@ -184,6 +184,19 @@ def test_entropy_rate_near_target_after_warmup():
         rates.append(out.decisions[:, 1:].mean().item())
     assert abs(sum(rates[-20:]) / 20 - 0.2) < 0.02
     assert rates[0] == 1.0                                       # no threshold before the first update
+
+
+def test_entropy_rate_holds_while_entropy_falls():
+    """The early head's entropy falls fast while it learns: the threshold must follow."""
+    strategy = EntropyBoundaries(ModelConfig(boundary="entropy", target_rate=0.2)).train()
+    g = torch.Generator().manual_seed(1)
+    x = torch.randint(0, 256, (8, 200), generator=g)
+    rates = []
+    for step in range(300):
+        scale = 6.0 * 0.99 ** step + 0.5                         # sharper predictions over time
+        logits = torch.randn(8, 200, 64, generator=g) * torch.rand(8, 200, 1, generator=g) * scale
+        rates.append(strategy(None, x, early_logits=logits).decisions[:, 1:].mean().item())
+    assert all(abs(sum(rates[i:i + 50]) / 50 - 0.2) < 0.03 for i in range(50, 300, 50)), rates[::25]
 
 
 # ---------------------------------------------------------------- nawrot

@@ -117,36 +117,41 @@ class EntropyBoundaries(BoundaryStrategy):
     """Boundaries where the early-exit head is unsure of the next byte (BLT, Pagnoni et al. 2024).
 
     Decision at t uses H[t-1] (the early head at t-1 predicting byte t), so it reads bytes < t
-    only. The threshold is a running estimate of the (1 - rho*) quantile of H: after each
-    training forward the batch quantile (over real bytes) enters a bias-corrected EMA with decay
-    cfg.entropy_ema, like BatchNorm's running statistics. A forward decides with the threshold
-    from *earlier* batches, never with a quantile over its own (future) bytes. Before the first
-    update the threshold is 0 (every byte a boundary). No gradient: entropy is detached."""
+    only. The threshold tracks the (1 - rho*) quantile of H causally: the first training batch
+    sets it to that batch's quantile; after each later training forward it moves by
+    entropy_gain * (rate - rho*), where rate is the fraction of the batch's real bytes above
+    the threshold (Robbins-Monro quantile tracking: the same integral control that holds the
+    learned policy's rate). A forward decides with the threshold from *earlier* batches, never
+    with a quantile over its own (future) bytes. An EMA of past quantiles lags while the early
+    head is learning fast and its entropy falls (the rate then collapses toward 0); feedback on
+    the realised rate does not. Before the first update the threshold is 0 (every byte a
+    boundary). No gradient: entropy is detached."""
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.register_buffer("threshold_ema", torch.zeros(()))   # EMA of the batch quantiles (biased)
-        self.register_buffer("updates", torch.zeros((), dtype=torch.long))  # EMA updates so far
+        self.register_buffer("thr", torch.zeros(()))              # the threshold on H, nats
+        self.register_buffer("updates", torch.zeros((), dtype=torch.long))  # training updates so far
 
     def init_weights(self) -> None:
-        self.threshold_ema.zero_()
+        self.thr.zero_()
         self.updates.zero_()
 
     def threshold(self) -> torch.Tensor:
-        """The bias-corrected running quantile (0 before any update)."""
-        correction = 1.0 - self.cfg.entropy_ema ** self.updates.clamp(min=1).float()
-        return torch.where(self.updates > 0, self.threshold_ema / correction, torch.zeros_like(self.threshold_ema))
+        """The current threshold (0 before any update)."""
+        return self.thr
 
     @torch.no_grad()
     def update_threshold(self, entropy: torch.Tensor, x: torch.Tensor) -> None:
-        """Fold this batch's (1 - rho*) quantile of H[t-1] over real target bytes into the EMA."""
+        """One step of the quantile tracker on H[t-1] over real target bytes (no host sync)."""
         real = x[:, 1:] < 256                                    # (B, T-1)
         values = entropy[:, :-1][real]
         if values.numel() == 0:
             return
-        q = torch.quantile(values[:2 ** 24], 1.0 - self.cfg.target_rate)  # torch.quantile's size limit
-        d = self.cfg.entropy_ema
-        self.threshold_ema.mul_(d).add_((1.0 - d) * q)
+        rho = self.cfg.target_rate
+        first = torch.quantile(values[:2 ** 24], 1.0 - rho)      # torch.quantile's size limit
+        rate = (values > self.thr).float().mean()
+        tracked = self.thr + self.cfg.entropy_gain * (rate - rho)
+        self.thr.copy_(torch.where(self.updates > 0, tracked, first))
         self.updates.add_(1)
 
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:

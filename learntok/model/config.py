@@ -29,7 +29,7 @@ class ModelConfig:
     ste_temperature: float = 1.0  # nawrot: relaxed-Bernoulli temperature
     prior_weight: float = 1.0     # nawrot: weight of the binomial prior loss (aux_loss)
     ratio_weight: float = 0.03    # hnet: weight of the ratio loss (aux_loss; H-Net's alpha = 0.03)
-    entropy_ema: float = 0.99     # entropy: EMA decay of the running threshold (causal)
+    entropy_gain: float = 2.0     # entropy: threshold step (nats) per unit rate error per training step
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
