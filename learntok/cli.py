@@ -90,10 +90,19 @@ def cmd_segment(args) -> None:
         data = Path(args.file).read_bytes() if args.file else args.text
     model = load_model(args.model)
     chunks, stats = segment_text(model, data, greedy=args.greedy, seed=args.seed, window=args.window)
+    if args.held_out:
+        print("-- a held-out passage (test split), cut into the model's chunks --")
     print(render_terminal(chunks, color=sys.stdout.isatty()))
     stats = {**stats, **run_figures}
-    print(" ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in stats.items()),
-          file=sys.stdout if args.held_out else sys.stderr)
+    if args.held_out:
+        print(f"-- this passage: boundary rate {stats['boundary_rate']:.3f}, whitespace rate "
+              f"{stats['whitespace_rate']:.3f} | the run at step {run_figures.get('step', '?')}: validation "
+              f"bits per byte {run_figures.get('val_bpb', float('nan')):.3f}, boundary rate "
+              f"{run_figures.get('val_boundary_rate', float('nan')):.3f}, whitespace rate "
+              f"{run_figures.get('val_whitespace_rate', float('nan')):.3f}")
+    else:
+        print(" ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in stats.items()),
+              file=sys.stderr)
     if args.html:
         render_html(chunks, args.html)
     write_json(args.json, {**stats, "chunks": [c.decode("utf-8", errors="replace") for c in chunks]})
