@@ -132,7 +132,7 @@ def plot_curves(out: Path, variants: list[str]) -> Path:
         _, val = read_metrics(out / spec)
         xs, ys = series(val, "val_bpb", "bytes_seen")
         if xs:
-            ax.plot(xs, ys, marker="o", ms=3, color=f"C{i % 10}", label=spec)
+            ax.plot(xs, ys, marker="o", ms=3, color=f"C{i % 10}", ls="-" if i < 10 else "--", label=spec)
     ax.set_xlabel("bytes seen")
     ax.set_ylabel("validation bits per byte")
     ax.grid(alpha=0.3)
