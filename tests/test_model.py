@@ -183,3 +183,12 @@ def test_rate_controller_holds_the_target_rate():
     assert first > 0.35 and abs(sum(rates) / 20 - 0.2) < 0.01
     model.strategy.adapt_rate(torch.tensor(0.9), gain=0.0)       # gain 0: off
     assert abs(sum(model(x).boundaries[:, 1:].mean().item() for _ in range(20)) / 20 - 0.2) < 0.01
+
+
+@pytest.mark.parametrize("L, window", [(130, 16), (128, 16), (64, 8), (33, 16), (200, 64)])
+def test_local_attention_matches_dense_window_mask(L, window):
+    from learntok.model.layers import local_attention, window_mask
+    g = torch.Generator().manual_seed(L + window)
+    q, k, v = (torch.randn(2, 3, L, 8, generator=g) for _ in range(3))
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=window_mask(L, window, q.device))
+    torch.testing.assert_close(local_attention(q, k, v, window), ref, atol=1e-5, rtol=1e-5)
