@@ -24,7 +24,6 @@ Shapes: B batch, T bytes (BOS at t = 0), V vocabulary.
 from __future__ import annotations
 
 import gzip
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +31,7 @@ import numpy as np
 import torch
 
 from learntok.data import DataError
+from learntok.data.corpora import json_records as _json_records
 from learntok.data.vocab import BOS, PAD
 from learntok.evaluate import mean_and_se
 from learntok.objective import LN2
@@ -52,17 +52,8 @@ class Example:
 
 
 def json_records(lines, where: str, error: type[Exception] = TaskError):
-    """(line number, object) for each non-blank JSON line; bad JSON or a non-object names the line."""
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise error(f"{where} line {lineno}: not valid JSON ({e.msg})") from None
-        if not isinstance(rec, dict):
-            raise error(f"{where} line {lineno}: not a JSON object")
-        yield lineno, rec
+    """(line number, object) for each non-blank JSON line (see learntok.data.corpora.json_records)."""
+    return _json_records(lines, where, error)
 
 
 def read_task(path: str | Path) -> tuple[str, list[Example]]:

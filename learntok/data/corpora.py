@@ -52,17 +52,27 @@ def load_documents(source: str, text_field: str = "text") -> list[bytes]:
     return docs
 
 
-def _jsonl_documents(lines: Iterable[bytes], text_field: str, where: str) -> list[bytes]:
-    """One JSON object a line; field `text_field` is the document. Blank lines are skipped."""
-    docs = []
+def json_records(lines: Iterable[bytes | str], where: str, error: type[Exception] = None):
+    """(line number, object) for each non-blank JSON line; bad JSON or a non-object names the
+    line (raised as `error`, DataError by default)."""
+    error = error or DataError
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError as e:
-            raise DataError(f"{where} line {lineno}: not valid JSON ({e.msg})") from None
-        if not isinstance(record, dict) or text_field not in record:
+            raise error(f"{where} line {lineno}: not valid JSON ({e.msg})") from None
+        if not isinstance(record, dict):
+            raise error(f"{where} line {lineno}: not a JSON object")
+        yield lineno, record
+
+
+def _jsonl_documents(lines: Iterable[bytes], text_field: str, where: str) -> list[bytes]:
+    """One JSON object a line; field `text_field` is the document. Blank lines are skipped."""
+    docs = []
+    for lineno, record in json_records(lines, where):
+        if text_field not in record:
             raise DataError(f"{where} line {lineno}: no field {text_field!r}")
         text = record[text_field]
         if not isinstance(text, str):
