@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set everything up, train the `tiny` preset on built-in Shakespeare (about 10 minutes on 2 CPU
+# Set everything up, train the `tiny` preset on built-in Shakespeare (about 5 minutes on 2 CPU
 # cores), then show the learned boundaries on a held-out passage. Extra arguments are
 # key=value overrides for `learntok train` (e.g. train.steps=300 for a quick look).
 set -euo pipefail
