@@ -30,7 +30,7 @@ class BoundaryOutput:
 
 class BoundaryStrategy(nn.Module):
     """Base class. Subclasses implement `forward`; `has_policy` says whether log_prob is a
-    real score-function term; `trainable` whether it has boundary parameters."""
+    real score-function term."""
 
     has_policy: bool = False
 
