@@ -32,6 +32,16 @@ def word_starts(x: torch.Tensor) -> torch.Tensor:
     return prev & ~ws & (x < 256)
 
 
+def space_starts(x: torch.Tensor) -> torch.Tensor:
+    """(B, T) bool: byte t is whitespace and byte t-1 is not (BOS counts as not): a chunk that
+    starts at the space before a word (" with"), the convention of GPT-2-style byte BPE and of
+    a policy that puts its boundary at the space."""
+    ws = is_whitespace(x)
+    prev = torch.zeros_like(ws)
+    prev[:, 1:] = ws[:, :-1]
+    return ws & ~prev & (x < 256)
+
+
 def prf_counts(pred: torch.Tensor, ref: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
     """[true positives, predicted, reference] over positions in `mask`; pred, ref, mask (B, T)."""
     p, r = pred.bool() & mask, ref.bool() & mask

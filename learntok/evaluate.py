@@ -63,7 +63,7 @@ def evaluate_bpb(model, batches: Iterable[tuple[torch.Tensor, torch.Tensor]], n_
     doc_nats, doc_bytes = np.zeros(n_docs), np.zeros(n_docs, dtype=np.int64)
     window_ce: list[torch.Tensor] = []                           # (K, B) per batch
     sums = np.zeros(5)                                           # boundaries, real, ws boundaries, ws, bytes
-    word, bpe = np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.int64)
+    word, space, bpe = (np.zeros(3, dtype=np.int64) for _ in range(3))
     hist, n_chunks = np.zeros(bq.HIST_MAX + 1, dtype=np.int64), 0
     was_training = model.training
     model.eval()
@@ -91,6 +91,7 @@ def evaluate_bpb(model, batches: Iterable[tuple[torch.Tensor, torch.Tensor]], n_
                                   float(ws.sum()), float(n_row.sum())])
                 scored = bq.scored_positions(x)
                 word += bq.prf_counts(a, bq.word_starts(x), scored)
+                space += bq.prf_counts(a, bq.space_starts(x), scored)
                 if reference_starts is not None:
                     bpe += bq.prf_counts(a, reference_starts(x), scored)
                 lengths = bq.chunk_lengths(x, a)
@@ -112,6 +113,7 @@ def evaluate_bpb(model, batches: Iterable[tuple[torch.Tensor, torch.Tensor]], n_
         "chunk_length_hist": {"bins": [str(i) for i in range(1, bq.HIST_MAX + 1)] + [f">{bq.HIST_MAX}"],
                               "counts": hist.tolist()},
         "word_starts": bq.prf(word),
+        "space_starts": bq.prf(space),
     }
     if reference_starts is not None:
         result["bpe_starts"] = bq.prf(bpe)
@@ -232,7 +234,7 @@ def format_report(r: dict) -> str:
         lines.append(f"K = {r['samples']} samples: mean bpb {r['bpb']:.4f}, log-mean-exp bound {r['bpb_bound']:.4f}")
     lines.append(f"boundaries{' (greedy)' if r['greedy'] else ''}: rate {r['boundary_rate']:.3f}  whitespace rate "
                  f"{r['whitespace_rate']:.3f}  mean chunk {r['mean_chunk_length']:.2f} bytes")
-    for ref in ("word_starts", "bpe_starts"):
+    for ref in ("word_starts", "space_starts", "bpe_starts"):
         if ref in r:
             m = r[ref]
             lines.append(f"vs {ref.replace('_', ' ')}: P {m['precision']:.3f} R {m['recall']:.3f} F1 {m['f1']:.3f}")

@@ -54,6 +54,15 @@ def test_precision_recall_f1_hand_made():
     assert bq.prf(np.array([0, 0, 3])) == {"precision": 0.0, "recall": 0.0, "f1": 0.0}
 
 
+def test_space_starts_first_whitespace_of_each_run():
+    x = encode("ab  cd ef").unsqueeze(0)                         # BOS a b ' ' ' ' c d ' ' e f
+    assert bq.space_starts(x)[0].nonzero().flatten().tolist() == [3, 7]
+    a = torch.zeros_like(x, dtype=torch.float)
+    a[0, [0, 3, 7]] = 1                                          # a policy that cuts at the space
+    m = bq.prf(bq.prf_counts(a, bq.space_starts(x), bq.scored_positions(x)))
+    assert m["f1"] == 1.0
+
+
 def test_chunk_lengths_and_histogram():
     x = torch.cat([encode("abcdefg"), torch.full((3,), 258)]).unsqueeze(0)   # 7 bytes then PAD
     a = torch.zeros(x.shape)
