@@ -116,7 +116,7 @@ def is_whitespace(x: torch.Tensor) -> torch.Tensor:
     return torch.isin(x, ws)
 
 
-def boundary_stats(x: torch.Tensor, a: torch.Tensor, probs: torch.Tensor | None = None) -> dict[str, float]:
+def boundary_stats(x: torch.Tensor, a: torch.Tensor, probs: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """Boundary rate over real bytes (not BOS/PAD) and the fraction of whitespace bytes that are
     boundaries. Returns tensors (no host sync); callers convert when they log."""
     real = (x < 256)[:, 1:].float()
