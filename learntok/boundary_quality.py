@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from learntok.data.vocab import is_byte
 from learntok.objective import is_whitespace
 
 HIST_MAX = 32  # chunk-length histogram: lengths 1..HIST_MAX, longer ones in one last bin
@@ -42,13 +43,14 @@ def space_starts(x: torch.Tensor) -> torch.Tensor:
     return ws & ~prev & (x < 256)
 
 
-def prf_counts(pred: torch.Tensor, ref: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
-    """[true positives, predicted, reference] over positions in `mask`; pred, ref, mask (B, T)."""
+def prf_counts(pred: torch.Tensor, ref: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(3,) int64 on the device: [true positives, predicted, reference] over positions in `mask`;
+    pred, ref, mask (B, T)."""
     p, r = pred.bool() & mask, ref.bool() & mask
-    return np.array([int((p & r).sum()), int(p.sum()), int(r.sum())], dtype=np.int64)
+    return torch.stack([(p & r).sum(), p.sum(), r.sum()])
 
 
-def prf(counts: np.ndarray) -> dict[str, float]:
+def prf(counts) -> dict[str, float]:
     """Precision, recall and F1 from [tp, predicted, reference] (0 where undefined)."""
     tp, n_pred, n_ref = (int(c) for c in counts)
     precision = tp / n_pred if n_pred else 0.0
@@ -72,6 +74,24 @@ def chunk_lengths(x: torch.Tensor, a: torch.Tensor) -> np.ndarray:
     return np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64)
 
 
+def chunk_length_histogram(x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    """(HIST_MAX + 1,) int64 on the device, no host sync: `length_histogram(chunk_lengths(x, a))`
+    (the plain reference, tested equal). A chunk starts at t = 1 and at each boundary t >= 2 on a
+    real byte; it ends at the next start or after the row's last real byte."""
+    real = is_byte(x)                                            # (B, T); real bytes come first after BOS
+    real[:, 0] = False
+    starts = real & (a > 0.5)
+    starts[:, 1] = real[:, 1]                                    # (B, T)
+    T = x.size(1)
+    pos = torch.arange(T, device=x.device).expand_as(x)          # (B, T)
+    end = real.sum(1, keepdim=True) + 1                          # (B, 1) one past the last real byte
+    at = torch.where(starts, pos, torch.full_like(pos, T + 1))   # (B, T) start positions, T + 1 elsewhere
+    following = torch.full_like(at, T + 1)
+    following[:, :-1] = at.flip(1).cummin(1).values.flip(1)[:, 1:]  # (B, T) first start after t
+    length = torch.minimum(following, end) - pos                 # (B, T) chunk length at start positions
+    return torch.bincount((length[starts].clamp(max=HIST_MAX + 1) - 1), minlength=HIST_MAX + 1)[:HIST_MAX + 1]
+
+
 def length_histogram(lengths: np.ndarray) -> np.ndarray:
     """(HIST_MAX + 1,) counts: [i] = chunks of length i + 1, the last bin = longer than HIST_MAX."""
     return np.bincount(np.minimum(lengths, HIST_MAX + 1) - 1, minlength=HIST_MAX + 1)[:HIST_MAX + 1]
@@ -80,7 +100,7 @@ def length_histogram(lengths: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------- BPE reference
 
 
-def train_bpe(docs: list[bytes], vocab_size: int = 4096, max_bytes: int = 4_000_000):
+def reference_bpe(docs: list[bytes], vocab_size: int = 4096, max_bytes: int = 4_000_000):
     """A byte-level BPE (`tokenizers`) trained on `docs`, for the reference starts. Bytes are read
     as Latin-1 so that every byte is one symbol and offsets are byte offsets; words are pre-split
     GPT-2 style (a leading space joins the word). At most `max_bytes` bytes are used."""

@@ -20,11 +20,15 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from learntok import __version__
+from learntok.config import RunConfig, from_model_dict
+from learntok.errors import CheckpointError, ConfigError
+from learntok.model.aunet import AUNet
+from learntok.runtime import rng_state
+
 WEIGHTS, STATE, CONFIG, LATEST = "model.safetensors", "state.pt", "config.json", "latest"
 
 
-class CheckpointError(RuntimeError):
-    """A missing or unreadable model file or checkpoint (one-line message)."""
 
 
 def _one_line(e: BaseException) -> str:
@@ -38,7 +42,6 @@ def _write_model_files(model: torch.nn.Module, folder: Path, config: dict) -> No
     # Clone every tensor: safetensors refuses tensors that share storage (tied weights).
     tensors = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
     save_file(tensors, str(folder / WEIGHTS))
-    from learntok import __version__
     stamped = {FORMAT_KEY: FORMAT_VERSION, "learntok_version": __version__, **config}
     (folder / CONFIG).write_text(json.dumps(stamped, indent=2), encoding="utf-8")
 
@@ -128,9 +131,6 @@ def _read_weights(path: Path, map_location: str | torch.device) -> dict[str, tor
 
 def load_model(path: str | Path, map_location: str | torch.device = "cpu"):
     """An AUNet from a model folder, a checkpoint folder or a run folder (latest checkpoint)."""
-    from learntok.config import ConfigError, from_model_dict
-    from learntok.model.aunet import AUNet
-
     folder = resolve(path)
     config = check_format(_read_json(folder / CONFIG), folder / CONFIG)
     model_dict = config["model"] if isinstance(config.get("model"), dict) else config  # run config or model config
@@ -160,8 +160,6 @@ def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module, opti
                     run_cfg, extra: dict[str, Any] | None = None, keep: int = 3) -> Path:
     """Write RUN/checkpoints/step_{step:07d} atomically, point `latest` at it, keep the newest
     `keep` checkpoints. The RNG states are captured here, so call it at a step boundary."""
-    from learntok.runtime import rng_state
-
     ckpts = Path(run_dir) / "checkpoints"
     target = ckpts / f"step_{step:07d}"
     tmp = _atomic_dir(target)
@@ -190,3 +188,17 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     weights = _read_weights(folder / WEIGHTS, map_location)
     config = check_format(_read_json(folder / CONFIG), folder / CONFIG)
     return Checkpoint(folder, int(state["step"]), weights, state, config)
+
+
+def load_run(path: str | Path, device: str | torch.device = "cpu") -> tuple[AUNet, RunConfig | None]:
+    """The one way to load a run for evaluation: (model in eval mode, its RunConfig, or None for a
+    bare model folder) from a run, checkpoint or model folder. A config or weights that do not
+    fit this version's model say that the checkpoint may be from another version."""
+    folder = resolve(path)
+    config = check_format(_read_json(folder / CONFIG), folder / CONFIG)
+    try:
+        model = load_model(folder, map_location=device)
+        run_cfg = RunConfig.from_dict(config) if isinstance(config.get("model"), dict) else None
+    except (CheckpointError, ConfigError) as e:
+        raise CheckpointError(f"{e} (a checkpoint from an incompatible learntok version?)") from None
+    return model.eval(), run_cfg

@@ -77,18 +77,21 @@ def add_segment(sub) -> None:
 
 
 def cmd_segment(args) -> None:
-    from learntok.checkpoint import load_model
+    from learntok.checkpoint import load_run
     from learntok.config import ConfigError
-    from learntok.segment import held_out_passage, render_html, render_terminal, segment_text
+    from learntok.data import ByteData
+    from learntok.segment import held_out_passage, last_validation, render_html, render_terminal, segment_text
 
     if sum(x is not None and x is not False for x in (args.text, args.file, args.held_out)) != 1:
         raise ConfigError("give one of: a text, --file F, --held-out")
+    model, run_cfg = load_run(args.model)
     run_figures = {}
     if args.held_out:
-        data, run_figures = held_out_passage(args.model)
+        if run_cfg is None:
+            raise ConfigError(f"{args.model} holds no run config (data source): --held-out needs a run or checkpoint")
+        data, run_figures = held_out_passage(ByteData.from_config(run_cfg.data)), last_validation(args.model)
     else:
         data = Path(args.file).read_bytes() if args.file else args.text
-    model = load_model(args.model)
     chunks, stats = segment_text(model, data, greedy=args.greedy, seed=args.seed, window=args.window)
     if args.held_out:
         print("-- a held-out passage (test split), cut into the model's chunks --")
@@ -123,7 +126,6 @@ def add_eval(sub) -> None:
     p.add_argument("--max-bytes", type=int, help="score at most this many bytes")
     p.add_argument("--bpe-vocab", type=int, default=4096, help="vocabulary of the BPE reference trained on the fly")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
-    p.add_argument("--window", type=int, default=4096, help="read long texts in pieces of this many bytes (BOS included)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--json", help="write every figure to this JSON file")
     p.set_defaults(func=cmd_eval)
@@ -146,7 +148,6 @@ def add_eval_tasks(sub) -> None:
     p.add_argument("--seq-len", type=int, help="bytes per row, BOS included (default: the run's)")
     p.add_argument("--greedy", action="store_true", help="greedy boundaries (p > 0.5) instead of sampled ones")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
-    p.add_argument("--window", type=int, default=4096, help="read long texts in pieces of this many bytes (BOS included)")
     p.add_argument("--limit", type=int, help="first N examples of each task")
     p.add_argument("--delimiter", default=" ", help="between context and continuation (unless the context ends in whitespace)")
     p.add_argument("--device", default="cpu")

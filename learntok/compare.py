@@ -14,7 +14,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from learntok.boundaries import strategy_names
+from learntok.checkpoint import latest_checkpoint, load_run
 from learntok.config import ConfigError, RunConfig, load_config
+from learntok.data import ByteData
+from learntok.evaluate import EvalOptions, evaluate_bpb
+from learntok.plots import pyplot, read_metrics, series
+from learntok.runtime import resolve_device, resolve_dtype
+from learntok.train import train
 
 ALIASES = {  # short override names for variants
     "gamma": "objective.gamma",
@@ -47,7 +54,6 @@ def parse_variant(spec: str) -> tuple[str, list[str]]:
 
 def variant_config(spec: str, preset: str | None, overrides: list[str]) -> RunConfig:
     """The run config of one variant: preset <- the shared overrides <- the variant's own."""
-    from learntok.boundaries import strategy_names
     strategy, own = parse_variant(spec)
     if strategy not in strategy_names():
         raise ConfigError(f"variant {spec!r}: unknown boundary strategy {strategy!r}; known: {', '.join(strategy_names())}")
@@ -57,18 +63,14 @@ def variant_config(spec: str, preset: str | None, overrides: list[str]) -> RunCo
 def evaluate_run(run_dir: Path, cfg: RunConfig, max_bytes: int | None) -> dict:
     """Validation and test bits per byte of a run's latest checkpoint, with the per-document
     standard error; boundary and whitespace rates on the test split."""
-    from learntok.checkpoint import load_model
-    from learntok.data import ByteData
-    from learntok.evaluate import evaluate_bpb
-    from learntok.runtime import resolve_device
-
-    device = resolve_device(cfg.train.device)
-    model = load_model(run_dir, map_location=device)
+    device = resolve_device(cfg.system.device)
+    model, _ = load_run(run_dir, device)
     data = ByteData.from_config(cfg.data)
     tc, out = cfg.train, {}
+    opts = EvalOptions(tc.batch_size, tc.seq_len, max_bytes, seed=tc.seed, amp=resolve_dtype(cfg.system.dtype, device),
+                       per_document=True)
     for split in ("val", "test"):
-        r = evaluate_bpb(model, data.eval_batches(split, tc.batch_size, tc.seq_len, max_bytes),
-                         len(data.documents(split)), seed=tc.seed, device=device)
+        r = evaluate_bpb(model, data, split, opts)
         out.update({f"{split}_bpb": r["bpb"], f"{split}_doc_bpb": r["doc_bpb_mean"], f"{split}_doc_se": r["doc_bpb_se"],
                     f"{split}_docs": r["n_docs"], f"{split}_bytes": r["n_bytes"],
                     f"{split}_boundary_rate": r["boundary_rate"], f"{split}_whitespace_rate": r["whitespace_rate"]})
@@ -77,7 +79,6 @@ def evaluate_run(run_dir: Path, cfg: RunConfig, max_bytes: int | None) -> dict:
 
 def train_speed(run_dir: Path) -> float:
     """Mean training bytes per second over the run's logged windows (0 if none)."""
-    from learntok.plots import read_metrics
     train_lines, _ = read_metrics(run_dir)
     speeds = [r["bytes_per_s"] for r in train_lines if r.get("bytes_per_s")]
     return sum(speeds) / len(speeds) if speeds else 0.0
@@ -86,9 +87,6 @@ def train_speed(run_dir: Path) -> float:
 def run_variant(spec: str, preset: str | None, overrides: list[str], out: Path, eval_bytes: int | None,
                 progress: bool = True) -> dict:
     """Train (or resume) and evaluate one variant; skip it when its done marker exists."""
-    from learntok.checkpoint import latest_checkpoint
-    from learntok.train import train
-
     run_dir = out / spec
     if (run_dir / DONE).is_file():
         return json.loads((run_dir / DONE).read_text(encoding="utf-8"))
@@ -125,8 +123,7 @@ def format_table(records: list[dict]) -> str:
 
 def plot_curves(out: Path, variants: list[str]) -> Path:
     """Validation bpb against bytes seen, one curve a variant."""
-    from learntok.plots import _pyplot, read_metrics, series
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for i, spec in enumerate(variants):
         _, val = read_metrics(out / spec)

@@ -18,54 +18,101 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from learntok.boundaries import strategy_class, strategy_names
 from learntok.data import DataConfig
+from learntok.errors import ConfigError
 from learntok.model.config import ModelConfig
 from learntok.objective import ObjectiveConfig
 
 
-class ConfigError(ValueError):
-    """A configuration mistake: unknown name, wrong type or an invalid value (one-line message)."""
 
 
 @dataclass
 class TrainConfig:
-    steps: int = 10000                 # optimizer steps in the run
+    """What is trained on: the budget, the batch and the seed."""
+    steps: int = 10000                 # optimizer steps in the run (0: from train_bytes)
+    train_bytes: float = 0.0           # budget in bytes (batch_size x seq_len per step) when steps = 0, e.g. 8.3e8
     batch_size: int = 32               # sequences per step (global: summed over ranks and micro-batches)
     micro_batch_size: int = 0          # sequences per forward/backward; batch_size / world / this = accumulation steps (0 = no accumulation)
     seq_len: int = 4096                # T: bytes per sequence, BOS included
-    lr: float = 3e-3                   # peak learning rate (after warm-up)
-    min_lr_ratio: float = 0.1          # final learning rate of the cosine decay, as a fraction of lr
-    warmup_steps: int = 500            # linear warm-up steps from 0 to lr
-    weight_decay: float = 0.1          # AdamW decoupled weight decay (matrices only; not norms, biases, embeddings)
-    betas: tuple[float, float] = (0.9, 0.95)  # AdamW (beta1, beta2)
-    grad_clip: float = 1.0             # max global gradient norm (0 = no clipping)
-    policy_lr_mult: float = 1.0        # learning-rate multiplier for the boundary strategy's parameters
     seed: int = 0                      # seed of the init, the batch order and the boundary samples
-    eval_every: int = 500              # steps between validations (0 = only at the end)
-    eval_bytes: int = 1_000_000        # cap on validation bytes per periodic evaluation
-    log_every: int = 10                # steps between metrics.jsonl lines (and host syncs)
-    ckpt_every: int = 1000             # steps between checkpoints (0 = only at the end)
-    keep_checkpoints: int = 3          # how many of the latest checkpoints to keep on disk
-    segment_every: int = 500           # steps between sample segmentations in segments.txt (0 = never)
-    device: str = "auto"               # auto | cpu | cuda | cuda:N
-    dtype: str = "auto"                # autocast dtype: auto (bf16 on CUDA, fp32 on CPU) | fp32 | bf16
-    compile: bool = False              # wrap the model in torch.compile (automatic dynamic shapes for the token count)
-    fsdp: bool = False                 # under torchrun: shard parameters, gradients and optimizer state (FSDP2) instead of DDP
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "log_every", "keep_checkpoints"):
+        if self.steps == 0 and self.train_bytes > 0:
+            self.steps = math.ceil(self.train_bytes / (self.batch_size * self.seq_len))
+        for name in ("steps", "batch_size"):
             if getattr(self, name) < 1:
-                raise ValueError(f"train.{name} {getattr(self, name)} must be >= 1")
+                raise ValueError(f"train.{name} {getattr(self, name)} must be >= 1"
+                                 + (" (or set train.train_bytes)" if name == "steps" else ""))
         if self.micro_batch_size < 0 or (self.micro_batch_size and self.batch_size % self.micro_batch_size):
             raise ValueError(f"train.micro_batch_size {self.micro_batch_size} does not divide train.batch_size {self.batch_size}")
         if self.seq_len < 2:
             raise ValueError(f"train.seq_len {self.seq_len} must be >= 2 (BOS and one byte)")
+
+    @property
+    def bytes_per_step(self) -> int:
+        return self.batch_size * self.seq_len
+
+
+@dataclass
+class OptimConfig:
+    """AdamW and its learning-rate schedule (linear warm-up, cosine decay)."""
+    lr: float = 3e-3                   # peak learning rate (after warm-up)
+    min_lr_ratio: float = 0.1          # final learning rate of the cosine decay, as a fraction of lr
+    warmup_steps: int = 500            # linear warm-up steps from 0 to lr (0: from warmup_bytes)
+    warmup_bytes: float = 0.0          # warm-up in bytes when warmup_steps = 0, e.g. 6.2e7
+    weight_decay: float = 0.1          # AdamW decoupled weight decay (matrices only; not norms, biases, embeddings)
+    betas: tuple[float, float] = (0.9, 0.95)  # AdamW (beta1, beta2)
+    eps: float = 1e-8                  # AdamW epsilon
+    grad_clip: float = 1.0             # max global gradient norm (0 = no clipping)
+    policy_lr_mult: float = 1.0        # learning-rate multiplier of the learned policy's parameters (strategies with a score-function policy only)
+
+    def __post_init__(self) -> None:
         if not 0.0 <= self.min_lr_ratio <= 1.0:
-            raise ValueError(f"train.min_lr_ratio {self.min_lr_ratio} must be in [0, 1]")
-        if self.dtype not in ("auto", "fp32", "bf16"):
-            raise ValueError(f"train.dtype {self.dtype!r} is not one of auto, fp32, bf16")
+            raise ValueError(f"optim.min_lr_ratio {self.min_lr_ratio} must be in [0, 1]")
         if len(self.betas) != 2:
-            raise ValueError(f"train.betas {self.betas} must have two values")
+            raise ValueError(f"optim.betas {self.betas} must have two values")
+        if self.warmup_steps < 0 or self.warmup_bytes < 0:
+            raise ValueError("optim.warmup_steps and optim.warmup_bytes must be >= 0")
+
+
+@dataclass
+class LogConfig:
+    """What the run records and how often (each record is one host sync)."""
+    log_every: int = 10                # steps between metrics.jsonl lines (and host syncs)
+    eval_every: int = 500              # steps between validations (0 = only at the end)
+    eval_bytes: int = 1_000_000        # cap on validation bytes per periodic evaluation
+    segment_every: int = 500           # steps between sample segmentations in segments.txt (0 = never)
+
+    def __post_init__(self) -> None:
+        if self.log_every < 1:
+            raise ValueError(f"log.log_every {self.log_every} must be >= 1")
+
+
+@dataclass
+class CheckpointConfig:
+    every: int = 1000                  # steps between checkpoints (0 = only at the end)
+    keep: int = 3                      # how many of the latest checkpoints to keep on disk
+
+    def __post_init__(self) -> None:
+        if self.keep < 1:
+            raise ValueError(f"checkpoint.keep {self.keep} must be >= 1")
+
+
+@dataclass
+class SystemConfig:
+    """Where and how the run executes; none of it changes the result on CPU."""
+    device: str = "auto"               # auto | cpu | cuda | cuda:N
+    dtype: str = "auto"                # autocast dtype: auto (bf16 on CUDA, fp32 on CPU) | fp32 | bf16
+    compile: bool = False              # wrap the model in torch.compile (automatic dynamic shapes for the token count)
+    fsdp: bool = False                 # under torchrun: shard parameters, gradients and optimizer state (FSDP2) instead of DDP
+    threads: int = 0                   # CPU threads for torch (0: torch's default, all cores); 1 when runs share a machine
+
+    def __post_init__(self) -> None:
+        if self.dtype not in ("auto", "fp32", "bf16"):
+            raise ValueError(f"system.dtype {self.dtype!r} is not one of auto, fp32, bf16")
+        if self.threads < 0:
+            raise ValueError(f"system.threads {self.threads} must be >= 0")
 
 
 @dataclass
@@ -74,9 +121,16 @@ class RunConfig:
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    system: SystemConfig = field(default_factory=SystemConfig)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
-        return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
+        """Every section; the strategy's options are their own [strategy] section."""
+        d = {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
+        d[STRATEGY] = d["model"].pop(STRATEGY)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
@@ -84,23 +138,51 @@ class RunConfig:
         return build(merge(defaults(), d, "config"))
 
 
-SECTIONS: dict[str, type] = {"model": ModelConfig, "objective": ObjectiveConfig,
-                             "data": DataConfig, "train": TrainConfig}
+SECTIONS: dict[str, type] = {"model": ModelConfig, "objective": ObjectiveConfig, "data": DataConfig,
+                             "train": TrainConfig, "optim": OptimConfig, "log": LogConfig,
+                             "checkpoint": CheckpointConfig, "system": SystemConfig}
+
+
+STRATEGY = "strategy"  # the section of the chosen strategy's own options (model.boundary's config class)
 
 
 def defaults() -> dict[str, dict[str, Any]]:
     return RunConfig().to_dict()
 
 
+def strategy_options(boundary: str, values: dict[str, Any], source: str = "strategy") -> dict[str, Any]:
+    """The [strategy] section checked against model.boundary's config class: every option, with
+    defaults for those not given. An unknown strategy, or a key of another strategy, is an error."""
+    if boundary not in strategy_names():
+        raise ConfigError(f"model.boundary {boundary!r} is not a boundary strategy; known: {', '.join(strategy_names())}")
+    cls = strategy_class(boundary).Config
+    hints = _field_types(cls)
+    for key in values:
+        if key not in hints:
+            known = ", ".join(hints) or "none"
+            raise ConfigError(f"{source}: {STRATEGY}.{key} is not an option of strategy {boundary!r} (its options: {known})")
+    given = {k: _check(v, hints[k], f"{STRATEGY}.{k}") for k, v in values.items()}
+    try:
+        return dataclasses.asdict(cls(**given))
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"{STRATEGY}: {e}") from None
+
+
 def build(d: dict[str, dict[str, Any]]) -> RunConfig:
     """Instantiate each section; invariant failures (__post_init__) become ConfigError."""
     parts = {}
     for name, cls in SECTIONS.items():
+        values = d[name]
+        if name == "model":
+            values = {**values, STRATEGY: strategy_options(values["boundary"], d.get(STRATEGY, {}))}
         try:
-            parts[name] = cls(**d[name])
+            parts[name] = cls(**values)
         except (ValueError, TypeError) as e:
             raise ConfigError(f"{name}: {e}") from None
-    return RunConfig(**parts)
+    cfg = RunConfig(**parts)
+    if cfg.optim.warmup_steps == 0 and cfg.optim.warmup_bytes > 0:
+        cfg.optim.warmup_steps = math.ceil(cfg.optim.warmup_bytes / cfg.train.bytes_per_step)
+    return cfg
 
 
 # ---------------------------------------------------------------- types
@@ -181,11 +263,21 @@ def parse_value(text: str, tp: Any, name: str) -> Any:
 def merge(base: dict[str, dict[str, Any]], update: dict[str, Any], source: str) -> dict[str, dict[str, Any]]:
     """base with update's values checked against the dataclass field types; strict on names."""
     out = {k: dict(v) for k, v in base.items()}
+    if not isinstance(update, dict):
+        raise ConfigError(f"{source}: expected a table of sections, got {type(update).__name__}")
+    if isinstance(update.get("model"), dict) and STRATEGY in update["model"]:  # a model's config.json
+        update = {**update, "model": {k: v for k, v in update["model"].items() if k != STRATEGY},
+                  STRATEGY: update["model"][STRATEGY]}
+    if "boundary" in update.get("model", {}) and update["model"]["boundary"] != out["model"]["boundary"]:
+        out[STRATEGY] = {}                                       # another strategy: the old one's options go
     for section, values in update.items():
-        if section not in SECTIONS:
-            raise ConfigError(f"{source}: unknown section [{section}]; known: {', '.join(SECTIONS)}")
+        if section not in SECTIONS and section != STRATEGY:
+            raise ConfigError(f"{source}: unknown section [{section}]; known: {', '.join([*SECTIONS, STRATEGY])}")
         if not isinstance(values, dict):
             raise ConfigError(f"{source}: [{section}] must be a table, got {values!r}")
+        if section == STRATEGY:                                  # checked against the strategy in build()
+            out[STRATEGY].update(values)
+            continue
         hints = _field_types(SECTIONS[section])
         for key, value in values.items():
             if key not in hints:
@@ -195,15 +287,27 @@ def merge(base: dict[str, dict[str, Any]], update: dict[str, Any], source: str) 
 
 
 def apply_overrides(base: dict[str, dict[str, Any]], overrides: list[str]) -> dict[str, dict[str, Any]]:
-    """Apply `section.key=value` strings, each parsed by its field's type."""
+    """Apply `section.key=value` strings, each parsed by its field's type (a strategy option by the
+    config class of the strategy chosen after every override: `model.boundary` is applied first)."""
     update: dict[str, dict[str, Any]] = {}
-    for item in overrides:
+    boundary_first = sorted(overrides, key=lambda item: not item.strip().startswith("model.boundary="))
+    for item in boundary_first:
         key, eq, text = item.partition("=")
         section, dot, name = key.strip().partition(".")
         if not eq or not dot:
             raise ConfigError(f"override {item!r} is not of the form section.key=value")
+        if section == STRATEGY:
+            boundary = update.get("model", {}).get("boundary", base["model"]["boundary"])
+            if boundary not in strategy_names():
+                raise ConfigError(f"model.boundary {boundary!r} is not a boundary strategy; known: {', '.join(strategy_names())}")
+            hints = _field_types(strategy_class(boundary).Config)
+            if name not in hints:
+                raise ConfigError(f"override {item!r}: {name!r} is not an option of strategy {boundary!r} "
+                                  f"(its options: {', '.join(hints) or 'none'})")
+            update.setdefault(section, {})[name] = parse_value(text.strip(), hints[name], key.strip())
+            continue
         if section not in SECTIONS:
-            raise ConfigError(f"override {item!r}: unknown section {section!r}; known: {', '.join(SECTIONS)}")
+            raise ConfigError(f"override {item!r}: unknown section {section!r}; known: {', '.join([*SECTIONS, STRATEGY])}")
         hints = _field_types(SECTIONS[section])
         if name not in hints:
             raise ConfigError(f"override {item!r}: unknown key {section}.{name}")
@@ -282,4 +386,6 @@ def save_config(cfg: RunConfig, path: str | Path) -> None:
 
 def from_model_dict(d: dict[str, Any]) -> ModelConfig:
     """A strict ModelConfig from a dict (checkpoint config.json)."""
+    if not isinstance(d, dict):
+        raise ConfigError(f"a model config must be a table, got {type(d).__name__}")
     return build(merge(defaults(), {"model": d}, "model config")).model

@@ -116,10 +116,10 @@ def run_diagnose(path, batches: int = 4, samples: int = 16, batch_size: int | No
     diagnose.json and diagnose.png into `out` (default RUN/diagnose)."""
     import json
 
-    from learntok.evaluate import load_for_eval
+    from learntok.checkpoint import load_run
     from learntok.plots import plot_diagnose
 
-    model, run_cfg = load_for_eval(path, device)
+    model, run_cfg = load_run(path, device)
     if run_cfg is None:
         raise ConfigError(f"{path} holds no run config (data source): diagnose needs a run or checkpoint folder")
     batch_size = batch_size or min(run_cfg.train.batch_size, 16)

@@ -4,7 +4,7 @@ reductions and full-state checkpoints (docs/scaling.md).
 One entry point: `learntok train` under plain `python` is world size 1 and touches none of
 this; under `torchrun --nproc-per-node N` it reads RANK / WORLD_SIZE / LOCAL_RANK, joins a
 process group (nccl on CUDA, gloo on CPU) and wraps the model in DDP, or FSDP2
-(`fully_shard`) with `train.fsdp=true`.
+(`fully_shard`) with `system.fsdp=true`.
 
 The global batch is cut into micro-batches of `train.micro_batch_size` rows, numbered
 k = 0 .. n_micro - 1 across all ranks; rank r owns k in [r * A, (r + 1) * A), A = n_micro / world
@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from learntok.config import ConfigError
+from learntok.errors import ConfigError
 from learntok.runtime import resolve_device
 
 
@@ -155,7 +155,7 @@ def load_state(model: nn.Module, optimizer: torch.optim.Optimizer, weights: dict
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
 
     if optim_state.get("format") != "fqn":                      # a plain checkpoint resumed under FSDP
-        raise ConfigError("resuming a non-FSDP checkpoint with train.fsdp=true is not supported; resume it without FSDP")
+        raise ConfigError("resuming a non-FSDP checkpoint with system.fsdp=true is not supported; resume it without FSDP")
     optim_state = {k: v for k, v in optim_state.items() if k != "format"}
     set_state_dict(model, optimizer, model_state_dict=weights, optim_state_dict=optim_state,
                    options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=False))
@@ -168,3 +168,15 @@ def compile_model(model: nn.Module, backend: str = "inductor") -> nn.Module:
     (tests/test_distributed.py counts the compiles). B and T are fixed in training. The one
     host sync per forward (num_tokens) is a graph break between the two compiled halves."""
     return torch.compile(model, backend=backend, dynamic=None)
+
+
+def broadcast_module_state(module: nn.Module, info: dict, env: DistEnv) -> dict:
+    """Give every rank rank 0's state of `module` (buffers of any size, e.g. a fitted tokenizer)
+    and its `info` dict; returns the info. A no-op in one process."""
+    if env.world == 1:
+        return info
+    payload = [{k: v.cpu() for k, v in module.state_dict().items()}, info] if env.is_main else [None, None]
+    dist.broadcast_object_list(payload, src=0)
+    if not env.is_main:
+        module.load_state_dict({k: v.to(env.device) for k, v in payload[0].items()})
+    return payload[1]

@@ -191,9 +191,9 @@ def evaluate_task(model, form: str, examples: list[Example], delimiter: str = " 
 def run_tasks(path, tasks: list[str], batch_size: int = 16, seq_len: int | None = None, greedy: bool = False,
               seed: int = 0, limit: int | None = None, delimiter: str = " ", device: str = "cpu") -> dict:
     """`learntok eval-tasks`: every task file, by its name without .jsonl(.gz)."""
-    from learntok.evaluate import load_for_eval
+    from learntok.checkpoint import load_run
 
-    model, run_cfg = load_for_eval(path, device)
+    model, run_cfg = load_run(path, device)
     seq_len = seq_len or (run_cfg.train.seq_len if run_cfg is not None else 1024)
     report = {"boundaries": "greedy" if greedy else f"sampled (seed {seed})", "seq_len": seq_len, "tasks": {}}
     for task in tasks:

@@ -8,35 +8,41 @@ on the model's marginal bpb in expectation) and `bpb_bound` the log-mean-exp bou
     per window: -log( (1/K) sum_k exp(-CE_sum_k) ),  summed,  / (ln 2 * bytes)
 
 which is <= the mean (Jensen), equals it at K = 1, and tightens toward -log p(x) as K grows.
-Everything runs under its own seed (`isolated_rng`): the same seed gives the same numbers.
+Everything runs under its own seed (`runtime.inference`): the same seed gives the same numbers.
 
 Shapes: B batch, T bytes (BOS at t = 0), K samples.
 """
 from __future__ import annotations
 
-import json
+import dataclasses
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from learntok import boundary_quality as bq
-from learntok.checkpoint import CONFIG, CheckpointError, check_format, load_model, resolve
-from learntok.config import ConfigError, RunConfig
-from learntok.data import ByteData, DataConfig, DataError, load_documents
-from learntok.data.corpora import _files_below, _is_binary
-from learntok.objective import LN2, is_whitespace, token_ce
-from learntok.runtime import autocast, isolated_rng
+from learntok.checkpoint import load_run, resolve
+from learntok.config import ConfigError
+from learntok.data import ByteData, DataConfig, DataError
+from learntok.data.dataset import ALL
+from learntok.distributed import DistEnv, all_reduce
+from learntok.objective import LN2, boundary_counts, boundary_rates, token_ce
+from learntok.runtime import autocast, inference, resolve_device, resolve_dtype
 
 
 def logmeanexp_bound(ce_sums: torch.Tensor, n_bytes: int | float) -> float:
     """The K-sample bound in bits per byte. ce_sums (K, N): CE in nats summed over each of N
     windows, for K sampled segmentations; n_bytes: scored bytes in the N windows."""
+    return float(window_bound_nats(ce_sums).sum()) / (LN2 * max(n_bytes, 1))
+
+
+def window_bound_nats(ce_sums: torch.Tensor) -> torch.Tensor:
+    """(N,) per window: -log( (1/K) sum_k exp(-CE_sum_k) ) from ce_sums (K, N) in nats."""
     K = ce_sums.size(0)
-    per_window = -(torch.logsumexp(-ce_sums.double(), dim=0) - math.log(K))  # (N,)
-    return float(per_window.sum()) / (LN2 * max(n_bytes, 1))
+    return -(torch.logsumexp(-ce_sums.double(), dim=0) - math.log(K))
 
 
 def mean_and_se(values: np.ndarray) -> tuple[float, float]:
@@ -48,134 +54,109 @@ def mean_and_se(values: np.ndarray) -> tuple[float, float]:
     return float(values.mean()), se
 
 
+@dataclass
+class EvalOptions:
+    """How `evaluate_bpb` scores a split."""
+    batch_size: int                      # rows per forward
+    seq_len: int                         # T: bytes per row, BOS included
+    max_bytes: int | None = None         # score at most this many bytes (None: the whole split)
+    samples: int = 1                     # K sampled segmentations per window (1 when greedy)
+    greedy: bool = False                 # decide p > 0.5 instead of sampling
+    seed: int = 0                        # batch i draws its boundaries from seed + i, on any world size
+    amp: torch.dtype | None = None       # autocast dtype: the run's (bf16 on CUDA), so that training's
+                                         # periodic figures and `eval`/`compare` agree
+    per_document: bool = False           # per-document bpb (mean and standard error)
+    quality: bool = False                # chunk lengths and P/R/F1 against word and space starts
+    reference_starts: Callable[[torch.Tensor], torch.Tensor] | None = None  # x -> (B, T) bool, e.g. BPE starts
+
+
 @torch.no_grad()
-def evaluate_bpb(model, batches: Iterable[tuple[torch.Tensor, torch.Tensor]], n_docs: int, samples: int = 1,
-                 greedy: bool = False, seed: int = 0, device: torch.device | None = None,
-                 amp_dtype: torch.dtype | None = None,
-                 reference_starts: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict:
-    """Bits per byte and boundary statistics over `batches` of (x (B, T), doc_ids (B,)), e.g.
-    ByteData.eval_batches. `samples` K segmentations per window (1 when `greedy`: p > 0.5);
-    boundary statistics come from the first sample. `reference_starts(x)` -> (B, T) bool, e.g.
-    BPE token starts, adds precision/recall/F1 against it. Returns a dict of figures, plus
-    `doc_nats` / `doc_bytes` (n_docs,) arrays for breakdowns."""
-    device = device or next(model.parameters()).device
-    K = 1 if greedy else samples
-    doc_nats, doc_bytes = np.zeros(n_docs), np.zeros(n_docs, dtype=np.int64)
-    window_ce: list[torch.Tensor] = []                           # (K, B) per batch
-    sums = np.zeros(5)                                           # boundaries, real, ws boundaries, ws, bytes
-    word, space, bpe = (np.zeros(3, dtype=np.int64) for _ in range(3))
-    hist, n_chunks = np.zeros(bq.HIST_MAX + 1, dtype=np.int64), 0
-    was_training = model.training
-    model.eval()
-    try:
-        with isolated_rng(seed, device):
-            for x, doc_ids in batches:
-                x = x.to(device)
-                ce_k = []
-                for k in range(K):
-                    with autocast(device, amp_dtype):
-                        out = model(x, greedy=greedy)
-                    ce, mask = token_ce(out.logits, x)           # (B, T-1)
-                    ce_k.append(ce.sum(1).double())              # (B,)
-                    if k == 0:
-                        a = out.boundaries
-                ce_k = torch.stack(ce_k)                         # (K, B)
-                n_row = mask.sum(1).long().cpu().numpy()         # (B,) scored bytes
-                window_ce.append(ce_k.cpu())
-                np.add.at(doc_nats, doc_ids.numpy(), ce_k.mean(0).cpu().numpy())
-                np.add.at(doc_bytes, doc_ids.numpy(), n_row)
-                real = (x[:, 1:] < 256).float()
-                ws = is_whitespace(x[:, 1:]).float() * real
-                d = a[:, 1:].float()
-                sums += np.array([float((d * real).sum()), float(real.sum()), float((d * ws).sum()),
-                                  float(ws.sum()), float(n_row.sum())])
-                scored = bq.scored_positions(x)
-                word += bq.prf_counts(a, bq.word_starts(x), scored)
-                space += bq.prf_counts(a, bq.space_starts(x), scored)
-                if reference_starts is not None:
-                    bpe += bq.prf_counts(a, reference_starts(x), scored)
-                lengths = bq.chunk_lengths(x, a)
-                hist += bq.length_histogram(lengths)
-                n_chunks += len(lengths)
-    finally:
-        model.train(was_training)
-    n_bytes = int(sums[4])
-    ce_all = torch.cat(window_ce, dim=1) if window_ce else torch.zeros(K, 0)  # (K, N windows)
-    per_sample = (ce_all.sum(1) / (LN2 * max(n_bytes, 1))).tolist()
-    seen = doc_bytes > 0
-    doc_mean, doc_se = mean_and_se(doc_nats[seen] / (LN2 * doc_bytes[seen]))
-    result = {
-        "bpb": float(np.mean(per_sample)), "bpb_per_sample": per_sample, "samples": K, "greedy": greedy,
-        "bpb_bound": logmeanexp_bound(ce_all, n_bytes),
-        "doc_bpb_mean": doc_mean, "doc_bpb_se": doc_se, "n_docs": int(seen.sum()), "n_bytes": n_bytes,
-        "boundary_rate": sums[0] / max(sums[1], 1), "whitespace_rate": sums[2] / max(sums[3], 1),
-        "mean_chunk_length": float(sums[1] / max(n_chunks, 1)), "n_chunks": n_chunks,
-        "chunk_length_hist": {"bins": [str(i) for i in range(1, bq.HIST_MAX + 1)] + [f">{bq.HIST_MAX}"],
-                              "counts": hist.tolist()},
-        "word_starts": bq.prf(word),
-        "space_starts": bq.prf(space),
-    }
-    if reference_starts is not None:
-        result["bpe_starts"] = bq.prf(bpe)
-    result["doc_nats"], result["doc_bytes"] = doc_nats, doc_bytes
+def evaluate_bpb(model, data: ByteData, split: str, opts: EvalOptions, env: DistEnv | None = None) -> dict:
+    """The one evaluation of learntok (training's periodic validation, `eval`, `compare`): bits
+    per byte of the final head over every byte of `split` (at most opts.max_bytes), the boundary
+    and whitespace rates, and optionally per-document figures and boundary quality.
+
+    Every figure is a sum kept on the device (no host sync per batch) and added over ranks once
+    at the end: with `env` (world > 1), rank r scores batches r, r + world, ... and the result is
+    the same as one process's. Batch i draws its boundaries from seed + i. With K samples, `bpb`
+    is the mean over samples and `bpb_bound` the log-mean-exp bound (module docstring)."""
+    device = next(model.parameters()).device
+    K = 1 if opts.greedy else opts.samples
+    rank, world = (env.rank, env.world) if env is not None else (0, 1)
+    n_docs = data.n_documents(split) if opts.per_document else 0
+    zeros = lambda *shape: torch.zeros(*shape, dtype=torch.float64, device=device)  # noqa: E731
+    nats_k, bound, counts = zeros(K), zeros(1), zeros(4)          # per sample; K-sample bound; boundary counts
+    n_target, doc_nats, doc_bytes = zeros(1), zeros(n_docs), zeros(n_docs)
+    quality = zeros(3 * 3 + bq.HIST_MAX + 1)                     # word, space, reference P/R/F1 counts; histogram
+    with inference(model, opts.seed, device):
+        batches = data.eval_batches(split, opts.batch_size, opts.seq_len, max_bytes=opts.max_bytes)
+        for i, (x, doc_ids) in enumerate(batches):
+            if i % world != rank:
+                continue
+            torch.manual_seed(opts.seed + i)
+            x = x.to(device)
+            ce_k = []
+            for k in range(K):
+                with autocast(device, opts.amp):
+                    out = model(x, greedy=opts.greedy)
+                ce, mask = token_ce(out.logits, x)               # (B, T-1)
+                ce_k.append(ce.double().sum(1))                  # (B,)
+                if k == 0:
+                    a = out.boundaries                           # (B, T) the first sample's decisions
+            ce_k = torch.stack(ce_k)                             # (K, B)
+            nats_k += ce_k.sum(1)
+            bound += window_bound_nats(ce_k).sum()
+            n_row = mask.double().sum(1)                         # (B,) scored bytes
+            n_target += n_row.sum()
+            counts += boundary_counts(x, a).double()
+            if opts.per_document:
+                ids = doc_ids.to(device)
+                doc_nats.index_add_(0, ids, ce_k.mean(0))
+                doc_bytes.index_add_(0, ids, n_row)
+            if opts.quality:
+                quality += _quality_counts(x, a, opts.reference_starts)
+    sums = torch.cat([nats_k, bound, counts, n_target, doc_nats, doc_bytes, quality])
+    if world > 1:
+        sums = all_reduce(sums, env)
+    return _report(sums.cpu().numpy(), K, n_docs, opts)         # the one host sync
+
+
+def _quality_counts(x: torch.Tensor, a: torch.Tensor, reference_starts) -> torch.Tensor:
+    """(9 + HIST_MAX + 1,) fp64: P/R/F1 counts against word, space and reference starts (zeros
+    without a reference), then the chunk-length histogram."""
+    scored = bq.scored_positions(x)
+    ref = bq.prf_counts(a, reference_starts(x), scored) if reference_starts is not None else torch.zeros(3, device=x.device)
+    return torch.cat([bq.prf_counts(a, bq.word_starts(x), scored), bq.prf_counts(a, bq.space_starts(x), scored),
+                      ref.long(), bq.chunk_length_histogram(x, a)]).double()
+
+
+def _report(v: np.ndarray, K: int, n_docs: int, opts: EvalOptions) -> dict:
+    """The figures from evaluate_bpb's sums (layout: see the torch.cat there)."""
+    nats_k, bound, counts, n = v[:K], v[K], v[K + 1:K + 5], v[K + 5]
+    doc_nats, doc_bytes, quality = v[K + 6:K + 6 + n_docs], v[K + 6 + n_docs:K + 6 + 2 * n_docs], v[K + 6 + 2 * n_docs:]
+    per_sample = (nats_k / (LN2 * max(n, 1))).tolist()
+    rates = boundary_rates(torch.from_numpy(counts))
+    result = {"bpb": float(np.mean(per_sample)), "bpb_per_sample": per_sample, "samples": K, "greedy": opts.greedy,
+              "bpb_bound": float(bound) / (LN2 * max(n, 1)), "n_bytes": int(n),
+              "boundary_rate": float(rates["boundary_rate"]), "whitespace_rate": float(rates["whitespace_rate"])}
+    if opts.per_document:
+        seen = doc_bytes > 0
+        doc_mean, doc_se = mean_and_se(doc_nats[seen] / (LN2 * doc_bytes[seen]))
+        result.update(doc_bpb_mean=doc_mean, doc_bpb_se=doc_se, n_docs=int(seen.sum()),
+                      doc_nats=doc_nats, doc_bytes=doc_bytes.astype(np.int64))
+    if opts.quality:
+        hist = quality[9:].astype(np.int64)
+        n_chunks = int(hist.sum())
+        result.update(mean_chunk_length=float(counts[1] / max(n_chunks, 1)), n_chunks=n_chunks,
+                      chunk_length_hist={"bins": [str(i) for i in range(1, bq.HIST_MAX + 1)] + [f">{bq.HIST_MAX}"],
+                                         "counts": hist.tolist()},
+                      word_starts=bq.prf(quality[0:3]), space_starts=bq.prf(quality[3:6]))
+        if opts.reference_starts is not None:
+            result["bpe_starts"] = bq.prf(quality[6:9])
     return result
 
 
-# ---------------------------------------------------------------- loading
-
-
-def load_for_eval(path: str | Path, device: str | torch.device = "cpu"):
-    """(model in eval mode, RunConfig or None) from a run, checkpoint or model folder. A config or
-    weights that do not fit this version's model say that the checkpoint may be from another version."""
-    folder = resolve(path)
-    try:
-        config = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"cannot read {folder / CONFIG}: {e}") from None
-    config = check_format(config, folder / CONFIG)
-    try:
-        model = load_model(folder, map_location=device)
-        run_cfg = RunConfig.from_dict(config) if isinstance(config.get("model"), dict) else None
-    except (CheckpointError, ConfigError) as e:
-        raise CheckpointError(f"{e} (a checkpoint from an incompatible learntok version?)") from None
-    return model.eval(), run_cfg
-
-
 # ---------------------------------------------------------------- the command
-
-
-def eval_documents(run_cfg: RunConfig | None, split: str, source: str | None) -> tuple[list[bytes], list[str] | None, list[bytes]]:
-    """(documents to score, their names when the source is a folder, train documents for the BPE
-    reference). `split` all: every document of the source, unsplit."""
-    if source is None and run_cfg is None:
-        raise DataError("this model folder holds no run config: pass --source")
-    data_cfg = run_cfg.data if run_cfg is not None else DataConfig()
-    if source is not None:
-        data_cfg = DataConfig(**{**data_cfg.__dict__, "source": source})
-    docs = load_documents(data_cfg.source, data_cfg.text_field)
-    if split == "all":
-        scored, train = docs, docs
-    else:
-        from learntok.data import split_documents
-        splits = split_documents(docs, seed=data_cfg.split_seed, val_fraction=data_cfg.val_fraction,
-                                 test_fraction=data_cfg.test_fraction)
-        scored, train = splits[split], splits["train"]
-    return scored, _folder_names(data_cfg.source, scored), train
-
-
-def _folder_names(source: str, docs: list[bytes]) -> list[str] | None:
-    """Relative file names of `docs` when `source` is a folder (None if some document is not a
-    whole file, e.g. a piece cut from a large file)."""
-    root = Path(source).expanduser()
-    if not root.is_dir():
-        return None
-    by_content = {}
-    for path in _files_below(root):
-        data = path.read_bytes()
-        if data and not _is_binary(data):
-            by_content.setdefault(data, str(path.relative_to(root)))
-    names = [by_content.get(d) for d in docs]
-    return None if None in names else names
 
 
 def breakdown(names: list[str], doc_nats: np.ndarray, doc_bytes: np.ndarray) -> dict[str, dict]:
@@ -190,37 +171,48 @@ def breakdown(names: list[str], doc_nats: np.ndarray, doc_bytes: np.ndarray) -> 
             for kind, g in groups.items()}
 
 
-def bpe_reference(model, train_docs: list[bytes], vocab_size: int):
-    """(x -> (B, T) bool BPE token starts, description). A `bpe` run's own tokenizer (its causal
-    token starts, i.e. its own decisions); otherwise a BPE trained here on the train documents."""
-    if model.cfg.boundary == "bpe":
-        return (lambda x: model.strategy.boundaries(x).to(x.device) > 0.5), {"tokenizer": "the run's bpe strategy"}
-    tok = bq.train_bpe(train_docs, vocab_size)
-    return (lambda x: bq.bpe_starts(tok, x)), {"tokenizer": "trained on the train split",
+def reference_starts_for(model, data: ByteData, vocab_size: int) -> tuple[Callable, dict]:
+    """(x -> (B, T) bool reference token starts, description): the strategy's own reference when it
+    has one (`bpe`: its tokenizer's starts), otherwise a BPE trained here on a bounded sample of
+    the training documents."""
+    if model.strategy.has_reference:
+        return model.strategy.reference_starts, {"tokenizer": f"the run's {model.cfg.boundary} strategy"}
+    fit_split = ALL if ALL in data.split_names else "train"
+    tok = bq.reference_bpe(data.sample_documents(fit_split, FIT_BYTES), vocab_size)
+    return (lambda x: bq.bpe_starts(tok, x)), {"tokenizer": f"trained on the {fit_split} split",
                                                "vocab_size": tok.get_vocab_size()}
+
+
+FIT_BYTES = 4_000_000  # bytes of training text the reference BPE is trained on
 
 
 def run_eval(path: str | Path, split: str = "test", source: str | None = None, samples: int = 1,
              greedy: bool = False, batch_size: int | None = None, seq_len: int | None = None,
              max_bytes: int | None = None, seed: int = 0, bpe_vocab: int = 4096,
              device: str = "cpu") -> dict:
-    """Everything `learntok eval` reports, as one JSON-ready dict."""
-    model, run_cfg = load_for_eval(path, device)
+    """Everything `learntok eval` reports, as one JSON-ready dict. The data is the run's own
+    (`data.source`, its split), read through ByteData as training read it, or `source`."""
     if samples < 1:
         raise ConfigError(f"--samples {samples} must be >= 1")
-    tc = run_cfg.train if run_cfg is not None else None
-    batch_size = batch_size or (tc.batch_size if tc else 16)
-    seq_len = seq_len or (tc.seq_len if tc else 1024)
-    docs, names, train_docs = eval_documents(run_cfg, split, source)
-    data = ByteData({"train": docs})
-    reference, bpe_info = bpe_reference(model, train_docs, bpe_vocab)
-    result = evaluate_bpb(model, data.eval_batches("train", batch_size, seq_len, max_bytes), len(docs),
-                          samples=samples, greedy=greedy, seed=seed, device=torch.device(device),
-                          reference_starts=reference)
+    dev = resolve_device(device)
+    model, run_cfg = load_run(path, dev)
+    if source is None and run_cfg is None:
+        raise DataError("this model folder holds no run config: pass --source")
+    data_cfg = run_cfg.data if run_cfg is not None else DataConfig()
+    if source is not None:
+        data_cfg = dataclasses.replace(data_cfg, source=source)
+    data = ByteData.from_config(data_cfg, unsplit=split == ALL)
+    reference, bpe_info = reference_starts_for(model, data, bpe_vocab)
+    opts = EvalOptions(batch_size or (run_cfg.train.batch_size if run_cfg else 16),
+                       seq_len or (run_cfg.train.seq_len if run_cfg else 1024), max_bytes, samples, greedy, seed,
+                       amp=resolve_dtype(run_cfg.system.dtype if run_cfg else "auto", dev),
+                       per_document=True, quality=True, reference_starts=reference)
+    result = evaluate_bpb(model, data, split, opts)
     doc_nats, doc_bytes = result.pop("doc_nats"), result.pop("doc_bytes")
-    report = {"checkpoint": str(resolve(path)), "split": split, "source": source or (run_cfg.data.source if run_cfg else None),
-              "strategy": model.cfg.boundary, "seq_len": seq_len, "batch_size": batch_size, "seed": seed,
+    report = {"checkpoint": str(resolve(path)), "split": split, "source": data_cfg.source,
+              "strategy": model.cfg.boundary, "seq_len": opts.seq_len, "batch_size": opts.batch_size, "seed": seed,
               "bpe_reference": bpe_info, **result}
+    names = data.names(split)
     if names is not None:
         report.update(breakdown(names, doc_nats, doc_bytes))
     return report

@@ -33,10 +33,10 @@ class LearntokLM(LM):
     def __init__(self, pretrained: str, device: str | None = None, batch_size: int | str = 16,
                  seq_len: int | None = None, greedy_boundaries: bool = False, seed: int = 0, **kwargs):
         super().__init__()
-        from learntok.evaluate import load_for_eval
+        from learntok.checkpoint import load_run
 
         self._device = torch.device(device or "cpu")
-        self.model, run_cfg = load_for_eval(pretrained, self._device)
+        self.model, run_cfg = load_run(pretrained, self._device)
         self.seq_len = int(seq_len or (run_cfg.train.seq_len if run_cfg is not None else 1024))
         self.batch_size = int(batch_size) if str(batch_size).isdigit() else 16  # "auto" -> 16
         self.greedy = str(greedy_boundaries).lower() in ("1", "true", "yes")

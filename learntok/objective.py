@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from learntok.data.vocab import N_SYMBOLS
+from learntok.data.vocab import N_SYMBOLS, is_byte
 
 LN2 = math.log(2.0)
 BASELINES = ("mean", "loo", "none")
@@ -116,16 +116,27 @@ def is_whitespace(x: torch.Tensor) -> torch.Tensor:
     return torch.isin(x, ws)
 
 
-def boundary_stats(x: torch.Tensor, a: torch.Tensor, probs: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-    """Boundary rate over real bytes (not BOS/PAD) and the fraction of whitespace bytes that are
-    boundaries. Returns tensors (no host sync); callers convert when they log."""
-    real = (x < 256)[:, 1:].float()
+def boundary_counts(x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    """(4,) fp32 sums over real bytes t >= 1 (not BOS/EOS/PAD): [boundaries, bytes, boundaries at
+    whitespace bytes, whitespace bytes]. Sums, so that batches and ranks add up exactly."""
+    real = is_byte(x[:, 1:]).float()
     dec = a[:, 1:].float()
-    rate = (dec * real).sum() / real.sum().clamp(min=1)
     ws = is_whitespace(x[:, 1:]).float() * real
-    ws_rate = (dec * ws).sum() / ws.sum().clamp(min=1)
-    out = {"boundary_rate": rate, "whitespace_rate": ws_rate}
+    return torch.stack([(dec * real).sum(), real.sum(), (dec * ws).sum(), ws.sum()])
+
+
+def boundary_rates(counts: torch.Tensor) -> dict[str, torch.Tensor]:
+    """boundary_rate (boundaries per real byte) and whitespace_rate (fraction of whitespace bytes
+    that are boundaries) from `boundary_counts` (summed over any number of batches)."""
+    return {"boundary_rate": counts[0] / counts[1].clamp(min=1), "whitespace_rate": counts[2] / counts[3].clamp(min=1)}
+
+
+def boundary_stats(x: torch.Tensor, a: torch.Tensor, probs: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """Boundary and whitespace rates of one batch (and the mean P(a = 1) given `probs`). Returns
+    tensors (no host sync); callers convert when they log."""
+    out = boundary_rates(boundary_counts(x, a))
     if probs is not None:
+        real = is_byte(x[:, 1:]).float()
         out["mean_prob"] = (probs[:, 1:].float() * real).sum() / real.sum().clamp(min=1)
     return out
 

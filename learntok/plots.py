@@ -10,12 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from learntok.data import DataError
-from learntok.eval_tasks import json_records
+from learntok.data.corpora import json_records
 
 METRICS = {"bpb": "bits per byte", "boundary_rate": "boundary rate", "whitespace_rate": "whitespace rate"}
 
 
-def _pyplot():
+def pyplot():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -45,7 +45,7 @@ def series(records: list[dict], key: str, x: str = "step") -> tuple[list[float],
 def plot_runs(runs: list[str | Path], out: str | Path, x: str = "step") -> list[Path]:
     """One PNG per metric (bpb, boundary_rate, whitespace_rate): training (solid, thin) and
     validation (dashed, markers) of every run, one colour per run. Returns the paths written."""
-    plt = _pyplot()
+    plt = pyplot()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     data = {Path(r).name or str(r): read_metrics(r) for r in runs}
@@ -75,7 +75,7 @@ def plot_runs(runs: list[str | Path], out: str | Path, x: str = "step") -> list[
 
 def plot_diagnose(table: dict[str, dict[str, float]], path: str | Path) -> Path:
     """Two bar charts (log scale): gradient variance and SNR per estimator variant."""
-    plt = _pyplot()
+    plt = pyplot()
     names = list(table)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     for ax, key, title in zip(axes, ("variance", "snr"), ("variance (trace of covariance)", "signal-to-noise ratio")):

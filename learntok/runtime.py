@@ -7,7 +7,7 @@ import random
 import numpy as np
 import torch
 
-from learntok.config import ConfigError
+from learntok.errors import ConfigError
 
 
 def resolve_device(name: str = "auto") -> torch.device:
@@ -17,9 +17,9 @@ def resolve_device(name: str = "auto") -> torch.device:
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise ConfigError(f"train.device {name!r} is not a device (auto, cpu, cuda, cuda:N)") from None
+        raise ConfigError(f"system.device {name!r} is not a device (auto, cpu, cuda, cuda:N)") from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"train.device {name!r}: CUDA is not available on this machine")
+        raise ConfigError(f"system.device {name!r}: CUDA is not available on this machine")
     return device
 
 
@@ -29,7 +29,7 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype | None:
     if name == "fp32" or (name == "auto" and device.type != "cuda"):
         return None
     if device.type != "cuda":
-        raise ConfigError(f"train.dtype {name!r}: bf16 autocast needs a CUDA device, got {device}")
+        raise ConfigError(f"system.dtype {name!r}: bf16 autocast needs a CUDA device, got {device}")
     return torch.bfloat16
 
 
@@ -38,6 +38,13 @@ def autocast(device: torch.device, dtype: torch.dtype | None):
     if dtype is None:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def set_threads(n: int) -> None:
+    """torch's CPU threads (0: leave torch's default, every core). Runs that share a machine
+    should take one each: two processes with every core each thrash (a step 10x slower)."""
+    if n > 0:
+        torch.set_num_threads(n)
 
 
 def seed_everything(seed: int) -> None:
@@ -78,3 +85,16 @@ def isolated_rng(seed: int, device: torch.device | None = None):
     with torch.random.fork_rng(devices=devices):
         torch.manual_seed(seed)
         yield
+
+
+@contextlib.contextmanager
+def inference(model: torch.nn.Module, seed: int, device: torch.device | None = None):
+    """Evaluation mode under a private seed: no gradients, the model in eval mode (restored after),
+    and an RNG stream of its own so the caller's (training) stream is untouched."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), isolated_rng(seed, device):
+            yield
+    finally:
+        model.train(was_training)

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import torch
 
+from learntok.data import ByteData, DataError
 from learntok.data.vocab import encode
 from learntok.objective import boundary_stats
-from learntok.runtime import isolated_rng
+from learntok.plots import read_metrics
+from learntok.runtime import inference
 
 # 256-colour terminal backgrounds, alternated chunk by chunk (readable with the default foreground)
 _BACKGROUNDS = (24, 58, 53, 22)
@@ -26,7 +28,6 @@ def chunks_from_boundaries(data: bytes, boundaries: torch.Tensor) -> list[bytes]
     return [data[a:b] for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
 
 
-@torch.no_grad()
 def segment_text(model, text: str | bytes, greedy: bool = False, seed: int = 0,
                  window: int | None = None) -> tuple[list[bytes], dict[str, float]]:
     """Segment one text with the model's boundary strategy. With `window`, the text is cut
@@ -38,15 +39,10 @@ def segment_text(model, text: str | bytes, greedy: bool = False, seed: int = 0,
     device = next(model.parameters()).device
     piece = max(1, window - 1) if window else max(1, len(data))
     decisions = [torch.ones(1)]                                  # BOS
-    was_training = model.training
-    model.eval()
-    try:
-        with isolated_rng(seed, device):
-            for i in range(0, len(data), piece):
-                x = encode(data[i:i + piece]).unsqueeze(0).to(device)  # (1, T)
-                decisions.append(model(x, greedy=greedy).boundaries[0, 1:].float().cpu())
-    finally:
-        model.train(was_training)
+    with inference(model, seed, device):
+        for i in range(0, len(data), piece):
+            x = encode(data[i:i + piece]).unsqueeze(0).to(device)  # (1, T)
+            decisions.append(model(x, greedy=greedy).boundaries[0, 1:].float().cpu())
     a = torch.cat(decisions)                                     # (1 + len(data),)
     chunks = chunks_from_boundaries(data, a)
     stats = {k: float(v) for k, v in boundary_stats(encode(data).unsqueeze(0), a.unsqueeze(0)).items()}
@@ -76,27 +72,24 @@ def render_html(chunks: list[bytes], path: str | Path, title: str = "learntok se
     return path
 
 
-def held_out_passage(run_dir: str | Path, n_bytes: int = 700) -> tuple[bytes, dict[str, float]]:
-    """A passage of the run's test split (never trained on), starting at a line, and the run's
-    last validation figures from metrics.jsonl (val_bpb, val_boundary_rate, val_whitespace_rate)."""
-    import json
-
-    from learntok.config import load_config
-    from learntok.data import ByteData
-
-    run = Path(run_dir)
-    cfg = load_config(file=run / "config.toml")
-    docs = [d for d in ByteData.from_config(cfg.data).documents("test") if len(d.strip()) > 0]
-    doc = max(docs, key=len)
+def held_out_passage(data: ByteData, n_bytes: int = 700, max_docs: int = 1000) -> bytes:
+    """A passage of the test split (never trained on), starting at a line, from the longest of
+    the split's first `max_docs` documents (a bounded read, whatever the split's size)."""
+    doc = max((d for d in data.documents("test", limit=max_docs) if d.strip()), key=len, default=b"")
+    if not doc:
+        raise DataError("the test split holds no text to show")
     start = doc.find(b"\n", len(doc) // 3) + 1
     passage = doc[start:start + n_bytes]
     cut = passage.rfind(b"\n")
-    passage = passage[:cut] if cut > n_bytes // 2 else passage
-    val = {}
-    metrics = run / "metrics.jsonl"
-    if metrics.exists():
-        for line in metrics.read_text(encoding="utf-8").splitlines():
-            rec = json.loads(line)
-            if "val_bpb" in rec:
-                val = {k: rec[k] for k in ("step", "val_bpb", "val_boundary_rate", "val_whitespace_rate") if k in rec}
-    return passage, val
+    return passage[:cut] if cut > n_bytes // 2 else passage
+
+
+def last_validation(run_dir: str | Path) -> dict[str, float]:
+    """The run's last validation figures in metrics.jsonl (step, val_bpb, val_boundary_rate,
+    val_whitespace_rate); empty when there are none (a model folder)."""
+    try:
+        _, val = read_metrics(run_dir)
+    except DataError:
+        return {}
+    keys = ("step", "val_bpb", "val_boundary_rate", "val_whitespace_rate")
+    return {k: val[-1][k] for k in keys if k in val[-1]} if val else {}

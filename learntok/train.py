@@ -23,13 +23,15 @@ from torch import nn
 from tqdm import tqdm
 
 from learntok.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from learntok.config import ConfigError, RunConfig, TrainConfig, save_config
+from learntok.config import ConfigError, OptimConfig, RunConfig, save_config
 from learntok.data import PAD, ByteData
-from learntok.distributed import (DistEnv, all_reduce, barrier, checkpoint_views, compile_model, init_distributed,
-                                  load_state, micro_plan, no_grad_sync, shutdown, slot_seed, wrap_model)
+from learntok.distributed import (DistEnv, all_reduce, barrier, broadcast_module_state, checkpoint_views,
+                                  compile_model, init_distributed, load_state, micro_plan, no_grad_sync, shutdown,
+                                  slot_seed, wrap_model)
 from learntok.model.aunet import AUNet
-from learntok.objective import LN2, is_whitespace, loss, token_ce
-from learntok.runtime import autocast, isolated_rng, resolve_dtype, seed_everything, set_rng_state
+from learntok.evaluate import EvalOptions, evaluate_bpb
+from learntok.objective import ObjectiveConfig, loss
+from learntok.runtime import autocast, resolve_dtype, seed_everything, set_rng_state, set_threads
 from learntok.segment import render_terminal, segment_text
 
 
@@ -37,22 +39,24 @@ class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite; the message names the step and the last good checkpoint."""
 
 
-def lr_at(step: int, cfg: TrainConfig) -> float:
-    """Learning rate for optimizer step `step` (0-based): linear warm-up to cfg.lr over
-    warmup_steps, then cosine decay to min_lr_ratio * lr at the last step."""
+def lr_at(step: int, cfg: OptimConfig, steps: int) -> float:
+    """Learning rate for optimizer step `step` (0-based) of `steps`: linear warm-up to cfg.lr
+    over warmup_steps, then cosine decay to min_lr_ratio * lr at the last step."""
     if step < cfg.warmup_steps:
         return cfg.lr * (step + 1) / cfg.warmup_steps
-    progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.steps - 1 - cfg.warmup_steps))
+    progress = min(1.0, (step - cfg.warmup_steps) / max(1, steps - 1 - cfg.warmup_steps))
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def build_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:
-    """AdamW; weight decay on matrices only: not on norms, biases (1-D) or embeddings. The
-    boundary strategy's parameters get lr * policy_lr_mult: under Adam, the policy's fixed
-    logit scaling s = 1/16 (DESIGN §3) also divides its effective learning rate by 16, which
-    is what policy_lr_mult = 16 undoes while keeping p near rho* at initialisation."""
+def build_optimizer(model: nn.Module, cfg: OptimConfig, device: torch.device) -> torch.optim.AdamW:
+    """AdamW; weight decay on matrices only: not on norms, biases (1-D) or embeddings. A
+    score-function policy's parameters (the learned strategy's) get lr * policy_lr_mult: under
+    Adam, the policy's fixed logit scaling s = 1/16 (DESIGN §3) also divides its effective
+    learning rate by 16, which is what policy_lr_mult = 16 undoes while keeping p near rho* at
+    initialisation. Other strategies' predictors (nawrot, hnet) have no such scaling and train
+    at the backbone's learning rate, so the multiplier never confounds a comparison."""
     embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
-    policy = {id(p) for p in model.strategy.parameters()}
+    policy = {id(p) for p in model.strategy.parameters()} if model.strategy.has_policy else set()
     params = [p for p in model.parameters() if p.requires_grad]
     groups = []
     for is_policy in (False, True):
@@ -62,39 +66,18 @@ def build_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) ->
         mult = cfg.policy_lr_mult if is_policy else 1.0
         groups += [{"params": ps, "weight_decay": wd, "lr_mult": mult}
                    for ps, wd in ((decay, cfg.weight_decay), (rest, 0.0)) if ps]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), fused=device.type == "cuda")
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, fused=device.type == "cuda")
 
 
-@torch.no_grad()
-def evaluate_bpb(model: nn.Module, data: ByteData, split: str, batch_size: int, seq_len: int,
-                 max_bytes: int | None = None, device: torch.device | None = None,
-                 amp_dtype: torch.dtype | None = None, seed: int = 0, env: DistEnv | None = None) -> dict[str, float]:
-    """Bits per byte of the final head under sampled boundaries (seeded), and the boundary and
-    whitespace rates, over `split` (at most max_bytes). Keys: {split}_bpb, {split}_boundary_rate,
-    {split}_whitespace_rate, {split}_bytes. With `env` (world > 1), rank r scores batches r,
-    r + world, ... and the sums are added over ranks: the same figures as one process."""
-    device = device or next(model.parameters()).device
-    sums = torch.zeros(6, dtype=torch.float64, device=device)   # nats, targets, boundaries, real, ws boundaries, ws
-    was_training = model.training
-    model.eval()
-    rank, world = (env.rank, env.world) if env is not None else (0, 1)
-    with isolated_rng(seed, device):
-        for i, (x, _) in enumerate(data.eval_batches(split, batch_size, seq_len, max_bytes=max_bytes)):
-            if i % world != rank:
-                continue
-            torch.manual_seed(seed + i)                          # batch i's draws: the same on any world size
-            x = x.to(device)
-            with autocast(device, amp_dtype):
-                out = model(x)
-            ce, mask = token_ce(out.logits, x)                   # (B, T-1)
-            real = (x[:, 1:] < 256).float()                      # (B, T-1) real bytes (not EOS/PAD)
-            ws = is_whitespace(x[:, 1:]).float() * real
-            a = out.boundaries[:, 1:].float()
-            sums += torch.stack([ce.sum(), mask.sum(), (a * real).sum(), real.sum(), (a * ws).sum(), ws.sum()]).double()
-    model.train(was_training)
-    nats, n, b, r, bw, w = (all_reduce(sums, env) if env is not None else sums).tolist()
-    return {f"{split}_bpb": nats / (LN2 * max(n, 1)), f"{split}_boundary_rate": b / max(r, 1),
-            f"{split}_whitespace_rate": bw / max(w, 1), f"{split}_bytes": int(n)}
+def validate(model: nn.Module, data: ByteData, run_cfg: RunConfig, amp: torch.dtype | None,
+             env: DistEnv | None) -> dict[str, float]:
+    """The periodic validation: learntok.evaluate.evaluate_bpb on at most log.eval_bytes of the
+    val split, seeded by train.seed; keys val_bpb, val_boundary_rate, val_whitespace_rate, val_bytes."""
+    tc = run_cfg.train
+    r = evaluate_bpb(model, data, "val", EvalOptions(tc.batch_size, tc.seq_len, run_cfg.log.eval_bytes,
+                                                     seed=tc.seed, amp=amp), env)
+    return {"val_bpb": r["bpb"], "val_boundary_rate": r["boundary_rate"],
+            "val_whitespace_rate": r["whitespace_rate"], "val_bytes": r["n_bytes"]}
 
 
 def write_segments(model: nn.Module, texts: list[bytes], path: Path, step: int, seed: int) -> None:
@@ -105,6 +88,16 @@ def write_segments(model: nn.Module, texts: list[bytes], path: Path, step: int, 
             chunks, stats = segment_text(model, text, seed=seed)
             f.write(f"[rate {stats['boundary_rate']:.3f} ws {stats['whitespace_rate']:.3f}] "
                     f"{render_terminal(chunks, color=False)}\n")
+
+
+FIT_BYTES = 4_000_000  # training bytes a strategy's `fit` reads (a seeded random sample of the train split)
+
+
+def fit_strategy(model: AUNet, data: ByteData, env: DistEnv) -> dict:
+    """Fit the strategy once, on rank 0, to a bounded sample of the train split (never the whole
+    split: it may be many GB), and give every other rank the fitted state."""
+    fitted = model.strategy.fit(data.sample_documents("train", FIT_BYTES)) if env.is_main else {}
+    return broadcast_module_state(model.strategy, fitted, env)
 
 
 def _sample_texts(data: ByteData, n: int = 3, n_bytes: int = 200) -> list[bytes]:
@@ -175,8 +168,8 @@ class Engine:
     amp: torch.dtype | None             # autocast dtype (None: fp32)
 
 
-def train_step(eng: Engine, micro_batches: list[torch.Tensor], run_cfg: RunConfig, lr: float,
-               seeds: list[int] | None = None) -> dict[str, torch.Tensor]:
+def train_step(eng: Engine, micro_batches: list[torch.Tensor], objective: ObjectiveConfig, optim: OptimConfig,
+               lr: float, seeds: list[int] | None = None) -> dict[str, torch.Tensor]:
     """One optimizer step over this rank's micro-batches (each (b, T)), accumulating gradients;
     then the rate controller. Returns the step's metrics (means over micro-batches) as device
     tensors, no host sync. seeds[i] seeds micro-batch i's boundary draws (None: running RNG).
@@ -198,21 +191,21 @@ def train_step(eng: Engine, micro_batches: list[torch.Tensor], run_cfg: RunConfi
         with no_grad_sync(eng.wrapped, last=i == len(micro_batches) - 1):
             with autocast(x.device, eng.amp):
                 out = eng.fwd(x)
-            total, metrics = loss(out, x, run_cfg.objective)
+            total, metrics = loss(out, x, objective)
             (total * (env.world * counts[i] / total_bytes)).backward()
         metrics["loss"] = total.detach()  # the value backpropagated: the one checked for NaN/inf
         for k, v in metrics.items():
             v = v if k == "n_bytes" else v / len(micro_batches)  # n_bytes adds up, the rest average
             step_metrics[k] = step_metrics[k] + v if k in step_metrics else v
-    if run_cfg.train.grad_clip > 0:
-        norm = nn.utils.clip_grad_norm_(model.parameters(), run_cfg.train.grad_clip)
+    if optim.grad_clip > 0:
+        norm = nn.utils.clip_grad_norm_(model.parameters(), optim.grad_clip)
         step_metrics["grad_norm"] = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # FSDP: a DTensor
     optimizer.step()
     with torch.no_grad():
         rate = step_metrics["boundary_rate"]
-        if run_cfg.objective.rate_gain > 0:
+        if objective.rate_gain > 0:
             rate = all_reduce(rate, env, "mean")  # every rank moves its controller by the same amount
-        model.strategy.adapt_rate(rate, run_cfg.objective.rate_gain)
+        model.strategy.adapt_rate(rate, objective.rate_gain)
     return step_metrics
 
 
@@ -242,7 +235,7 @@ def _start(run_cfg: RunConfig, run_dir: Path, model: nn.Module, optimizer, resum
     saved = RunConfig.from_dict(ckpt.config)
     if saved.model != run_cfg.model:
         raise ConfigError(f"cannot resume {ckpt.path}: its model config differs from this run's")
-    load_state(model, optimizer, ckpt.model_state, ckpt.state["optimizer"], run_cfg.train.fsdp)
+    load_state(model, optimizer, ckpt.model_state, ckpt.state["optimizer"], run_cfg.system.fsdp)
     set_rng_state(ckpt.state["rng"])
     _truncate_metrics(run_dir / "metrics.jsonl", ckpt.step)
     return ckpt.step, int(ckpt.state["bytes_seen"])
@@ -253,66 +246,66 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
     """Train (or resume) a run in `out_dir`; stop after step `until` if given (with a checkpoint).
     Returns a summary: val bpb, boundary and whitespace rates, bytes/s, run dir. Under torchrun,
     every rank calls it; rank 0 alone writes the run folder (learntok.distributed)."""
-    tc, run_dir = run_cfg.train, Path(out_dir)
-    env = init_distributed(tc.device)
+    tc, sc, lc, run_dir = run_cfg.train, run_cfg.system, run_cfg.log, Path(out_dir)
+    set_threads(sc.threads)
+    env = init_distributed(sc.device)
     device, main = env.device, env.is_main
-    amp = resolve_dtype(tc.dtype, device)
+    amp = resolve_dtype(sc.dtype, device)
     micro_plan(tc.batch_size, tc.micro_batch_size, env.world)       # check the batch split at start-up
     data = ByteData.from_config(run_cfg.data)
     seed_everything(tc.seed)
     model = AUNet(run_cfg.model).to(device)
-    wrapped = wrap_model(model, env, tc.fsdp)                       # before the optimizer: FSDP swaps parameters
-    optimizer = build_optimizer(model, tc, device)
+    fitted = {} if resume else fit_strategy(model, data, env)       # e.g. the bpe tokenizer, fitted once
+    wrapped = wrap_model(model, env, sc.fsdp)                       # before the optimizer: FSDP swaps parameters
+    optimizer = build_optimizer(model, run_cfg.optim, device)
     start, bytes_seen = _start(run_cfg, run_dir, model, optimizer, resume)
     barrier(env)                                                    # every rank has read the folder before rank 0 writes
     metrics_path, end = run_dir / "metrics.jsonl", min(until or tc.steps, tc.steps)
     if main:
         run_dir.mkdir(parents=True, exist_ok=True)
         save_config(run_cfg, run_dir / "config.toml")
-    fitted = model.strategy.fit(data.documents("train")) if start == 0 else {}  # e.g. the bpe tokenizer
     if fitted and main:
         _append_jsonl(metrics_path, {"step": 0, "bytes_seen": 0, **fitted})
 
     def ckpt(step: int) -> Path:
-        m, o = checkpoint_views(model, optimizer, tc.fsdp)            # FSDP: a collective gather
+        m, o = checkpoint_views(model, optimizer, sc.fsdp)            # FSDP: a collective gather
         path = run_dir / "checkpoints" / f"step_{step:07d}"
         if main:
-            path = save_checkpoint(run_dir, step, m, o, run_cfg, {"bytes_seen": bytes_seen}, keep=tc.keep_checkpoints)
+            path = save_checkpoint(run_dir, step, m, o, run_cfg, {"bytes_seen": bytes_seen}, keep=run_cfg.checkpoint.keep)
         barrier(env)
         return path
 
     last_ckpt = latest_checkpoint(run_dir) if resume else ckpt(0)
-    eng = Engine(model, wrapped, compile_model(wrapped) if tc.compile else wrapped, optimizer, env, amp)
-    texts = _sample_texts(data) if tc.segment_every else []
+    eng = Engine(model, wrapped, compile_model(wrapped) if sc.compile else wrapped, optimizer, env, amp)
+    texts = _sample_texts(data) if lc.segment_every else []
     window, summary = MetricWindow(device), {"run_dir": str(run_dir), "params": model.num_params(), **fitted}
     bar = tqdm(range(start, end), initial=start, total=tc.steps, disable=not (progress and main), desc=run_dir.name)
     for step in bar:
         xs, seeds = rank_batches(data, step, run_cfg, env)
-        window.add(step + 1, train_step(eng, xs, run_cfg, lr_at(step, tc), seeds))
+        window.add(step + 1, train_step(eng, xs, run_cfg.objective, run_cfg.optim, lr_at(step, run_cfg.optim, tc.steps), seeds))
         done, at_end = step + 1, step + 1 == end
         due = lambda every: every > 0 and done % every == 0  # noqa: E731
-        do_eval, do_ckpt = due(tc.eval_every) or at_end, due(tc.ckpt_every) or at_end
-        do_segment = due(tc.segment_every) or (at_end and tc.segment_every > 0)
-        if not (due(tc.log_every) or do_eval or do_segment or do_ckpt):
+        do_eval, do_ckpt = due(lc.eval_every) or at_end, due(run_cfg.checkpoint.every) or at_end
+        do_segment = due(lc.segment_every) or (at_end and lc.segment_every > 0)
+        if not (due(lc.log_every) or do_eval or do_segment or do_ckpt):
             continue
         bad, means, n_bytes = window.read(env)
         if bad >= 0:
             raise _diverged(bad, last_ckpt)
         bytes_seen += n_bytes
         if main:
-            _append_jsonl(metrics_path, {"step": done, "bytes_seen": bytes_seen, "lr": lr_at(step, tc), **means})
+            _append_jsonl(metrics_path, {"step": done, "bytes_seen": bytes_seen, "lr": lr_at(step, run_cfg.optim, tc.steps), **means})
         bar.set_postfix(loss=f"{means['loss']:.3f}", bpb=f"{means['bpb']:.3f}", rate=f"{means['boundary_rate']:.3f}",
                         ws=f"{means['whitespace_rate']:.2f}", Bps=f"{means['bytes_per_s']:.0f}")
         summary.update(train_bpb=means["bpb"], bytes_per_s=means["bytes_per_s"])
         if do_eval:
             # DDP: ranks score disjoint windows of the plain model; FSDP: every rank runs every
             # forward (they are collectives), so each scores the whole split
-            val = evaluate_bpb(model, data, "val", tc.batch_size, tc.seq_len, tc.eval_bytes, device, amp, tc.seed,
-                               None if tc.fsdp else env)
+            val = validate(model, data, run_cfg, amp, None if sc.fsdp else env)
             if main:
                 _append_jsonl(metrics_path, {"step": done, "bytes_seen": bytes_seen, **val})
             summary.update(val)
-        if do_segment and (main or tc.fsdp):
+        if do_segment and (main or sc.fsdp):
             write_segments(model, texts, run_dir / "segments.txt" if main else Path(os.devnull), done, tc.seed)
         if do_ckpt:
             last_ckpt = ckpt(done)

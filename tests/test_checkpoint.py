@@ -9,7 +9,7 @@ from learntok.objective import loss
 from learntok.runtime import seed_everything, set_rng_state
 from learntok.train import build_optimizer
 
-CFG = load_config(overrides=["model.d_model=32", "model.n_heads=2", "model.n_mid=1", "train.device=cpu"])
+CFG = load_config(overrides=["model.d_model=32", "model.n_heads=2", "model.n_mid=1", "system.device=cpu"])
 
 
 def _batch(seed):
@@ -30,7 +30,7 @@ def _step(model, optimizer, x):
 def _trained(tmp_path):
     seed_everything(0)
     model = AUNet(CFG.model)
-    optimizer = build_optimizer(model, CFG.train, torch.device("cpu"))
+    optimizer = build_optimizer(model, CFG.optim, torch.device("cpu"))
     _step(model, optimizer, _batch(0))
     return model, optimizer, save_checkpoint(tmp_path, 1, model, optimizer, CFG, {"bytes_seen": 128})
 
@@ -44,7 +44,7 @@ def test_checkpoint_round_trip_gives_identical_next_step(tmp_path):
     assert RunConfig.from_dict(ckpt.config) == CFG
     model2 = AUNet(CFG.model)
     model2.load_state_dict(ckpt.model_state)
-    optimizer2 = build_optimizer(model2, CFG.train, torch.device("cpu"))
+    optimizer2 = build_optimizer(model2, CFG.optim, torch.device("cpu"))
     optimizer2.load_state_dict(ckpt.state["optimizer"])
     set_rng_state(ckpt.state["rng"])
     assert [_step(model2, optimizer2, _batch(s)) for s in (1, 2)] == expected

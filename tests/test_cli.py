@@ -23,7 +23,7 @@ def test_train_then_segment_from_the_command_line(tmp_path):
     corpus.write_text(" ".join(f"a line of text number {i}." for i in range(300)))
     out = tmp_path / "run"
     r = run("train", "--preset", "tiny", "train.steps=3", "model.d_model=32", "model.n_heads=2", "train.seq_len=64",
-            "train.batch_size=4", "train.eval_bytes=1024", f"data.source={corpus}", "--out", out,
+            "train.batch_size=4", "log.eval_bytes=1024", f"data.source={corpus}", "--out", out,
             "--json", tmp_path / "summary.json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["step"] == 3 == json.loads((tmp_path / "summary.json").read_text())["step"]

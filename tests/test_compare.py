@@ -9,8 +9,8 @@ from learntok.compare import compare, format_table, parse_variant, variants_from
 from learntok.config import ConfigError
 
 TINY = ["model.d_model=32", "model.n_heads=2", "model.n_mid=1", "model.attn_window=16", "train.steps=2",
-        "train.batch_size=4", "train.seq_len=64", "train.warmup_steps=1", "train.eval_bytes=1024",
-        "train.log_every=1", "train.eval_every=1", "train.segment_every=0", "data.source=kjv"]
+        "train.batch_size=4", "train.seq_len=64", "optim.warmup_steps=1", "log.eval_bytes=1024",
+        "log.log_every=1", "log.eval_every=1", "log.segment_every=0", "data.source=kjv"]
 
 
 def test_parse_variant():

@@ -12,30 +12,33 @@ from learntok.train import lr_at
 def test_defaults_preset_overrides_layer_in_order(tmp_path):
     assert load_config().train.seq_len == 4096                      # defaults
     tiny = load_config("tiny")
-    assert tiny.train.seq_len == 256 and tiny.train.lr == 3e-3      # preset
-    cfg = load_config("20M", overrides=["train.lr=1e-3", "model.boundary=uniform", "objective.early_baseline=false",
-                                         "train.betas=0.8,0.99", "data.packed=1"])
+    assert tiny.train.seq_len == 256 and tiny.optim.lr == 3e-3      # preset
+    cfg = load_config("20M", overrides=["optim.lr=1e-3", "model.boundary=uniform", "objective.early_baseline=false",
+                                         "optim.betas=0.8,0.99", "data.packed=1"])
     assert (cfg.model.d_model, cfg.train.batch_size) == (384, 32)   # preset kept
-    assert cfg.train.lr == 1e-3 and cfg.model.boundary == "uniform"  # overrides win
+    assert cfg.optim.lr == 1e-3 and cfg.model.boundary == "uniform"  # overrides win
     assert cfg.objective.early_baseline is False and cfg.data.packed is True
-    assert cfg.train.betas == (0.8, 0.99)
+    assert cfg.optim.betas == (0.8, 0.99)
     file = tmp_path / "my.toml"
-    file.write_text("[train]\nsteps = 7\nlr = 1\n")                 # int accepted for a float
+    file.write_text("[train]\nsteps = 7\n[optim]\nlr = 1\n")                 # int accepted for a float
     cfg = load_config("tiny", file, ["train.steps=9"])
-    assert (cfg.train.steps, cfg.train.lr, cfg.train.seq_len) == (9, 1.0, 256)
+    assert (cfg.train.steps, cfg.optim.lr, cfg.train.seq_len) == (9, 1.0, 256)
 
 
 def test_every_preset_loads():
     assert {"tiny", "20M", "40M", "90M", "147M"} <= set(preset_names())
-    assert load_config("147M").model.n_mid == 12 and load_config("90M").train.lr == 2e-3
+    assert load_config("147M").model.n_mid == 12 and load_config("90M").optim.lr == 2e-3
 
 
 @pytest.mark.parametrize("overrides, words", [
     (["train.stepz=3"], "train.stepz"),
-    (["optim.lr=3"], "optim"),
+    (["optimizer.lr=3"], "optimizer"),
+    (["train.lr=3"], "train.lr"),                                   # moved to [optim]: named, not ignored
+    (["strategy.temperature=2"], "strategy 'learned'"),             # another strategy's option
+    (["model.boundary=foo"], "'foo' is not a boundary strategy"),
     (["steps=3"], "section.key=value"),
     (["train.steps=3.5"], "train.steps=3.5"),
-    (["train.compile=yes"], "train.compile=yes"),
+    (["system.compile=yes"], "system.compile=yes"),
     (["model.d_model=130"], "n_heads"),                             # invariant from __post_init__
     (["objective.batch_baseline=median"], "median"),
 ])
@@ -59,7 +62,7 @@ def test_bad_files_and_presets(tmp_path):
 
 
 def test_dump_round_trips_through_toml_and_json(tmp_path):
-    cfg = load_config("40M", overrides=["train.betas=0.8,0.9", "train.device=cpu"])
+    cfg = load_config("40M", overrides=["optim.betas=0.8,0.9", "system.device=cpu"])
     assert RunConfig.from_dict(tomllib.loads(to_toml(cfg))) == cfg
     save_config(cfg, tmp_path / "c.json")
     assert RunConfig.from_dict(json.loads((tmp_path / "c.json").read_text())) == cfg
@@ -69,11 +72,32 @@ def test_dump_round_trips_through_toml_and_json(tmp_path):
 
 
 def test_lr_schedule_warms_up_then_cosine_to_floor():
-    cfg = load_config(overrides=["train.steps=100", "train.warmup_steps=10", "train.lr=1.0", "train.min_lr_ratio=0.1"]).train
-    lrs = [lr_at(s, cfg) for s in range(100)]
+    cfg = load_config(overrides=["train.steps=100", "optim.warmup_steps=10", "optim.lr=1.0", "optim.min_lr_ratio=0.1"]).optim
+    lrs = [lr_at(s, cfg, 100) for s in range(100)]
     assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
     assert all(a < b for a, b in zip(lrs[:10], lrs[1:10]))         # warm-up rises
     assert all(a >= b for a, b in zip(lrs[9:], lrs[10:]))           # then decays
     assert lrs[-1] == pytest.approx(0.1)                             # to the floor at the last step
     mid = 10 + (99 - 10) / 2
-    assert lr_at(int(mid), cfg) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (int(mid) - 10) / 89)))
+    assert lr_at(int(mid), cfg, 100) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (int(mid) - 10) / 89)))
+
+
+def test_strategy_options_are_their_own_strict_section(tmp_path):
+    cfg = load_config(overrides=["model.boundary=nawrot", "strategy.temperature=0.5"])
+    assert cfg.model.strategy == {"temperature": 0.5, "prior_weight": 1.0}
+    assert RunConfig.from_dict(tomllib.loads(to_toml(cfg))) == cfg     # [strategy] round-trips
+    assert load_config(overrides=["model.boundary=uniform"]).model.strategy == {}
+    file = tmp_path / "s.toml"
+    file.write_text('[model]\nboundary = "hnet"\n[strategy]\nprior_weight = 2.0\n')
+    with pytest.raises(ConfigError, match="prior_weight is not an option of strategy 'hnet'"):
+        load_config(file=file)
+    with pytest.raises(ConfigError, match="strategy.temperature"):
+        load_config(overrides=["model.boundary=nawrot", "strategy.temperature=hot"])
+
+
+def test_budget_in_bytes_gives_the_steps():
+    cfg = load_config("20M")                                         # the paper's 8.3e8 bytes, 6.2e7 warm-up
+    assert cfg.train.steps == math.ceil(8.3e8 / (32 * 4096)) and cfg.optim.warmup_steps == math.ceil(6.2e7 / (32 * 4096))
+    assert load_config("20M", overrides=["train.steps=30"]).train.steps == 30   # explicit steps win
+    with pytest.raises(ConfigError, match="train_bytes"):
+        load_config(overrides=["train.steps=0"])

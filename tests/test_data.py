@@ -157,7 +157,7 @@ def test_train_batch_is_deterministic_in_seed_step_rank(packed):
 
 def test_unpacked_rows_are_bos_then_a_window_of_one_document_then_pad():
     data = _data(packed=False)
-    docs = data.documents("train")
+    docs = list(data.documents("train"))
     x = data.train_batch(step=0, batch_size=256, seq_len=16, seed=0)
     assert (x[:, 0] == BOS).all() and not (x[:, 1:] == BOS).any() and not (x == EOS).any()
     for row in x[:, 1:]:
@@ -190,7 +190,7 @@ def test_eval_batches_score_every_byte_exactly_once(packed):
             assert x.shape[1] == 9 and (x[:, 0] == BOS).all() and x.shape[0] == doc_ids.shape[0] <= 3
             for row, i in zip(x, doc_ids.tolist()):
                 got[i] += decode(row)
-        assert [got[i] for i in range(len(got))] == data.documents(split)
+        assert [got[i] for i in range(len(got))] == list(data.documents(split))
 
 
 def test_eval_batches_max_bytes_and_ranks():

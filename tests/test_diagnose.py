@@ -63,8 +63,8 @@ def test_run_diagnose_writes_table_json_png(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(" ".join(f"the quick brown fox {i} jumps over the lazy dog." for i in range(200)))
     cfg = load_config(overrides=["model.d_model=32", "model.n_heads=2", "model.n_mid=1", f"data.source={corpus}",
-                                 "train.device=cpu", "train.seq_len=48", "train.batch_size=4", "train.steps=2",
-                                 "train.warmup_steps=1", "train.eval_every=0", "train.segment_every=0"])
+                                 "system.device=cpu", "train.seq_len=48", "train.batch_size=4", "train.steps=2",
+                                 "optim.warmup_steps=1", "log.eval_every=0", "log.segment_every=0"])
     train(cfg, tmp_path / "run", progress=False)
     rep = run_diagnose(tmp_path / "run", batches=1, samples=3, batch_size=4, seq_len=32)
     out = tmp_path / "run" / "diagnose"

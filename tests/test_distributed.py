@@ -16,10 +16,10 @@ from learntok.distributed import DistEnv, compile_model, micro_plan, slot_seed
 from learntok.objective import loss
 from learntok.train import Engine, train, train_step
 
-OVERRIDES = ["model.d_model=32", "model.n_heads=2", "model.n_mid=1", "train.device=cpu", "train.seq_len=48",
-             "train.batch_size=8", "train.micro_batch_size=2", "train.steps=6", "train.warmup_steps=2",
-             "train.log_every=1", "train.eval_every=3", "train.eval_bytes=512", "train.ckpt_every=2",
-             "train.segment_every=0", "objective.rate_gain=0.05"]
+OVERRIDES = ["model.d_model=32", "model.n_heads=2", "model.n_mid=1", "system.device=cpu", "train.seq_len=48",
+             "train.batch_size=8", "train.micro_batch_size=2", "train.steps=6", "optim.warmup_steps=2",
+             "log.log_every=1", "log.eval_every=3", "log.eval_bytes=512", "checkpoint.every=2",
+             "log.segment_every=0", "objective.rate_gain=0.05"]
 
 
 def test_micro_plan_checks_the_split():
@@ -76,7 +76,7 @@ def test_train_step_accumulation_matches_one_batch_without_policy_gradient():
         model = AUNet(cfg.model)
         opt = torch.optim.SGD(model.parameters(), lr=1.0)
         env = DistEnv(0, 1, 0, torch.device("cpu"))
-        m = train_step(Engine(model, model, model, opt, env, None), rows, cfg, lr=1.0)
+        m = train_step(Engine(model, model, model, opt, env, None), rows, cfg.objective, cfg.optim, lr=1.0)
         states.append((float(m["loss"]), torch.cat([p.detach().flatten() for p in model.parameters()])))
     assert states[0][0] == pytest.approx(states[1][0], rel=1e-6)
     torch.testing.assert_close(states[1][1], states[0][1], rtol=1e-5, atol=1e-6)

@@ -8,10 +8,9 @@ import torch
 
 from learntok import AUNet, ModelConfig
 from learntok import boundary_quality as bq
-from learntok.checkpoint import CheckpointError
+from learntok.checkpoint import CheckpointError, check_format, load_run
 from learntok.data import ByteData, encode
-from learntok.evaluate import (check_format, evaluate_bpb, load_for_eval, logmeanexp_bound, mean_and_se,
-                               run_eval)
+from learntok.evaluate import EvalOptions, evaluate_bpb, logmeanexp_bound, mean_and_se, run_eval
 
 TINY = dict(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16)
 TEXT = [b"the cat sat on the mat. " * 4, b"a dog ran far away, then back home again! " * 3, b"x y z"]
@@ -74,34 +73,37 @@ def test_chunk_lengths_and_histogram():
 
 
 def test_bpe_reference_starts_are_byte_offsets():
-    tok = bq.train_bpe([b"hello world hello world hello there " * 20], vocab_size=300)
+    tok = bq.reference_bpe([b"hello world hello world hello there " * 20], vocab_size=300)
     x = encode("hello world").unsqueeze(0)
     starts = bq.bpe_starts(tok, x)[0].nonzero().flatten().tolist()
     assert starts[0] == 1 and 6 in starts                        # 'h' and ' world' start tokens
 
 
-def _batches(seq_len=32, batch_size=2):
-    return ByteData({"train": TEXT}).eval_batches("train", batch_size, seq_len)
+DATA = ByteData({"test": TEXT, "train": TEXT})
+
+
+def _eval(model, batch_size=2, seq_len=32, **kw):
+    return evaluate_bpb(model, DATA, "test", EvalOptions(batch_size, seq_len, per_document=True, quality=True, **kw))
 
 
 def test_evaluate_bpb_deterministic_and_samples():
     model = tiny_model()
-    r1 = evaluate_bpb(model, _batches(), len(TEXT), samples=3, seed=5)
-    r2 = evaluate_bpb(model, _batches(), len(TEXT), samples=3, seed=5)
+    r1 = _eval(model, samples=3, seed=5)
+    r2 = _eval(model, samples=3, seed=5)
     assert r1["bpb"] == r2["bpb"] and r1["bpb_bound"] == r2["bpb_bound"]
     assert r1["bpb_bound"] <= r1["bpb"] + 1e-12
     assert r1["n_bytes"] == sum(map(len, TEXT)) and r1["n_docs"] == 3
     assert sum(r1["chunk_length_hist"]["counts"]) == r1["n_chunks"]
-    one = evaluate_bpb(model, _batches(), len(TEXT), samples=1, seed=5)
+    one = _eval(model, samples=1, seed=5)
     assert one["bpb_bound"] == pytest.approx(one["bpb"])
-    g = evaluate_bpb(model, _batches(), len(TEXT), samples=4, greedy=True)
+    g = _eval(model, samples=4, greedy=True)
     assert g["samples"] == 1
 
 
 def test_evaluate_bpb_greedy_does_not_depend_on_batch_size():
     model = tiny_model()
-    a = evaluate_bpb(model, _batches(batch_size=1), len(TEXT), greedy=True)
-    b = evaluate_bpb(model, _batches(batch_size=3), len(TEXT), greedy=True)
+    a = _eval(model, batch_size=1, greedy=True)
+    b = _eval(model, batch_size=3, greedy=True)
     assert a["bpb"] == pytest.approx(b["bpb"], rel=1e-5)
     assert a["doc_bpb_mean"] == pytest.approx(b["doc_bpb_mean"], rel=1e-5)
 
@@ -116,7 +118,7 @@ def test_run_eval_on_folder_gives_per_file_breakdown(tmp_path):
     assert set(r["per_file"]) == {"a.py", "sub/b.txt"} and set(r["per_extension"]) == {".py", ".txt"}
     total = sum(m["bpb"] * m["bytes"] for m in r["per_file"].values()) / r["n_bytes"]
     assert total == pytest.approx(r["bpb"], rel=1e-6)
-    assert 0 <= r["bpe_starts"]["f1"] <= 1 and r["bpe_reference"]["tokenizer"] == "trained on the train split"
+    assert 0 <= r["bpe_starts"]["f1"] <= 1 and r["bpe_reference"]["tokenizer"] == "trained on the all split"
     json.dumps(r)                                                # JSON-ready
     assert run_eval(model_dir, split="all", source=str(src), samples=2, batch_size=2, seq_len=32,
                     bpe_vocab=300)["bpb"] == r["bpb"]
@@ -131,7 +133,7 @@ def test_incompatible_checkpoint_says_so(tmp_path):
     cfg["some_future_field"] = 1
     (model_dir / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(CheckpointError, match="incompatible learntok version"):
-        load_for_eval(model_dir)
+        load_run(model_dir)
 
 
 def test_command_line_eval_eval_tasks_diagnose_plot(tmp_path, capsys):
@@ -143,9 +145,9 @@ def test_command_line_eval_eval_tasks_diagnose_plot(tmp_path, capsys):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(" ".join(f"the quick brown fox {i} jumps over the lazy dog." for i in range(200)))
     cfg = load_config(overrides=["model.d_model=32", "model.n_heads=2", "model.n_mid=1", f"data.source={corpus}",
-                                 "train.device=cpu", "train.seq_len=48", "train.batch_size=4", "train.steps=4",
-                                 "train.warmup_steps=1", "train.eval_every=2", "train.eval_bytes=256",
-                                 "train.segment_every=0", "train.log_every=1"])
+                                 "system.device=cpu", "train.seq_len=48", "train.batch_size=4", "train.steps=4",
+                                 "optim.warmup_steps=1", "log.eval_every=2", "log.eval_bytes=256",
+                                 "log.segment_every=0", "log.log_every=1"])
     run = tmp_path / "run"
     train(cfg, run, progress=False)
     args = ["eval", str(run), "--samples", "2", "--max-bytes", "400", "--bpe-vocab", "300"]
@@ -163,3 +165,32 @@ def test_command_line_eval_eval_tasks_diagnose_plot(tmp_path, capsys):
     assert main(["diagnose", str(run), "--batches", "1", "--samples", "2", "--seq-len", "32"]) == 0
     assert (run / "diagnose" / "diagnose.png").is_file()
     assert main(["plot", str(run)]) == 0 and (run / "plots" / "bpb.png").is_file()
+
+
+def test_device_histogram_matches_the_plain_reference():
+    torch.manual_seed(0)
+    x = torch.randint(0, 256, (5, 40))
+    x[:, 0] = 256
+    x[1, 30:] = 258                                              # a short row: PAD after its end
+    x[4, 1:] = 258                                               # an empty row
+    a = (torch.rand(5, 40) < 0.3).float()
+    a[:, 0] = 1
+    want = bq.length_histogram(bq.chunk_lengths(x, a))
+    assert bq.chunk_length_histogram(x, a).tolist() == want.tolist()
+
+
+def test_sharded_evaluation_adds_up_to_one_process(monkeypatch):
+    """Rank r of world 2 scores batches r, r + 2, ...: the sums over ranks give the one-process figures."""
+    import learntok.evaluate as ev
+    from learntok.distributed import DistEnv
+    model, cpu = tiny_model(), torch.device("cpu")
+    opts = EvalOptions(1, 32, samples=2, seed=3, per_document=True, quality=True)
+    partial = []
+    monkeypatch.setattr(ev, "all_reduce", lambda t, env: partial.append(t.clone()) or t)
+    for rank in range(2):
+        ev.evaluate_bpb(model, DATA, "test", opts, DistEnv(rank, 2, 0, cpu))
+    monkeypatch.setattr(ev, "all_reduce", lambda t, env: partial[0] + partial[1])
+    merged = ev.evaluate_bpb(model, DATA, "test", opts, DistEnv(0, 2, 0, cpu))
+    whole = ev.evaluate_bpb(model, DATA, "test", opts)
+    for key in ("bpb", "bpb_bound", "n_bytes", "boundary_rate", "whitespace_rate", "doc_bpb_mean", "n_chunks"):
+        assert merged[key] == pytest.approx(whole[key], rel=1e-9), key

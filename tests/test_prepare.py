@@ -108,7 +108,7 @@ def test_bytedata_from_prepared_folder_matches_in_memory(tmp_path):
                 assert torch.equal(a, mem.train_batch(step, 4, 64, seed=3, rank=rank, world=2))
         ev = lambda d: [x for x, _ in d.eval_batches("val", 4, 64)]  # noqa: E731
         assert all(torch.equal(a, b) for a, b in zip(ev(disk), ev(mem)))
-        assert disk.documents("val", limit=2) == splits["val"][:2]
+        assert list(disk.documents("val", limit=2)) == splits["val"][:2]
 
 
 def test_cli_prepare_writes_json(tmp_path):

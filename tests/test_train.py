@@ -9,7 +9,7 @@ from learntok.checkpoint import load_checkpoint
 from learntok.config import ConfigError, load_config
 from learntok.data import ByteData
 from learntok.model.aunet import AUNet
-from learntok.train import TrainingDiverged, build_optimizer, evaluate_bpb, train
+from learntok.train import TrainingDiverged, build_optimizer, train, validate
 
 
 @pytest.fixture
@@ -17,9 +17,9 @@ def cfg(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(" ".join(f"the quick brown fox {i} jumps over the lazy dog." for i in range(300)))
     return lambda *overrides: load_config(overrides=[
-        "model.d_model=32", "model.n_heads=2", "model.n_mid=1", f"data.source={corpus}", "train.device=cpu",
-        "train.seq_len=48", "train.batch_size=4", "train.steps=8", "train.warmup_steps=2", "train.log_every=1",
-        "train.eval_every=4", "train.eval_bytes=512", "train.ckpt_every=4", "train.segment_every=4", *overrides])
+        "model.d_model=32", "model.n_heads=2", "model.n_mid=1", f"data.source={corpus}", "system.device=cpu",
+        "train.seq_len=48", "train.batch_size=4", "train.steps=8", "optim.warmup_steps=2", "log.log_every=1",
+        "log.eval_every=4", "log.eval_bytes=512", "checkpoint.every=4", "log.segment_every=4", *overrides])
 
 
 def _losses(run_dir):
@@ -67,7 +67,7 @@ def test_nan_loss_stops_and_names_the_last_good_checkpoint(cfg, tmp_path, monkey
     monkeypatch.setattr(train_mod, "loss", poisoned)
     run = tmp_path / "run"
     with pytest.raises(TrainingDiverged, match=r"step 6.*step_0000004"):
-        train(cfg("train.log_every=2"), run, progress=False)
+        train(cfg("log.log_every=2"), run, progress=False)
     assert load_checkpoint(run).step == 4                     # intact, and nothing newer written
     assert not (run / "checkpoints" / "step_0000006").exists()
 
@@ -77,15 +77,16 @@ def test_evaluate_bpb_is_seeded_and_leaves_the_rng_alone(cfg):
     data, model = ByteData.from_config(c.data), AUNet(c.model)
     torch.manual_seed(1)
     before = torch.get_rng_state()
-    a = evaluate_bpb(model, data, "val", 4, 48, max_bytes=256)
+    c = cfg("train.batch_size=4", "train.seq_len=48", "log.eval_bytes=256")
+    a = validate(model, data, c, None, None)
     assert torch.equal(torch.get_rng_state(), before)
-    assert evaluate_bpb(model, data, "val", 4, 48, max_bytes=256) == a
+    assert validate(model, data, c, None, None) == a
     assert a["val_bytes"] == 256 and 7 < a["val_bpb"] < 10     # near-uniform over 256 bytes at init
 
 
 def test_no_weight_decay_on_norms_biases_embeddings(cfg):
     model = AUNet(cfg().model)
-    tc = cfg("train.policy_lr_mult=16").train
+    tc = cfg("optim.policy_lr_mult=16").optim
     groups = build_optimizer(model, tc, torch.device("cpu")).param_groups
     decay = [p for g in groups if g["weight_decay"] > 0 for p in g["params"]]
     rest = [p for g in groups if g["weight_decay"] == 0 for p in g["params"]]
@@ -95,3 +96,12 @@ def test_no_weight_decay_on_norms_biases_embeddings(cfg):
     for g in groups:
         assert g["lr_mult"] == (16.0 if id(g["params"][0]) in policy else 1.0)
         assert all((id(p) in policy) == (id(g["params"][0]) in policy) for p in g["params"])
+
+
+@pytest.mark.parametrize("boundary", ["nawrot", "hnet"])
+def test_policy_lr_multiplier_is_for_the_score_function_policy_only(cfg, boundary):
+    """nawrot's and hnet's predictors train at the backbone's rate: the multiplier undoes the
+    learned policy's logit scaling, which they do not have (issue 9: it confounded the comparison)."""
+    c = cfg(f"model.boundary={boundary}", "optim.policy_lr_mult=16")
+    groups = build_optimizer(AUNet(c.model), c.optim, torch.device("cpu")).param_groups
+    assert all(g["lr_mult"] == 1.0 for g in groups)

@@ -19,6 +19,13 @@ from learntok.model.config import ModelConfig
 
 
 @dataclass
+class StrategyConfig:
+    """Options of a strategy that has none. A strategy with options registers its own dataclass
+    (`@register("name", config=MyConfig)`); the run config's [strategy] section is checked
+    against it at start-up."""
+
+
+@dataclass
 class BoundaryOutput:
     decisions: torch.Tensor   # (B, T) float 0/1; decisions[:, 0] == 1 (BOS)
     logits: torch.Tensor      # (B, T) fp32 policy logits l_t (0 where the strategy has none)
@@ -32,11 +39,14 @@ class BoundaryStrategy(nn.Module):
     """Base class. Subclasses implement `forward`; `has_policy` says whether log_prob is a
     real score-function term."""
 
-    has_policy: bool = False
+    has_policy: bool = False          # log_prob is a score-function term (the objective's L_pi acts on it)
+    has_reference: bool = False       # `reference_starts` gives the strategy's own reference boundaries
+    Config: type = StrategyConfig     # the strategy's own options ([strategy] section), set by `register`
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
+        self.opts = self.Config(**cfg.strategy)  # validated by the config loader; checked again here
 
     def forward(
         self,
@@ -49,9 +59,15 @@ class BoundaryStrategy(nn.Module):
         raise NotImplementedError
 
     def fit(self, documents: list[bytes]) -> dict:
-        """Fit the strategy to the run's training documents before step 0 of a fresh run (BPE
-        trains its tokenizer here). Returns figures to report (e.g. the rate reached). No-op by default."""
+        """Fit the strategy to a bounded sample of the run's training documents, once, before
+        step 0 of a fresh run (BPE trains its tokenizer here). Returns figures to report (e.g. the
+        rate reached). No-op by default."""
         return {}
+
+    def reference_starts(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T) bool: the strategy's own reference boundaries for boundary-quality scores (when
+        `has_reference`), e.g. the bpe strategy's token starts."""
+        raise NotImplementedError(f"strategy {type(self).__name__} has no reference boundaries")
 
     def dechunk(self, z: torch.Tensor, out: BoundaryOutput, token_index: torch.Tensor) -> torch.Tensor:
         """Hook on the token-level output z (B, S, D) before upsampling. Identity by default."""
@@ -116,10 +132,11 @@ def fixed_output(decisions: torch.Tensor) -> BoundaryOutput:
 _REGISTRY: dict[str, type[BoundaryStrategy]] = {}
 
 
-def register(name: str) -> Callable[[type[BoundaryStrategy]], type[BoundaryStrategy]]:
+def register(name: str, config: type = StrategyConfig) -> Callable[[type[BoundaryStrategy]], type[BoundaryStrategy]]:
+    """Class decorator: make a strategy available as model.boundary=`name`, with options `config`."""
     def wrap(cls: type[BoundaryStrategy]) -> type[BoundaryStrategy]:
         _REGISTRY[name] = cls
-        cls.name = name
+        cls.name, cls.Config = name, config
         return cls
     return wrap
 
@@ -128,7 +145,11 @@ def strategy_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def strategy_class(name: str) -> type[BoundaryStrategy]:
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown boundary strategy {name!r}; known: {', '.join(strategy_names())}")
+    return _REGISTRY[name]
+
+
 def build_strategy(cfg: ModelConfig) -> BoundaryStrategy:
-    if cfg.boundary not in _REGISTRY:
-        raise ValueError(f"unknown boundary strategy {cfg.boundary!r}; known: {', '.join(strategy_names())}")
-    return _REGISTRY[cfg.boundary](cfg)
+    return strategy_class(cfg.boundary)(cfg)

@@ -165,6 +165,8 @@ def sample_words(documents: list[bytes], max_bytes: int = FIT_SAMPLE_BYTES) -> C
 class BPEGuidance(BoundaryStrategy):
     """Boundaries at the first byte of each (causal) BPE token; `fit` trains the tokenizer."""
 
+    has_reference = True  # boundary quality is scored against the run's own tokenizer
+
     def __init__(self, cfg):
         super().__init__(cfg)
         self.register_buffer("tokenizer_json", torch.zeros(0, dtype=torch.uint8))  # the tokenizer, UTF-8 JSON
@@ -223,6 +225,9 @@ class BPEGuidance(BoundaryStrategy):
                 else:
                     a[b, s:e] = self.word_starts(bytes(ids[b, s:e].astype(np.uint8)))
         return torch.from_numpy(a).to(x.device)
+
+    def reference_starts(self, x: torch.Tensor) -> torch.Tensor:
+        return self.boundaries(x) > 0.5
 
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
         return fixed_output(self.boundaries(x) if boundaries is None else boundaries)

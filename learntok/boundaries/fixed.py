@@ -4,6 +4,8 @@ Shapes: B batch, T bytes.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, fixed_output, register
@@ -112,14 +114,19 @@ def entropy_boundaries(entropy: torch.Tensor, threshold: torch.Tensor) -> torch.
     return torch.cat([torch.ones_like(a[:, :1]), a], dim=1)
 
 
-@register("entropy")
+@dataclass
+class EntropyConfig:
+    gain: float = 2.0  # threshold step (nats) per unit rate error per training step
+
+
+@register("entropy", config=EntropyConfig)
 class EntropyBoundaries(BoundaryStrategy):
     """Boundaries where the early-exit head is unsure of the next byte (BLT, Pagnoni et al. 2024).
 
     Decision at t uses H[t-1] (the early head at t-1 predicting byte t), so it reads bytes < t
     only. The threshold tracks the (1 - rho*) quantile of H causally: the first training batch
     sets it to that batch's quantile; after each later training forward it moves by
-    entropy_gain * (rate - rho*), where rate is the fraction of the batch's real bytes above
+    strategy.gain * (rate - rho*), where rate is the fraction of the batch's real bytes above
     the threshold (Robbins-Monro quantile tracking: the same integral control that holds the
     learned policy's rate). A forward decides with the threshold from *earlier* batches, never
     with a quantile over its own (future) bytes. An EMA of past quantiles lags while the early
@@ -150,7 +157,7 @@ class EntropyBoundaries(BoundaryStrategy):
         rho = self.cfg.target_rate
         first = torch.quantile(values[:2 ** 24], 1.0 - rho)      # torch.quantile's size limit
         rate = (values > self.thr).float().mean()
-        tracked = self.thr + self.cfg.entropy_gain * (rate - rho)
+        tracked = self.thr + self.opts.gain * (rate - rho)
         self.thr.copy_(torch.where(self.updates > 0, tracked, first))
         self.updates.add_(1)
 

@@ -7,13 +7,14 @@ strategy routes its gradient through the model's `confidence` hook (and H-Net al
 `dechunk`): a factor whose forward value is exactly 1 and whose gradient reaches the
 boundary parameters. log_prob is 0 (no score-function term); logits are reported detached,
 so the objective's L_rate does not act on them: each strategy holds its rate with its own
-auxiliary loss (cfg.prior_weight for nawrot, cfg.ratio_weight for hnet).
+auxiliary loss (strategy.prior_weight for nawrot, strategy.ratio_weight for hnet).
 
 Shapes: B batch, T bytes (BOS at t = 0), S tokens, D width.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -59,13 +60,19 @@ def binomial_prior_loss(hard: torch.Tensor, mask: torch.Tensor, rate: float) -> 
     return (-binomial_log_prob(k, n, rate) / n.clamp(min=1)).mean()
 
 
-@register("nawrot")
+@dataclass
+class DynamicPoolingConfig:
+    temperature: float = 1.0   # relaxed-Bernoulli (Gumbel-sigmoid) temperature
+    prior_weight: float = 1.0  # weight of the binomial prior loss (aux_loss)
+
+
+@register("nawrot", config=DynamicPoolingConfig)
 class DynamicPooling(BoundaryStrategy):
     """Dynamic pooling's boundary predictor (Nawrot et al., ACL 2023, "Efficient Transformers
     with Dynamic Token Pooling"; PiotrNawrot/dynamic-pooling, `BoundaryPredictor`, 'gumbel').
 
     An MLP (D -> D, GELU, -> 1) gives logits l[t]; a relaxed Bernoulli sample s[t] at
-    temperature cfg.ste_temperature is thresholded at 0.5 into a hard decision a[t] with the
+    temperature strategy.temperature is thresholded at 0.5 into a hard decision a[t] with the
     straight-through gradient of s. Nawrot's gradient flows through the mean-pooling weights of
     a segment; our select-pooling has none, so a[t] gates what byte t reads instead: the
     upsampled stream is multiplied by a[t]^ST (if a[t] = 1) or 1 - a[t]^ST (if 0), value 1,
@@ -86,14 +93,14 @@ class DynamicPooling(BoundaryStrategy):
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
         logits = self.mlp(h.float()).squeeze(-1).float()         # (B, T)
         u = torch.rand(x.shape, device=x.device).clamp_(1e-6, 1 - 1e-6)  # (B, T) draws
-        soft = relaxed_bernoulli(logits, u, self.cfg.ste_temperature)
+        soft = relaxed_bernoulli(logits, u, self.opts.temperature)
         soft = torch.cat([torch.ones_like(soft[:, :1]), soft[:, 1:]], dim=1)  # BOS: constant 1
         if boundaries is None:
             boundaries = (logits > 0).float() if greedy else (soft > 0.5).float()
         a = boundaries.float().clone()
         a[:, 0] = 1.0
         hard_st = a + (soft - soft.detach())                     # value a, gradient of s
-        aux = self.cfg.prior_weight * binomial_prior_loss(hard_st, real_bytes(x), self.cfg.target_rate)
+        aux = self.opts.prior_weight * binomial_prior_loss(hard_st, real_bytes(x), self.cfg.target_rate)
         probs = torch.sigmoid(logits.detach())
         zeros = torch.zeros_like(a)
         return BoundaryOutput(a, logits.detach(), probs, zeros, aux, relaxed=soft)
@@ -106,7 +113,7 @@ class DynamicPooling(BoundaryStrategy):
         logits = self.mlp(h.float()).squeeze(-1).float()         # (B,)
         if boundaries is None:
             u = torch.rand(x.shape, device=x.device).clamp_(1e-6, 1 - 1e-6)
-            hard = (logits > 0) if greedy else relaxed_bernoulli(logits, u, self.cfg.ste_temperature) > 0.5
+            hard = (logits > 0) if greedy else relaxed_bernoulli(logits, u, self.opts.temperature) > 0.5
             boundaries = torch.ones_like(logits) if t == 0 else hard.float()
         return boundaries.float(), torch.sigmoid(logits), state
 
@@ -163,7 +170,12 @@ def ema_reference(z: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     return out
 
 
-@register("hnet")
+@dataclass
+class HNetConfig:
+    ratio_weight: float = 0.03  # weight of the ratio loss (aux_loss; H-Net's alpha = 0.03)
+
+
+@register("hnet", config=HNetConfig)
 class HNetRouting(BoundaryStrategy):
     """H-Net's dynamic chunking (Hwang, Wang & Gu 2025, "Dynamic Chunking for End-to-End
     Hierarchical Sequence Modeling"; goombalab/hnet `hnet/modules/dc.py`), in plain PyTorch.
@@ -190,7 +202,7 @@ class HNetRouting(BoundaryStrategy):
             boundaries = (p > 0.5).float()
         a = boundaries.float().clone()
         a[:, 0] = 1.0
-        aux = self.cfg.ratio_weight * ratio_loss(a, p, real_bytes(x), self.cfg.target_rate)
+        aux = self.opts.ratio_weight * ratio_loss(a, p, real_bytes(x), self.cfg.target_rate)
         logits = torch.logit(p.detach().clamp(1e-4, 1 - 1e-4))
         return BoundaryOutput(a, logits, p, torch.zeros_like(a), aux)
 

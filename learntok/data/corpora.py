@@ -13,17 +13,29 @@ from collections.abc import Collection, Iterable
 from importlib import resources
 from pathlib import Path
 
+from learntok.errors import DataError
+
 BUILTINS = ("shakespeare", "kjv", "python-stdlib")
 _STDLIB_SKIP = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
 _BINARY_PROBE = 8192  # bytes read to decide whether a file is binary (contains a NUL byte)
 
 
-class DataError(Exception):
-    """A data source or split that cannot be used; the message says which and why, in one line."""
 
 
 def load_documents(source: str, text_field: str = "text") -> list[bytes]:
     """Built-in name or path -> documents (bytes, non-empty), in a deterministic order."""
+    return load_named_documents(source, text_field)[0]
+
+
+def load_named_documents(source: str, text_field: str = "text") -> tuple[list[bytes], list[str] | None]:
+    """(documents, their file names relative to the folder when `source` is a folder, else None)."""
+    path = Path(source).expanduser()
+    if source not in BUILTINS and path.is_dir():
+        return _folder_documents(path)
+    return _unnamed_documents(source, text_field), None
+
+
+def _unnamed_documents(source: str, text_field: str) -> list[bytes]:
     if source in ("shakespeare", "kjv"):
         with (resources.files("learntok") / "corpora" / f"{source}.jsonl.gz").open("rb") as f, gzip.open(f) as lines:
             return _jsonl_documents(lines, "text", f"built-in corpus {source!r}")
@@ -33,9 +45,7 @@ def load_documents(source: str, text_field: str = "text") -> list[bytes]:
     if not path.exists():
         raise DataError(f"data source {source!r} is neither a built-in corpus ({', '.join(BUILTINS)}) "
                         f"nor an existing path")
-    if path.is_dir():
-        docs = _folder_documents(path)
-    elif path.name.endswith(".jsonl.gz"):
+    if path.name.endswith(".jsonl.gz"):
         with gzip.open(path) as f:
             docs = _jsonl_documents(f, text_field, str(path))
     elif path.suffix == ".jsonl":
@@ -95,31 +105,36 @@ def _parquet_documents(path: Path, text_field: str) -> list[bytes]:
     return [v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in values if v]
 
 
-def _folder_documents(root: Path) -> list[bytes]:
-    """Every regular, non-empty, non-binary file below `root` (hidden entries skipped), sorted by path."""
+def _folder_documents(root: Path) -> tuple[list[bytes], list[str]]:
+    """Every regular, non-empty, non-binary file below `root` (hidden entries skipped), sorted by
+    path, and its path relative to `root`."""
     if (root / "index.json").exists():
         raise DataError(f"{root} is a prepared data folder (index.json): it is read as memory-mapped "
                         f"shards by ByteData.from_config (data.source), not as a list of documents")
-    docs = [data for path in _files_below(root) if (data := path.read_bytes()) and not _is_binary(data)]
+    docs, names = [], []
+    for path in files_below(root):
+        if (data := path.read_bytes()) and not is_binary(data):
+            docs.append(data)
+            names.append(str(path.relative_to(root)))
     if not docs:
         raise DataError(f"folder {root} holds no non-empty text files")
-    return docs
+    return docs, names
 
 
-def _files_below(root: Path, skip: Collection[str] = (), suffix: str = "") -> list[Path]:
+def files_below(root: Path, skip: Collection[str] = (), suffix: str = "") -> list[Path]:
     """Regular files below `root` ending in `suffix`, sorted; hidden names and names in `skip` pruned."""
     found = []
     for path in sorted(root.iterdir()):
         if path.name.startswith(".") or path.name in skip or path.is_symlink():
             continue
         if path.is_dir():
-            found.extend(_files_below(path, skip, suffix))
+            found.extend(files_below(path, skip, suffix))
         elif path.is_file() and path.name.endswith(suffix):
             found.append(path)
     return found
 
 
-def _is_binary(data: bytes) -> bool:
+def is_binary(data: bytes) -> bool:
     # The same test git and grep use: a NUL byte near the start. Latin-1 or broken UTF-8 text passes.
     return b"\0" in data[:_BINARY_PROBE]
 
@@ -127,7 +142,7 @@ def _is_binary(data: bytes) -> bool:
 def _stdlib_documents() -> list[bytes]:
     """All .py files of the running interpreter's standard library, without tests and site-packages."""
     root = Path(sysconfig.get_paths()["stdlib"])
-    docs = [data for path in _files_below(root, _STDLIB_SKIP, ".py") if (data := path.read_bytes())]
+    docs = [data for path in files_below(root, _STDLIB_SKIP, ".py") if (data := path.read_bytes())]
     if not docs:
         raise DataError(f"built-in corpus 'python-stdlib': no .py files under {root}")
     return docs

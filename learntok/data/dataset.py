@@ -16,8 +16,10 @@ import numpy as np
 import torch
 
 from learntok.data import shards
-from learntok.data.corpora import DataError, load_documents
-from learntok.data.split import SPLITS, split_documents
+from learntok.data.corpora import DataError, load_named_documents
+from learntok.data.split import SPLITS, split_named_documents
+
+ALL = "all"  # the split of ByteData.from_config(..., unsplit=True): every document of the source
 from learntok.data.vocab import BOS, EOS, PAD
 
 
@@ -46,52 +48,107 @@ class SplitBytes:
         np.cumsum([len(d) for d in docs], out=offsets[1:])
         return cls(data, offsets)
 
+    @classmethod
+    def concat(cls, parts: list[SplitBytes]) -> SplitBytes:
+        """Several splits seen as one, without copying their bytes."""
+        nonempty = [p for p in parts if len(p.data)]
+        data = shards.ShardedBytes([p.data for p in nonempty]) if nonempty else np.empty(0, dtype=np.uint8)
+        shifts = np.cumsum([0] + [len(p.data) for p in parts])
+        offsets = np.concatenate([[0]] + [np.asarray(p.offsets[1:]) + shift for p, shift in zip(parts, shifts)])
+        return cls(data, offsets.astype(np.int64))
+
     @property
     def lengths(self) -> np.ndarray:  # (n_docs,) int64
         return np.diff(self.offsets)
 
 
 class ByteData:
-    """Train/val/test byte splits and the batches drawn from them."""
+    """The one way to read data: train/val/test byte splits of any source (a built-in corpus, a
+    text file, a folder, JSONL, parquet or a prepared folder), their documents, and the batches
+    drawn from them. With `unsplit`, a single split "all" holds every document of the source."""
 
-    def __init__(self, splits: dict[str, list[bytes]], packed: bool = False):
-        unknown = set(splits) - set(SPLITS)
+    def __init__(self, splits: dict[str, list[bytes]], packed: bool = False,
+                 names: dict[str, list[str]] | None = None):
+        unknown = set(splits) - set(SPLITS) - {ALL}
         if unknown:
             raise DataError(f"unknown split names {sorted(unknown)}; expected {', '.join(SPLITS)}")
-        self._init({name: SplitBytes.from_documents(splits.get(name, [])) for name in SPLITS}, packed)
+        keep = {name: [(d, n) for d, n in zip(docs, (names or {}).get(name) or [None] * len(docs)) if d]
+                for name, docs in splits.items()}
+        self._names = {name: [n for _, n in pairs] for name, pairs in keep.items()
+                       if names is not None and names.get(name) is not None}
+        parts = {name: SplitBytes.from_documents([d for d, _ in pairs]) for name, pairs in keep.items()}
+        if ALL not in parts:
+            parts = {name: parts.get(name, SplitBytes.from_documents([])) for name in SPLITS}
+        self._init(parts, packed)
 
     def _init(self, splits: dict[str, SplitBytes], packed: bool) -> None:
         self.packed = packed
         self._splits = splits
-        if not self.n_bytes("train"):
-            raise DataError("the train split is empty")
+        self._names = getattr(self, "_names", {})
+        first = ALL if ALL in splits else "train"
+        if not self.n_bytes(first):
+            raise DataError(f"the {first} split is empty")
 
     @classmethod
-    def from_prepared(cls, root: str, packed: bool = False) -> ByteData:
+    def from_prepared(cls, root: str, packed: bool = False, unsplit: bool = False) -> ByteData:
         """A prepared data folder (`learntok prepare`): each split memory-mapped, never read whole;
         its own split stands (data.split_seed and the fractions do not apply)."""
         index = shards.read_index(root)
+        parts = {name: SplitBytes(*shards.open_split(root, name, index)) for name in SPLITS}
         self = cls.__new__(cls)
-        self._init({name: SplitBytes(*shards.open_split(root, name, index)) for name in SPLITS}, packed)
+        self._init({ALL: SplitBytes.concat(list(parts.values()))} if unsplit else parts, packed)
         return self
 
     @classmethod
-    def from_config(cls, cfg: DataConfig) -> ByteData:
+    def from_config(cls, cfg: DataConfig, unsplit: bool = False) -> ByteData:
+        """The run's data as `cfg` describes it: the same documents in the same splits for
+        training, evaluation and every tool."""
         if shards.is_prepared(cfg.source):
-            return cls.from_prepared(cfg.source, packed=cfg.packed)
-        docs = load_documents(cfg.source, cfg.text_field)
-        splits = split_documents(docs, seed=cfg.split_seed, val_fraction=cfg.val_fraction,
-                                 test_fraction=cfg.test_fraction)
-        return cls(splits, packed=cfg.packed)
+            return cls.from_prepared(cfg.source, packed=cfg.packed, unsplit=unsplit)
+        docs, names = load_named_documents(cfg.source, cfg.text_field)
+        if unsplit:
+            return cls({ALL: docs}, packed=cfg.packed, names=None if names is None else {ALL: names})
+        splits, split_names = split_named_documents(docs, names, seed=cfg.split_seed, val_fraction=cfg.val_fraction,
+                                                    test_fraction=cfg.test_fraction)
+        return cls(splits, packed=cfg.packed, names=split_names)
+
+    @property
+    def split_names(self) -> tuple[str, ...]:
+        return tuple(self._splits)
 
     def n_bytes(self, split: str) -> int:
         return len(self._get(split).data)
 
-    def documents(self, split: str, limit: int | None = None) -> list[bytes]:
-        """The split's documents as bytes (the first `limit` of them if given)."""
+    def n_documents(self, split: str) -> int:
+        return len(self._get(split).offsets) - 1
+
+    def names(self, split: str) -> list[str] | None:
+        """Each document's file name relative to the source folder (None unless the source is a folder)."""
+        self._get(split)
+        return self._names.get(split)
+
+    def documents(self, split: str, limit: int | None = None) -> Iterator[bytes]:
+        """The split's documents as bytes, one at a time (the first `limit` of them if given)."""
         s = self._get(split)
-        o = np.asarray(s.offsets[:None if limit is None else limit + 1])
-        return [s.data[a:b].tobytes() for a, b in zip(o[:-1].tolist(), o[1:].tolist())]
+        n = self.n_documents(split) if limit is None else min(limit, self.n_documents(split))
+        for i in range(n):
+            yield s.data[int(s.offsets[i]):int(s.offsets[i + 1])].tobytes()
+
+    def sample_documents(self, split: str, max_bytes: int, seed: int = 0) -> list[bytes]:
+        """A bounded random sample of the split for fitting (e.g. the bpe strategy's tokenizer):
+        documents in a seeded random order until `max_bytes` bytes, the last one cut. Reads at
+        most max_bytes bytes, however large the split."""
+        s, n = self._get(split), self.n_documents(split)
+        rng = np.random.default_rng(seed)
+        order = rng.permutation(n) if n <= 1 << 20 else rng.choice(n, size=min(n, 1 << 20), replace=False)
+        out, total = [], 0
+        for i in order.tolist():
+            if total >= max_bytes:
+                break
+            a, b = int(s.offsets[i]), int(s.offsets[i + 1])
+            out.append(s.data[a:min(b, a + max_bytes - total)].tobytes())
+            total += len(out[-1])
+        return out
 
     def train_batch(self, step: int, batch_size: int, seq_len: int, seed: int,
                     rank: int = 0, world: int = 1) -> torch.Tensor:
@@ -145,7 +202,7 @@ class ByteData:
 
     def _get(self, split: str) -> SplitBytes:
         if split not in self._splits:
-            raise DataError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+            raise DataError(f"unknown split {split!r}; this data has {', '.join(self._splits)}")
         return self._splits[split]
 
     def _bytes_per_row(self, split: str, seq_len: int) -> int:

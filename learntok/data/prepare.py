@@ -28,7 +28,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from learntok.data.corpora import DataError, _files_below, _is_binary
+from learntok.data.corpora import DataError, files_below, is_binary
 from learntok.data.shards import FORMAT, INDEX, VERSION, SplitWriter
 from learntok.data.split import SPLITS
 
@@ -81,7 +81,7 @@ def input_files(sources: list[str]) -> list[Path]:
         p = Path(s).expanduser()
         if not p.exists():
             raise DataError(f"prepare: source {s!r} does not exist")
-        files.extend(_files_below(p) if p.is_dir() else [p])
+        files.extend(files_below(p) if p.is_dir() else [p])
     if not files:
         raise DataError(f"prepare: no files in {', '.join(sources)}")
     return files
@@ -140,7 +140,7 @@ def documents(path: Path, opts: PrepareOptions) -> Iterator[tuple[bytes, int]]:
         if name.endswith((".jsonl", ".jsonl.gz")):
             docs = _jsonl_docs(raw, path, opts.text_field)
         else:
-            if _is_binary(raw.read(8192)):
+            if is_binary(raw.read(8192)):
                 return
             raw.seek(0)
             docs = _text_docs(raw, opts.piece_bytes)

@@ -30,22 +30,37 @@ def split_documents(
     (default: total bytes / min_pieces) is first cut into contiguous pieces of about that size.
     Within a split, documents keep their original order.
     """
+    return split_named_documents(docs, None, seed, val_fraction, test_fraction, min_pieces, piece_bytes)[0]
+
+
+def split_named_documents(
+    docs: list[bytes],
+    names: list[str] | None,
+    seed: int = 0,
+    val_fraction: float = 0.05,
+    test_fraction: float = 0.05,
+    min_pieces: int = 60,
+    piece_bytes: int | None = None,
+) -> tuple[dict[str, list[bytes]], dict[str, list[str]] | None]:
+    """`split_documents`, carrying each document's name (a piece keeps its document's name)."""
     if val_fraction < 0 or test_fraction < 0 or val_fraction + test_fraction >= 1:
         raise DataError(f"val_fraction {val_fraction} + test_fraction {test_fraction} must be in [0, 1), each >= 0")
-    docs = [d for d in docs if d]
-    if not docs:
+    named = [(d, n) for d, n in zip(docs, names or [""] * len(docs)) if d]
+    if not named:
         raise DataError("no documents to split")
-    if len(docs) < min_pieces:
-        size = piece_bytes or max(1, math.ceil(sum(map(len, docs)) / min_pieces))
-        docs = [piece for d in docs for piece in cut_document(d, size)]
-    n = len(docs)
+    if len(named) < min_pieces:
+        size = piece_bytes or max(1, math.ceil(sum(len(d) for d, _ in named) / min_pieces))
+        named = [(piece, n) for d, n in named for piece in cut_document(d, size)]
+    n = len(named)
     n_val = max(1, round(val_fraction * n)) if val_fraction > 0 else 0
     n_test = max(1, round(test_fraction * n)) if test_fraction > 0 else 0
     if n - n_val - n_test < 1:
         raise DataError(f"{n} documents (after cutting) are too few for train, val ({n_val}) and test ({n_test})")
     order = np.random.default_rng(seed).permutation(n)
     chosen = {"val": order[:n_val], "test": order[n_val:n_val + n_test], "train": order[n_val + n_test:]}
-    return {name: [docs[i] for i in np.sort(chosen[name])] for name in SPLITS}
+    picked = {name: [named[i] for i in np.sort(chosen[name])] for name in SPLITS}
+    split_docs = {name: [d for d, _ in picked[name]] for name in SPLITS}
+    return split_docs, ({name: [n for _, n in picked[name]] for name in SPLITS} if names is not None else None)
 
 
 def cut_document(doc: bytes, size: int) -> list[bytes]:

@@ -10,6 +10,11 @@ N_SYMBOLS = 259
 VOCAB_SIZE = 320  # N_SYMBOLS padded to a multiple of 64
 
 
+def is_byte(x: torch.Tensor) -> torch.Tensor:
+    """Bool mask of ids that are real bytes (not BOS, EOS or PAD)."""
+    return x < 256
+
+
 def encode(text: str | bytes, bos: bool = True) -> torch.Tensor:
     """str | bytes -> LongTensor (T,), BOS first. A str is encoded as UTF-8; bytes are taken as they are."""
     data = text.encode("utf-8") if isinstance(text, str) else bytes(text)

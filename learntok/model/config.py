@@ -1,7 +1,8 @@
 """Model configuration (DESIGN §2-§3). Every field: meaning and unit."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from learntok.data.vocab import VOCAB_SIZE
 
@@ -25,11 +26,7 @@ class ModelConfig:
     softcap: float = 6.0          # policy logit soft cap: c * tanh(z / c)
     token_pad_multiple: int = 8   # pad the token dimension S to a multiple (bounded recompiles)
     init_std: float = 0.02        # std of the normal init of linear and embedding weights
-    # strategy-specific knobs (ignored by strategies that do not use them)
-    ste_temperature: float = 1.0  # nawrot: relaxed-Bernoulli temperature
-    prior_weight: float = 1.0     # nawrot: weight of the binomial prior loss (aux_loss)
-    ratio_weight: float = 0.03    # hnet: weight of the ratio loss (aux_loss; H-Net's alpha = 0.03)
-    entropy_gain: float = 2.0     # entropy: threshold step (nats) per unit rate error per training step
+    strategy: dict[str, Any] = field(default_factory=dict)  # the boundary strategy's own options (its config class in learntok.boundaries; [strategy] in a run config)
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
