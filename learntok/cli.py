@@ -282,6 +282,7 @@ def add_prepare(sub) -> None:
     p.add_argument("--test-fraction", type=float, default=0.05, help="expected fraction of documents in test")
     p.add_argument("--seed", type=int, default=0, help="seed of the split hash")
     p.add_argument("--shard-mb", type=int, default=256, help="target shard size (MiB)")
+    p.add_argument("--piece-bytes", type=int, default=1 << 14, help="read text files as documents of about this many bytes")
     p.add_argument("--json", help="also write the index to this JSON file")
     p.set_defaults(func=cmd_prepare)
 
@@ -290,7 +291,7 @@ def cmd_prepare(args) -> None:
     from learntok.data.prepare import PrepareOptions, prepare
 
     opts = PrepareOptions(args.text_field, args.min_doc_bytes, args.max_doc_bytes, args.truncate,
-                          args.val_fraction, args.test_fraction, args.seed, args.shard_mb << 20)
+                          args.val_fraction, args.test_fraction, args.seed, args.shard_mb << 20, args.piece_bytes)
     index = prepare(args.sources, args.out, opts)
     mb = index["input_bytes"] / 1e6
     print(" ".join(f"{s} {v['documents']} docs {v['bytes']} bytes" for s, v in index["splits"].items()) +

@@ -45,7 +45,7 @@ class PrepareOptions:
     test_fraction: float = 0.05       # expected fraction of documents in test
     seed: int = 0                     # seed of the split hash
     shard_bytes: int = 256 << 20      # target size of one shard file (bytes)
-    piece_bytes: int = 1 << 20        # text files larger than this are read as pieces of about this size
+    piece_bytes: int = 1 << 14        # text files larger than this are read as pieces of about this size (16 KiB: a 1 MB file gives ~64 documents, so val and test get some)
 
     def __post_init__(self) -> None:
         if self.val_fraction < 0 or self.test_fraction < 0 or self.val_fraction + self.test_fraction >= 1:
@@ -151,6 +151,20 @@ def documents(path: Path, opts: PrepareOptions) -> Iterator[tuple[bytes, int]]:
 # ---------------------------------------------------------------- the command
 
 
+def empty_split(splits: dict[str, dict], opts: PrepareOptions, n_read: int) -> str | None:
+    """Why the prepared folder would be unusable (a split that a run or `eval` may ask for holds
+    no document), with how to fix it; None when every requested split has documents."""
+    fractions = {"train": 1.0, "val": opts.val_fraction, "test": opts.test_fraction}
+    for split, info in splits.items():
+        if fractions[split] > 0 and not info["documents"]:
+            if split == "train":
+                return f"prepare: no training documents kept ({n_read} read): check --min-doc-bytes / --max-doc-bytes"
+            return (f"prepare: the {split} split got no documents ({n_read} documents read, expected fraction "
+                    f"{fractions[split]}): cut text files into more documents with a smaller --piece-bytes "
+                    f"(now {opts.piece_bytes}), raise --{split}-fraction, or try another --seed")
+    return None
+
+
 def prepare(sources: list[str], out: str | Path, opts: PrepareOptions | None = None, progress: bool = True) -> dict:
     """Write a prepared data folder at `out` (which must not exist or be empty). Returns the index."""
     opts = opts or PrepareOptions()
@@ -191,9 +205,10 @@ def prepare(sources: list[str], out: str | Path, opts: PrepareOptions | None = N
         raise
     bar.close()
     splits = {s: w.close() for s, w in writers.items()}
-    if not splits["train"]["documents"]:
+    empty = empty_split(splits, opts, counts["read"])
+    if empty:
         shutil.rmtree(out, ignore_errors=True)
-        raise DataError(f"prepare: no training documents kept from {', '.join(sources)} ({counts})")
+        raise DataError(empty)
     seconds = time.perf_counter() - t0
     index = {"format": FORMAT, "version": VERSION, "splits": splits, "documents": counts,
              "sources": [str(f) for f in files] if len(files) <= 1000 else [str(s) for s in sources],
