@@ -61,7 +61,9 @@ class OptimConfig:
     min_lr_ratio: float = 0.1          # final learning rate of the cosine decay, as a fraction of lr
     warmup_steps: int = 500            # linear warm-up steps from 0 to lr (0: from warmup_bytes)
     warmup_bytes: float = 0.0          # warm-up in bytes when warmup_steps = 0, e.g. 6.2e7
-    weight_decay: float = 0.1          # AdamW decoupled weight decay (matrices only; not norms, biases, embeddings)
+    warmup_start: float = 0.0          # the warm-up rises linearly from warmup_start x lr (the authors' code: 0.1)
+    weight_decay: float = 0.1          # AdamW decoupled weight decay
+    decay_all: bool = False            # decay every parameter (the authors' code: PyTorch's AdamW on all) instead of matrices only (not norms, biases, embeddings)
     betas: tuple[float, float] = (0.9, 0.95)  # AdamW (beta1, beta2)
     eps: float = 1e-8                  # AdamW epsilon
     grad_clip: float = 1.0             # max global gradient norm (0 = no clipping)

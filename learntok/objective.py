@@ -27,6 +27,7 @@ class ObjectiveConfig:
     batch_baseline: str = "mean"   # per-position batch baseline: mean | loo | none
     early_baseline: bool = True    # reward = CE_early - CE (else -CE)
     rate_gain: float = 0.0         # integral gain of the rate controller (logit units per unit rate error per step; 0 = off)
+    early_mix: bool = False        # (1 - lambda_early) CE + lambda_early CEe, the authors' convex mix, instead of CE + lambda_early CEe
 
     def __post_init__(self) -> None:
         if self.batch_baseline not in BASELINES:
@@ -157,7 +158,8 @@ def loss(out, x: torch.Tensor, cfg: ObjectiveConfig):
     l_rate = rate_loss(out.boundary_logits, out.boundary_probs, mask, out.target_rate)
     aux = out.aux_loss
 
-    total = ce_mean + cfg.lambda_early * ce_e_mean + cfg.lambda_pi * l_pi + cfg.lambda_rate * l_rate + aux
+    ce_weight = 1.0 - cfg.lambda_early if cfg.early_mix else 1.0
+    total = ce_weight * ce_mean + cfg.lambda_early * ce_e_mean + cfg.lambda_pi * l_pi + cfg.lambda_rate * l_rate + aux
     metrics = {
         "loss": total.detach(),
         "ce": ce_mean.detach(),

@@ -40,10 +40,11 @@ class TrainingDiverged(RuntimeError):
 
 
 def lr_at(step: int, cfg: OptimConfig, steps: int) -> float:
-    """Learning rate for optimizer step `step` (0-based) of `steps`: linear warm-up to cfg.lr
-    over warmup_steps, then cosine decay to min_lr_ratio * lr at the last step."""
+    """Learning rate for optimizer step `step` (0-based) of `steps`: linear warm-up from
+    warmup_start * lr to cfg.lr over warmup_steps, then cosine decay to min_lr_ratio * lr at the
+    last step."""
     if step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
+        return cfg.lr * (cfg.warmup_start + (1 - cfg.warmup_start) * (step + 1) / cfg.warmup_steps)
     progress = min(1.0, (step - cfg.warmup_steps) / max(1, steps - 1 - cfg.warmup_steps))
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
 
@@ -61,8 +62,8 @@ def build_optimizer(model: nn.Module, cfg: OptimConfig, device: torch.device) ->
     groups = []
     for is_policy in (False, True):
         mine = [p for p in params if (id(p) in policy) == is_policy]
-        decay = [p for p in mine if p.dim() >= 2 and id(p) not in embeddings]
-        rest = [p for p in mine if p.dim() < 2 or id(p) in embeddings]
+        decay = [p for p in mine if cfg.decay_all or (p.dim() >= 2 and id(p) not in embeddings)]
+        rest = [p for p in mine if not cfg.decay_all and (p.dim() < 2 or id(p) in embeddings)]
         mult = cfg.policy_lr_mult if is_policy else 1.0
         groups += [{"params": ps, "weight_decay": wd, "lr_mult": mult}
                    for ps, wd in ((decay, cfg.weight_decay), (rest, 0.0)) if ps]

@@ -101,3 +101,16 @@ def test_budget_in_bytes_gives_the_steps():
     assert load_config("20M", overrides=["train.steps=30"]).train.steps == 30   # explicit steps win
     with pytest.raises(ConfigError, match="train_bytes"):
         load_config(overrides=["train.steps=0"])
+
+
+def test_the_authors_optimizer_options():
+    """warmup_start (LinearLR start_factor) and decay_all (AdamW on every parameter), as the paper presets use them."""
+    from learntok import AUNet
+    from learntok.train import build_optimizer
+    cfg = load_config("tiny", overrides=["optim.warmup_steps=10", "optim.warmup_start=0.1", "optim.lr=1.0",
+                                         "optim.decay_all=true", "optim.weight_decay=0.01"])
+    assert lr_at(0, cfg.optim, 100) == pytest.approx(0.1 + 0.9 / 10) and lr_at(9, cfg.optim, 100) == pytest.approx(1.0)
+    model = AUNet(cfg.model)
+    groups = build_optimizer(model, cfg.optim, __import__("torch").device("cpu")).param_groups
+    assert all(g["weight_decay"] == 0.01 for g in groups)
+    assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))

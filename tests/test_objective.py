@@ -142,3 +142,14 @@ def test_loss_metrics_present():
     assert torch.isfinite(total)
     for key in ("ce", "ce_early", "bpb", "bpb_early", "boundary_rate", "whitespace_rate"):
         assert key in metrics
+
+
+def test_early_mix_is_the_authors_convex_combination():
+    torch.manual_seed(0)
+    model = AUNet(ModelConfig(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, boundary="fixed"))
+    x = encode("the cat sat on the mat").unsqueeze(0)
+    out = model(x)
+    cfg = ObjectiveConfig(lambda_pi=0.0, lambda_rate=0.0, lambda_early=0.1)
+    _, m = loss(out, x, cfg)
+    mixed, _ = loss(out, x, ObjectiveConfig(lambda_pi=0.0, lambda_rate=0.0, lambda_early=0.1, early_mix=True))
+    assert float(mixed) == pytest.approx(0.9 * float(m["ce"]) + 0.1 * float(m["ce_early"]), rel=1e-6)
