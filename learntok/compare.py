@@ -20,7 +20,8 @@ from learntok.config import ConfigError, RunConfig, load_config
 from learntok.data import ByteData
 from learntok.evaluate import EvalOptions, evaluate_bpb
 from learntok.plots import pyplot, read_metrics, series
-from learntok.runtime import resolve_device, resolve_dtype
+from learntok.distributed import DistEnv, barrier, init_distributed, shutdown
+from learntok.runtime import resolve_dtype
 from learntok.train import train
 
 ALIASES = {  # short override names for variants
@@ -38,6 +39,19 @@ ABLATIONS = ["learned+gamma=1.0", "learned+baseline=none", "learned+early=false"
              "learned+lambda_rate=0"]
 
 DONE = "done.json"
+
+# The paper's figures for orientation (docs/compare.md): test bits per byte at 147M on FineWeb,
+# and the whitespace rate of the 40M ablations. Keyed by learntok's variant names.
+PAPER = {
+    "learned": "1.297 bpb (147M); ws 0.99 (40M)",
+    "learned+w=1": "1.280 bpb (147M)",
+    "bpe": "1.299 bpb (147M)",
+    "nawrot": "1.372 bpb (147M)",
+    "uniform": "1.376 bpb (147M)",
+    "hnet": "1.386 bpb (147M)",
+    "learned+gamma=1.0": "ws 0.41 (40M)",
+    "learned+early=false": "ws 0.72 (40M)",
+}
 
 
 def parse_variant(spec: str) -> tuple[str, list[str]]:
@@ -60,17 +74,17 @@ def variant_config(spec: str, preset: str | None, overrides: list[str]) -> RunCo
     return load_config(preset, None, [*overrides, *own])
 
 
-def evaluate_run(run_dir: Path, cfg: RunConfig, max_bytes: int | None) -> dict:
+def evaluate_run(run_dir: Path, cfg: RunConfig, max_bytes: int | None, env: DistEnv) -> dict:
     """Validation and test bits per byte of a run's latest checkpoint, with the per-document
-    standard error; boundary and whitespace rates on the test split."""
-    device = resolve_device(cfg.system.device)
-    model, _ = load_run(run_dir, device)
+    standard error; boundary and whitespace rates on the test split. Under torchrun the ranks
+    share the windows (the same figures as one process)."""
+    model, _ = load_run(run_dir, env.device)
     data = ByteData.from_config(cfg.data)
     tc, out = cfg.train, {}
-    opts = EvalOptions(tc.batch_size, tc.seq_len, max_bytes, seed=tc.seed, amp=resolve_dtype(cfg.system.dtype, device),
+    opts = EvalOptions(tc.batch_size, tc.seq_len, max_bytes, seed=tc.seed, amp=resolve_dtype(cfg.system.dtype, env.device),
                        per_document=True)
     for split in ("val", "test"):
-        r = evaluate_bpb(model, data, split, opts)
+        r = evaluate_bpb(model, data, split, opts, env)
         out.update({f"{split}_bpb": r["bpb"], f"{split}_doc_bpb": r["doc_bpb_mean"], f"{split}_doc_se": r["doc_bpb_se"],
                     f"{split}_docs": r["n_docs"], f"{split}_bytes": r["n_bytes"],
                     f"{split}_boundary_rate": r["boundary_rate"], f"{split}_whitespace_rate": r["whitespace_rate"]})
@@ -85,17 +99,21 @@ def train_speed(run_dir: Path) -> float:
 
 
 def run_variant(spec: str, preset: str | None, overrides: list[str], out: Path, eval_bytes: int | None,
-                progress: bool = True) -> dict:
-    """Train (or resume) and evaluate one variant; skip it when its done marker exists."""
+                env: DistEnv, progress: bool = True) -> dict:
+    """Train (or resume) and evaluate one variant; skip it when its done marker exists. Every
+    rank calls it under torchrun; rank 0 writes."""
     run_dir = out / spec
     if (run_dir / DONE).is_file():
         return json.loads((run_dir / DONE).read_text(encoding="utf-8"))
     cfg = variant_config(spec, preset, overrides)
-    summary = train(cfg, run_dir, resume=latest_checkpoint(run_dir) is not None, progress=progress)
+    resume = latest_checkpoint(run_dir) is not None
+    barrier(env)                                                 # every rank has looked before rank 0 writes
+    summary = train(cfg, run_dir, resume=resume, progress=progress)
     record = {"variant": spec, "strategy": cfg.model.boundary, "steps": cfg.train.steps,
               "params": summary.get("params"), "bytes_per_s": train_speed(run_dir),
-              **evaluate_run(run_dir, cfg, eval_bytes)}
-    (run_dir / DONE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+              "paper": PAPER.get(spec), **evaluate_run(run_dir, cfg, eval_bytes, env)}
+    if env.is_main:
+        (run_dir / DONE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return record
 
 
@@ -109,15 +127,17 @@ def relative_step_time(records: list[dict], reference: str = "uniform") -> None:
 
 
 def format_table(records: list[dict]) -> str:
-    """The Markdown table of results.md."""
-    head = ("| variant | val bpb | val doc bpb (s.e.) | test bpb | test doc bpb (s.e.) | boundary rate | "
-            "whitespace rate | step time vs uniform |\n|---|---|---|---|---|---|---|---|\n")
+    """The Markdown table of results.md, in the paper's layout: test bits per byte, the rate
+    reached, the whitespace rate, and the paper's figure where it reports one; then the
+    validation figures, the per-document standard errors and the step time."""
+    head = ("| variant | test bpb | boundary rate | whitespace rate | paper | test doc bpb (s.e.) | val bpb | "
+            "step time vs uniform |\n|---|---|---|---|---|---|---|---|\n")
     rows = []
     for r in records:
         rel = f"{r['step_time_rel']:.2f}x" if r.get("step_time_rel") else "n/a"
-        rows.append(f"| {r['variant']} | {r['val_bpb']:.4f} | {r['val_doc_bpb']:.4f} ({r['val_doc_se']:.4f}) | "
-                    f"{r['test_bpb']:.4f} | {r['test_doc_bpb']:.4f} ({r['test_doc_se']:.4f}) | "
-                    f"{r['test_boundary_rate']:.3f} | {r['test_whitespace_rate']:.3f} | {rel} |")
+        rows.append(f"| {r['variant']} | {r['test_bpb']:.4f} | {r['test_boundary_rate']:.3f} | "
+                    f"{r['test_whitespace_rate']:.3f} | {r.get('paper') or '-'} | "
+                    f"{r['test_doc_bpb']:.4f} ({r['test_doc_se']:.4f}) | {r['val_bpb']:.4f} | {rel} |")
     return head + "\n".join(rows) + "\n"
 
 
@@ -144,15 +164,23 @@ def plot_curves(out: Path, variants: list[str]) -> Path:
 
 def compare(variants: list[str], out: str | Path, preset: str | None = "tiny", overrides: list[str] = (),
             eval_bytes: int | None = None, progress: bool = True) -> list[dict]:
-    """Run every variant (skipping finished ones) and write results.md, results.json, curves.png."""
+    """Run every variant (skipping finished ones) and write results.md, results.json, curves.png.
+    Under torchrun every rank calls it: each variant trains on every rank, evaluation is shared,
+    and rank 0 writes the files."""
     out = Path(out)
     if len(set(variants)) != len(variants):
         raise ConfigError(f"variants repeat: {', '.join(variants)}")
-    for spec in variants:                                        # fail on a bad name before any training
-        variant_config(spec, preset, list(overrides))
-    out.mkdir(parents=True, exist_ok=True)
-    records = [run_variant(spec, preset, list(overrides), out, eval_bytes, progress) for spec in variants]
+    configs = [variant_config(spec, preset, list(overrides)) for spec in variants]  # fail on a bad name before any training
+    env = init_distributed(configs[0].system.device)
+    if env.is_main:
+        out.mkdir(parents=True, exist_ok=True)
+    try:
+        records = [run_variant(spec, preset, list(overrides), out, eval_bytes, env, progress) for spec in variants]
+    finally:
+        shutdown(env)
     relative_step_time(records)
+    if not env.is_main:
+        return records
     command = " ".join(["learntok compare", f"--preset {preset}" if preset else "",
                         f"--strategies {','.join(variants)}", *overrides]).replace("  ", " ")
     (out / "results.json").write_text(json.dumps({"command": command, "results": records}, indent=2) + "\n",

@@ -249,6 +249,7 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
     every rank calls it; rank 0 alone writes the run folder (learntok.distributed)."""
     tc, sc, lc, run_dir = run_cfg.train, run_cfg.system, run_cfg.log, Path(out_dir)
     set_threads(sc.threads)
+    owns_group = not torch.distributed.is_initialized()              # compare under torchrun holds the group itself
     env = init_distributed(sc.device)
     device, main = env.device, env.is_main
     amp = resolve_dtype(sc.dtype, device)
@@ -312,5 +313,6 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
             last_ckpt = ckpt(done)
         window.reset()  # bytes/s counts training time only
     bar.close()
-    shutdown(env)
+    if owns_group:
+        shutdown(env)
     return {**summary, "step": end, "checkpoint": str(last_ckpt)}

@@ -145,3 +145,27 @@ def test_compile_keeps_recompiles_bounded():
             graphs_when_dynamic = counters["stats"]["unique_graphs"]
     assert len(sizes) >= 3, sizes
     assert counters["stats"]["unique_graphs"] == graphs_when_dynamic, (sizes, dict(counters["stats"]))
+
+
+def test_compare_under_torchrun_on_a_prepared_folder_matches_one_process(tmp_path):
+    """`torchrun -m learntok compare` (2 CPU ranks): each variant trains data-parallel, the
+    evaluation is shared between the ranks, rank 0 writes the table; the figures equal one
+    process's up to float summation order."""
+    from learntok.data.prepare import PrepareOptions, prepare
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(f"the quick brown fox {i} jumps over the lazy dog." for i in range(600)))
+    prepare([str(corpus)], tmp_path / "prepared", PrepareOptions(piece_bytes=600), progress=False)
+    args = ["compare", "--strategies", "learned,uniform", "--steps", "2", "--eval-bytes", "1024",
+            f"data.source={tmp_path / 'prepared'}", *[o for o in OVERRIDES if not o.startswith("train.steps")]]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.getcwd()}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                           "-m", "learntok", *args, "--out", str(tmp_path / "dist")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    one = subprocess.run([sys.executable, "-m", "learntok", *args, "--out", str(tmp_path / "one")],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert one.returncode == 0, one.stderr[-3000:]
+    dist, ref = (json.loads((tmp_path / d / "results.json").read_text())["results"] for d in ("dist", "one"))
+    for a, b in zip(dist, ref):
+        assert a["variant"] == b["variant"]
+        assert a["test_bpb"] == pytest.approx(b["test_bpb"], rel=1e-4) and a["test_bytes"] == b["test_bytes"]
