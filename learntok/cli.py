@@ -14,6 +14,13 @@ import sys
 import time
 from pathlib import Path
 
+from learntok.errors import ConfigError
+
+
+def set_threads(n: int) -> None:
+    from learntok.runtime import set_threads as set_torch_threads
+    set_torch_threads(n)
+
 
 def _expected_errors() -> tuple[type[BaseException], ...]:
     from learntok.checkpoint import CheckpointError
@@ -250,6 +257,7 @@ def add_compare(sub) -> None:
     p.add_argument("--ablations", action="store_true", help="add the learned policy's ablations (gamma=1, no batch "
                    "baseline, no early-exit reward, w=1, no rate loss)")
     p.add_argument("--eval-bytes", type=int, help="cap on bytes per split in the final evaluation (default: all)")
+    p.add_argument("--jobs", type=int, default=1, help="train this many variants at once, one CPU thread each")
     p.add_argument("--json", help="also write the results to this JSON file")
     p.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides shared by every variant")
     p.set_defaults(func=cmd_compare)
@@ -260,7 +268,8 @@ def cmd_compare(args) -> None:
 
     overrides = list(args.overrides) + ([f"train.steps={args.steps}"] if args.steps else [])
     out = args.out or f"runs/compare-{args.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
-    records = compare(variants_from_args(args.strategies, args.ablations), out, args.preset, overrides, args.eval_bytes)
+    records = compare(variants_from_args(args.strategies, args.ablations), out, args.preset, overrides, args.eval_bytes,
+                      jobs=args.jobs)
     print(format_table(records))
     print(f"results in {out}", file=sys.stderr)
     write_json(args.json, {"results": records})
@@ -309,12 +318,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in COMMANDS:
         add(sub)
+    for p in sub.choices.values():
+        p.add_argument("--threads", type=int, default=0,
+                       help="CPU threads for torch (default: all cores; give 1 to runs that share a machine)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.threads < 0:
+            raise ConfigError(f"--threads {args.threads} must be >= 0")
+        if args.threads and hasattr(args, "overrides"):
+            args.overrides = [*args.overrides, f"system.threads={args.threads}"]  # recorded in the run's config
+        set_threads(args.threads)
         return args.func(args) or 0
     except _expected_errors() as e:
         print(f"learntok: error: {' '.join(str(e).split())}", file=sys.stderr)

@@ -59,3 +59,26 @@ def test_cli_compare(tmp_path):
                *[o for o in TINY if not o.startswith("train.steps")]])
     assert rc == 0 and "| fixed |" in (tmp_path / "results.md").read_text()
     assert main(["compare", "--strategies", "nope", "--out", str(tmp_path / "x")]) == 2
+
+
+def test_compare_runs_variants_in_parallel_one_thread_each(tmp_path):
+    """--jobs 2: each variant trains in its own process with system.threads=1 (recorded in its
+    config), and the table equals a sequential comparison's."""
+    from learntok.cli import main
+    from learntok.config import load_config
+    args = ["compare", "--strategies", "fixed,uniform", "--steps", "1", "--eval-bytes", "512",
+            *[o for o in TINY if not o.startswith("train.steps")]]
+    assert main([*args, "--out", str(tmp_path / "par"), "--jobs", "2"]) == 0
+    assert main([*args, "--out", str(tmp_path / "seq")]) == 0
+    assert load_config(file=tmp_path / "par" / "fixed" / "config.toml").system.threads == 1
+    par, seq = (json.loads((tmp_path / d / "results.json").read_text())["results"] for d in ("par", "seq"))
+    assert [r["test_bpb"] for r in par] == pytest.approx([r["test_bpb"] for r in seq], rel=1e-6)
+
+
+def test_threads_option_is_recorded_and_checked(tmp_path, capsys):
+    from learntok.cli import main
+    from learntok.config import load_config
+    assert main(["train", "--out", str(tmp_path / "r"), "--threads", "1", *TINY]) == 0
+    assert load_config(file=tmp_path / "r" / "config.toml").system.threads == 1
+    assert main(["train", "--out", str(tmp_path / "s"), "--threads", "-1", *TINY]) == 2
+    assert "--threads -1" in capsys.readouterr().err
