@@ -209,3 +209,21 @@ def test_from_config_on_a_single_text_file(tmp_path):
     assert sum(data.n_bytes(s) for s in ("train", "val", "test")) == path.stat().st_size
     assert all(data.n_bytes(s) > 0 for s in ("train", "val", "test"))
     assert data.train_batch(0, 2, 64, seed=0).shape == (2, 64)
+
+
+def test_fit_sample_is_bounded_and_seeded(tmp_path):
+    """The bpe strategy's fit reads a bounded random sample of the train split, never the
+    whole split (which may be many GB), from memory or from a prepared folder alike."""
+    from learntok.data.prepare import PrepareOptions, prepare
+    from learntok.train import FIT_BYTES, fit_strategy
+    docs = [f"document {i} ".encode() * (i % 7 + 1) for i in range(500)]
+    data = ByteData({"train": docs})
+    sample = data.sample_documents("train", 1000, seed=3)
+    assert sum(map(len, sample)) == 1000 and sample == data.sample_documents("train", 1000, seed=3)
+    assert sample != data.sample_documents("train", 1000, seed=4)
+    assert all(any(d.startswith(s) for d in docs) for s in sample)
+    (tmp_path / "c.txt").write_bytes(b"\n".join(docs))
+    prepare([str(tmp_path / "c.txt")], tmp_path / "p", PrepareOptions(piece_bytes=300), progress=False)
+    disk = ByteData.from_prepared(str(tmp_path / "p"))
+    assert sum(map(len, disk.sample_documents("train", 2000))) == 2000
+    assert FIT_BYTES <= 4_000_000 and callable(fit_strategy)
