@@ -13,7 +13,7 @@ import sys
 import time
 from typing import TextIO
 
-from learntok.generate import stream
+from learntok.model.generate import stream
 from learntok.segment import _BACKGROUNDS
 
 _RESET = "\x1b[0m"

@@ -8,7 +8,8 @@ import torch
 
 from learntok import AUNet, ModelConfig
 from learntok import boundary_quality as bq
-from learntok.checkpoint import CheckpointError, check_format, load_run
+from learntok.checkpoint import CheckpointError, load_run
+from learntok.model.pretrained import check_format
 from learntok.data import ByteData, encode
 from learntok.evaluate import EvalOptions, evaluate_bpb, logmeanexp_bound, mean_and_se, run_eval
 

@@ -11,7 +11,7 @@ from learntok import AUNet, ModelConfig
 from learntok.boundaries.base import _REGISTRY as STRATEGIES
 from learntok.boundaries.base import BoundaryStrategy, strategy_names
 from learntok.data import BOS, EOS, encode
-from learntok.generate import _events, decode_step, generate, prefill, prompt_ids, sample_next, stream
+from learntok.model.generate import _events, decode_step, generate, prefill, prompt_ids, sample_next, stream
 from learntok.sample import ChunkWriter
 
 WINDOW = 16

@@ -1,4 +1,5 @@
-"""Generation: cached incremental decoding of an AUNet, one byte at a time (issue 5).
+"""Generation: cached incremental decoding of an AUNet, one byte at a time (issue 5; the model
+layer: it needs only the model, and `AUNet.generate` / `AUNet.stream` call it).
 
 For each new byte t (DESIGN §2, in the same order as `AUNet.forward`):
   embed and encode it (byte-level KV caches keep the last attn_window keys) -> early head ->
@@ -23,7 +24,6 @@ Shapes: B batch, T bytes, D width, V vocabulary.
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from typing import Iterator, NamedTuple, Sequence
 
@@ -33,6 +33,7 @@ from learntok.boundaries.base import BoundaryOutput
 from learntok.data.vocab import BOS, EOS, PAD, encode
 from learntok.model.cache import ModelCache, TokenKV
 from learntok.model.pooling import downsample, num_tokens, upsample
+from learntok.runtime import PrivateRNG, eval_mode
 
 BOUNDARY_MODES = ("sample", "greedy")
 
@@ -125,33 +126,6 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     return torch.multinomial(logits.softmax(-1), 1)[:, 0]
 
 
-class PrivateRNG:
-    """A seeded random stream of its own, swapped in around each step: reproducible under a seed,
-    and the caller's global RNG is untouched even while a stream is suspended between bytes."""
-
-    def __init__(self, seed: int | None, device: torch.device):
-        self.devices = [device] if device.type == "cuda" else []
-        if seed is None:
-            seed = int(torch.randint(0, 2**62, ()))
-        with torch.random.fork_rng(devices=self.devices):
-            torch.manual_seed(seed)
-            self.states = self._get()
-
-    def _get(self) -> list[torch.Tensor]:
-        return [torch.get_rng_state()] + [torch.cuda.get_rng_state(d) for d in self.devices]
-
-    @contextlib.contextmanager
-    def active(self):
-        with torch.random.fork_rng(devices=self.devices):
-            torch.set_rng_state(self.states[0])
-            for d, s in zip(self.devices, self.states[1:]):
-                torch.cuda.set_rng_state(s, d)
-            try:
-                yield
-            finally:
-                self.states = self._get()
-
-
 class Piece(NamedTuple):
     """One byte of a streamed sequence."""
     byte: int          # 0..255
@@ -188,9 +162,7 @@ def _events(model, prompts: Sequence[torch.Tensor], max_bytes: int, temperature:
     for b, p in enumerate(prompts):
         x[b, :p.numel()] = p.to(device)
     rng = PrivateRNG(seed, device)
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         with rng.active():
             state, logits, a = prefill(model, x[:, :L0], greedy=greedy)
         ones = torch.ones_like(a, dtype=torch.bool)
@@ -212,8 +184,6 @@ def _events(model, prompts: Sequence[torch.Tensor], max_bytes: int, temperature:
             yield _Event(nxt[:, None], a[:, None], (in_prompt | gen)[:, None], gen[:, None], logits)
             made += gen.long()
             done |= made >= max_bytes
-    finally:
-        model.train(was_training)
 
 
 def stream(model, prompt, max_bytes: int = 256, temperature: float = 1.0, top_k: int | None = None,
