@@ -20,7 +20,7 @@ HIST_MAX = 32  # chunk-length histogram: lengths 1..HIST_MAX, longer ones in one
 
 def scored_positions(x: torch.Tensor) -> torch.Tensor:
     """(B, T) bool: real bytes (not BOS/EOS/PAD) at t >= 2."""
-    m = x < 256
+    m = is_byte(x)
     m[:, :2] = False
     return m
 
@@ -30,7 +30,7 @@ def word_starts(x: torch.Tensor) -> torch.Tensor:
     ws = is_whitespace(x)
     prev = torch.zeros_like(ws)
     prev[:, 1:] = ws[:, :-1]
-    return prev & ~ws & (x < 256)
+    return prev & ~ws & is_byte(x)
 
 
 def space_starts(x: torch.Tensor) -> torch.Tensor:
@@ -40,7 +40,7 @@ def space_starts(x: torch.Tensor) -> torch.Tensor:
     ws = is_whitespace(x)
     prev = torch.zeros_like(ws)
     prev[:, 1:] = ws[:, :-1]
-    return ws & ~prev & (x < 256)
+    return ws & ~prev & is_byte(x)
 
 
 def prf_counts(pred: torch.Tensor, ref: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -65,7 +65,7 @@ def chunk_lengths(x: torch.Tensor, a: torch.Tensor) -> np.ndarray:
     x, a = x.cpu().numpy(), a.detach().cpu().numpy() > 0.5
     lengths = []
     for row_x, row_a in zip(x, a):
-        n = int((row_x[1:] < 256).sum())                         # real bytes after BOS (they come first)
+        n = int(is_byte(row_x[1:]).sum())                         # real bytes after BOS (they come first)
         if n == 0:
             continue
         starts = np.flatnonzero(row_a[1:n + 1])                  # byte offsets where chunks start
@@ -126,7 +126,7 @@ def bpe_starts(tokenizer, x: torch.Tensor) -> torch.Tensor:
     offsets count characters of its input."""
     out = torch.zeros(x.shape, dtype=torch.bool)
     rows = x.cpu().numpy()
-    texts = [bytes(r[1:][r[1:] < 256].astype(np.uint8)).decode("latin-1") for r in rows]
+    texts = [bytes(r[1:][is_byte(r[1:])].astype(np.uint8)).decode("latin-1") for r in rows]
     for b, enc in enumerate(tokenizer.encode_batch(texts, add_special_tokens=False)):
         starts = [s for s, e in enc.offsets if e > s]
         if starts:

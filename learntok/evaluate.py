@@ -71,7 +71,6 @@ class EvalOptions:
     reference_starts: Callable[[torch.Tensor], torch.Tensor] | None = None  # x -> (B, T) bool, e.g. BPE starts
 
 
-@torch.no_grad()
 def evaluate_bpb(model, data: ByteData, split: str, opts: EvalOptions, env: DistEnv | None = None) -> dict:
     """The one evaluation of learntok (training's periodic validation, `eval`, `compare`): bits
     per byte of the final head over every byte of `split` (at most opts.max_bytes), the boundary

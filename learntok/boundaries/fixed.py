@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, fixed_output, register
-from learntok.data.vocab import BOS
+from learntok.data.vocab import BOS, is_byte
 
 
 @register("uniform")
@@ -150,7 +150,7 @@ class EntropyBoundaries(BoundaryStrategy):
     @torch.no_grad()
     def update_threshold(self, entropy: torch.Tensor, x: torch.Tensor) -> None:
         """One step of the quantile tracker on H[t-1] over real target bytes (no host sync)."""
-        real = x[:, 1:] < 256                                    # (B, T-1)
+        real = is_byte(x[:, 1:])                                   # (B, T-1)
         values = entropy[:, :-1][real]
         if values.numel() == 0:
             return

@@ -30,7 +30,7 @@ from typing import Iterator, NamedTuple, Sequence
 import torch
 
 from learntok.boundaries.base import BoundaryOutput
-from learntok.data.vocab import BOS, EOS, PAD, encode
+from learntok.data.vocab import BOS, EOS, PAD, encode, is_byte
 from learntok.model.cache import ModelCache, TokenKV
 from learntok.model.pooling import downsample, num_tokens, upsample
 from learntok.runtime import PrivateRNG, eval_mode
@@ -108,8 +108,7 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     table's padding are never drawn). temperature 0 is argmax; top_k keeps the k likeliest;
     top_p keeps the smallest set whose probability reaches p (nucleus sampling)."""
     logits = logits.float().clone()
-    allowed = torch.zeros(logits.size(-1), dtype=torch.bool, device=logits.device)
-    allowed[:256] = True
+    allowed = is_byte(torch.arange(logits.size(-1), device=logits.device))  # (V,)
     allowed[EOS] = True
     logits[:, ~allowed] = float("-inf")
     if temperature <= 0:
@@ -195,7 +194,7 @@ def stream(model, prompt, max_bytes: int = 256, temperature: float = 1.0, top_k:
                       boundaries, stop_at_eos):
         for i, a, keep, gen in zip(ev.ids[0].tolist(), ev.decisions[0].tolist(), ev.keep[0].tolist(),
                                    ev.generated[0].tolist()):
-            if keep and i < 256 and (gen or include_prompt):
+            if keep and is_byte(i) and (gen or include_prompt):
                 yield Piece(i, a > 0.5, gen)
 
 
