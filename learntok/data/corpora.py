@@ -9,7 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import sysconfig
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -78,17 +78,21 @@ def json_records(lines: Iterable[bytes | str], where: str, error: type[Exception
         yield lineno, record
 
 
-def _jsonl_documents(lines: Iterable[bytes], text_field: str, where: str) -> list[bytes]:
-    """One JSON object a line; field `text_field` is the document. Blank lines are skipped."""
-    docs = []
+def jsonl_texts(lines: Iterable[bytes], text_field: str, where: str) -> Iterator[bytes]:
+    """One JSON object a line; field `text_field` (a string) of each, as UTF-8 bytes, streamed
+    (empty ones too). Blank lines are skipped."""
     for lineno, record in json_records(lines, where):
         if text_field not in record:
             raise DataError(f"{where} line {lineno}: no field {text_field!r}")
         text = record[text_field]
         if not isinstance(text, str):
             raise DataError(f"{where} line {lineno}: field {text_field!r} is {type(text).__name__}, not a string")
-        if text:
-            docs.append(text.encode("utf-8"))
+        yield text.encode("utf-8")
+
+
+def _jsonl_documents(lines: Iterable[bytes], text_field: str, where: str) -> list[bytes]:
+    """The non-empty documents of a JSON-lines file (jsonl_texts)."""
+    docs = [text for text in jsonl_texts(lines, text_field, where) if text]
     if not docs:
         raise DataError(f"{where} holds no documents")
     return docs

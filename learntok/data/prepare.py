@@ -28,7 +28,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from learntok.data.corpora import DataError, files_below, is_binary
+from learntok.data.corpora import DataError, files_below, is_binary, jsonl_texts
 from learntok.data.shards import FORMAT, INDEX, VERSION, SplitWriter
 from learntok.data.split import SPLITS
 
@@ -87,20 +87,6 @@ def input_files(sources: list[str]) -> list[Path]:
     return files
 
 
-def _jsonl_docs(raw, path: Path, field: str) -> Iterator[bytes]:
-    lines = gzip.open(raw) if path.name.endswith(".gz") else raw
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            text = json.loads(line)[field]
-        except (ValueError, KeyError, TypeError):
-            raise DataError(f"{path} line {lineno}: not a JSON object with a field {field!r}") from None
-        if not isinstance(text, str):
-            raise DataError(f"{path} line {lineno}: field {field!r} is {type(text).__name__}, not a string")
-        yield text.encode("utf-8")
-
-
 def _parquet_docs(path: Path, field: str) -> Iterator[bytes]:
     import pyarrow.parquet as pq
 
@@ -138,7 +124,7 @@ def documents(path: Path, opts: PrepareOptions) -> Iterator[tuple[bytes, int]]:
         return
     with open(path, "rb") as raw:
         if name.endswith((".jsonl", ".jsonl.gz")):
-            docs = _jsonl_docs(raw, path, opts.text_field)
+            docs = jsonl_texts(gzip.open(raw) if name.endswith(".gz") else raw, opts.text_field, str(path))
         else:
             if is_binary(raw.read(8192)):
                 return
