@@ -76,8 +76,9 @@ class BoundaryStrategy(nn.Module):
         `has_reference`), e.g. the bpe strategy's token starts."""
         raise NotImplementedError(f"strategy {type(self).__name__} has no reference boundaries")
 
-    def dechunk(self, z: torch.Tensor, out: BoundaryOutput, token_index: torch.Tensor) -> torch.Tensor:
-        """Hook on the token-level output z (B, S, D) before upsampling. Identity by default."""
+    def dechunk(self, z: torch.Tensor, out: BoundaryOutput, token_pos: torch.Tensor) -> torch.Tensor:
+        """Hook on the token-level output z (B, S, D) before upsampling; token_pos (B, S) is each
+        token's boundary byte offset (T for padding), as `downsample` returns it. Identity by default."""
         return z
 
     def dechunk_step(self, z: torch.Tensor, probs: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:

@@ -227,10 +227,10 @@ class HNetRouting(BoundaryStrategy):
         p = probs.clamp(1e-4, 1 - 1e-4).unsqueeze(-1).to(z.dtype)  # (R, 1)
         return p * z + (1.0 - p) * previous
 
-    def dechunk(self, z: torch.Tensor, out: BoundaryOutput, token_index: torch.Tensor) -> torch.Tensor:
-        """token_index (B, S): each token's boundary byte offset (T for padding)."""
+    def dechunk(self, z: torch.Tensor, out: BoundaryOutput, token_pos: torch.Tensor) -> torch.Tensor:
+        """token_pos (B, S): each token's boundary byte offset (T for padding)."""
         T = out.probs.size(1)
-        p = out.probs.gather(1, token_index.clamp(max=T - 1))     # (B, S) p at each token's boundary byte
+        p = out.probs.gather(1, token_pos.clamp(max=T - 1))     # (B, S) p at each token's boundary byte
         return ema_scan(z, p.clamp(1e-4, 1 - 1e-4))
 
     def confidence(self, y: torch.Tensor, out: BoundaryOutput) -> torch.Tensor:
