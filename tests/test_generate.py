@@ -7,12 +7,14 @@ import warnings
 import pytest
 import torch
 
-from learntok import AUNet, ModelConfig
+from learntok import AUNet
 from learntok.boundaries.base import _REGISTRY as STRATEGIES
 from learntok.boundaries.base import BoundaryStrategy, strategy_names
 from learntok.data import BOS, EOS, encode
 from learntok.model.generate import _events, decode_step, generate, prefill, prompt_ids, sample_next, stream
 from learntok.sample import ChunkWriter
+
+from conftest import tiny_model
 
 WINDOW = 16
 # every registered strategy with an incremental step (bpe's re-tokenises the text so far)
@@ -31,10 +33,7 @@ def one_thread():
 
 
 def tiny(boundary="learned", w=8) -> AUNet:
-    torch.manual_seed(0)
-    cfg = ModelConfig(d_model=32, n_heads=2, n_down=1, n_mid=2, n_up=1, attn_window=WINDOW,
-                      boundary=boundary, policy_window=w, target_rate=0.2)
-    model = AUNet(cfg)
+    model = tiny_model(boundary, n_mid=2, attn_window=WINDOW, policy_window=w)
     if boundary == "bpe":
         with warnings.catch_warnings():                          # a BPE of 20 words cannot reach rho*: no matter
             warnings.simplefilter("ignore")
