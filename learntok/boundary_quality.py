@@ -25,11 +25,17 @@ def scored_positions(x: torch.Tensor) -> torch.Tensor:
     return m
 
 
-def word_starts(x: torch.Tensor) -> torch.Tensor:
-    """(B, T) bool: byte t is not whitespace and byte t-1 is a whitespace byte."""
+def _whitespace_now_and_before(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, T) bool each: byte t is whitespace; byte t-1 is whitespace (False at t = 0)."""
     ws = is_whitespace(x)
     prev = torch.zeros_like(ws)
     prev[:, 1:] = ws[:, :-1]
+    return ws, prev
+
+
+def word_starts(x: torch.Tensor) -> torch.Tensor:
+    """(B, T) bool: byte t is not whitespace and byte t-1 is a whitespace byte."""
+    ws, prev = _whitespace_now_and_before(x)
     return prev & ~ws & is_byte(x)
 
 
@@ -37,9 +43,7 @@ def space_starts(x: torch.Tensor) -> torch.Tensor:
     """(B, T) bool: byte t is whitespace and byte t-1 is not (BOS counts as not): a chunk that
     starts at the space before a word (" with"), the convention of GPT-2-style byte BPE and of
     a policy that puts its boundary at the space."""
-    ws = is_whitespace(x)
-    prev = torch.zeros_like(ws)
-    prev[:, 1:] = ws[:, :-1]
+    ws, prev = _whitespace_now_and_before(x)
     return ws & ~prev & is_byte(x)
 
 

@@ -52,7 +52,7 @@ def _unnamed_documents(source: str, text_field: str) -> list[bytes]:
         with path.open("rb") as f:
             docs = _jsonl_documents(f, text_field, str(path))
     elif path.suffix == ".parquet":
-        docs = _parquet_documents(path, text_field)
+        docs = list(parquet_texts(path, text_field))
     else:
         docs = [path.read_bytes()]
         if not docs[0]:
@@ -98,15 +98,18 @@ def _jsonl_documents(lines: Iterable[bytes], text_field: str, where: str) -> lis
     return docs
 
 
-def _parquet_documents(path: Path, text_field: str) -> list[bytes]:
-    """Column `text_field` of a parquet file; str or binary values, nulls and empties skipped."""
+def parquet_texts(path: Path, text_field: str) -> Iterator[bytes]:
+    """Column `text_field` of a parquet file, streamed in batches; str or binary values, nulls
+    and empties skipped."""
     import pyarrow.parquet as pq
 
-    names = pq.read_schema(path).names
-    if text_field not in names:
-        raise DataError(f"{path}: no column {text_field!r} (columns: {', '.join(names)})")
-    values = pq.read_table(path, columns=[text_field]).column(text_field).to_pylist()
-    return [v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in values if v]
+    f = pq.ParquetFile(path)
+    if text_field not in f.schema_arrow.names:
+        raise DataError(f"{path}: no column {text_field!r} (columns: {', '.join(f.schema_arrow.names)})")
+    for batch in f.iter_batches(columns=[text_field], batch_size=1024):
+        for v in batch.column(0).to_pylist():
+            if v:
+                yield v.encode("utf-8") if isinstance(v, str) else bytes(v)
 
 
 def _folder_documents(root: Path) -> tuple[list[bytes], list[str]]:

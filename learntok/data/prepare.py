@@ -28,7 +28,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from learntok.data.corpora import DataError, files_below, is_binary, jsonl_texts
+from learntok.data.corpora import DataError, files_below, is_binary, jsonl_texts, parquet_texts
 from learntok.data.shards import FORMAT, INDEX, VERSION, SplitWriter
 from learntok.data.split import SPLITS
 
@@ -87,18 +87,6 @@ def input_files(sources: list[str]) -> list[Path]:
     return files
 
 
-def _parquet_docs(path: Path, field: str) -> Iterator[bytes]:
-    import pyarrow.parquet as pq
-
-    f = pq.ParquetFile(path)
-    if field not in f.schema_arrow.names:
-        raise DataError(f"{path}: no column {field!r} (columns: {', '.join(f.schema_arrow.names)})")
-    for batch in f.iter_batches(columns=[field], batch_size=1024):
-        for v in batch.column(0).to_pylist():
-            if v:
-                yield v.encode("utf-8") if isinstance(v, str) else bytes(v)
-
-
 def _text_docs(raw, piece_bytes: int) -> Iterator[bytes]:
     """The whole file, or pieces of about piece_bytes cut just after a newline when one falls in
     a piece's second half (data.split.cut_document, streamed)."""
@@ -119,7 +107,7 @@ def documents(path: Path, opts: PrepareOptions) -> Iterator[tuple[bytes, int]]:
     """(document, input bytes consumed so far) for one file, streamed."""
     name = path.name
     if name.endswith(".parquet"):
-        yield from ((doc, 0) for doc in _parquet_docs(path, opts.text_field))
+        yield from ((doc, 0) for doc in parquet_texts(path, opts.text_field))
         yield b"", path.stat().st_size                                          # progress for the whole file at the end
         return
     with open(path, "rb") as raw:
