@@ -8,8 +8,7 @@ import pytest
 import torch
 
 from learntok import AUNet
-from learntok.boundaries.base import _REGISTRY as STRATEGIES
-from learntok.boundaries.base import BoundaryStrategy, strategy_names
+from learntok.boundaries.base import BoundaryStrategy, strategy_class, strategy_names
 from learntok.data import BOS, EOS, encode
 from learntok.model.generate import _events, decode_step, generate, prefill, prompt_ids, sample_next, stream
 from learntok.sample import ChunkWriter
@@ -19,7 +18,7 @@ from conftest import tiny_model
 WINDOW = 16
 # every registered strategy with an incremental step (bpe's re-tokenises the text so far)
 STEP_STRATEGIES = [("learned", 1)] + [
-    (name, 8) for name in strategy_names() if STRATEGIES[name].step is not BoundaryStrategy.step]
+    (name, 8) for name in strategy_names() if strategy_class(name).step is not BoundaryStrategy.step]
 PROMPTS = [b"To be, or not to be, that is the question:", b"Whether 'tis nobler", "caf\u00e9 \u2014 na\u00efve r\u00e9sum\u00e9 ok"]
 
 
