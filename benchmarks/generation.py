@@ -29,7 +29,7 @@ import torch
 
 from learntok import AUNet, ModelConfig
 from learntok.data import encode
-from learntok.generate import decode_step, prefill, sample_next
+from learntok.model.generate import decode_step, prefill, sample_next
 
 CORPUS = Path(__file__).resolve().parents[1] / "learntok" / "corpora" / "shakespeare.jsonl.gz"
 

@@ -20,27 +20,31 @@ HIST_MAX = 32  # chunk-length histogram: lengths 1..HIST_MAX, longer ones in one
 
 def scored_positions(x: torch.Tensor) -> torch.Tensor:
     """(B, T) bool: real bytes (not BOS/EOS/PAD) at t >= 2."""
-    m = x < 256
+    m = is_byte(x)
     m[:, :2] = False
     return m
 
 
-def word_starts(x: torch.Tensor) -> torch.Tensor:
-    """(B, T) bool: byte t is not whitespace and byte t-1 is a whitespace byte."""
+def _whitespace_now_and_before(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, T) bool each: byte t is whitespace; byte t-1 is whitespace (False at t = 0)."""
     ws = is_whitespace(x)
     prev = torch.zeros_like(ws)
     prev[:, 1:] = ws[:, :-1]
-    return prev & ~ws & (x < 256)
+    return ws, prev
+
+
+def word_starts(x: torch.Tensor) -> torch.Tensor:
+    """(B, T) bool: byte t is not whitespace and byte t-1 is a whitespace byte."""
+    ws, prev = _whitespace_now_and_before(x)
+    return prev & ~ws & is_byte(x)
 
 
 def space_starts(x: torch.Tensor) -> torch.Tensor:
     """(B, T) bool: byte t is whitespace and byte t-1 is not (BOS counts as not): a chunk that
     starts at the space before a word (" with"), the convention of GPT-2-style byte BPE and of
     a policy that puts its boundary at the space."""
-    ws = is_whitespace(x)
-    prev = torch.zeros_like(ws)
-    prev[:, 1:] = ws[:, :-1]
-    return ws & ~prev & (x < 256)
+    ws, prev = _whitespace_now_and_before(x)
+    return ws & ~prev & is_byte(x)
 
 
 def prf_counts(pred: torch.Tensor, ref: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -65,7 +69,7 @@ def chunk_lengths(x: torch.Tensor, a: torch.Tensor) -> np.ndarray:
     x, a = x.cpu().numpy(), a.detach().cpu().numpy() > 0.5
     lengths = []
     for row_x, row_a in zip(x, a):
-        n = int((row_x[1:] < 256).sum())                         # real bytes after BOS (they come first)
+        n = int(is_byte(row_x[1:]).sum())                         # real bytes after BOS (they come first)
         if n == 0:
             continue
         starts = np.flatnonzero(row_a[1:n + 1])                  # byte offsets where chunks start
@@ -126,7 +130,7 @@ def bpe_starts(tokenizer, x: torch.Tensor) -> torch.Tensor:
     offsets count characters of its input."""
     out = torch.zeros(x.shape, dtype=torch.bool)
     rows = x.cpu().numpy()
-    texts = [bytes(r[1:][r[1:] < 256].astype(np.uint8)).decode("latin-1") for r in rows]
+    texts = [bytes(r[1:][is_byte(r[1:])].astype(np.uint8)).decode("latin-1") for r in rows]
     for b, enc in enumerate(tokenizer.encode_batch(texts, add_special_tokens=False)):
         starts = [s for s, e in enc.offsets if e > s]
         if starts:

@@ -231,10 +231,10 @@ def add_sample(sub) -> None:
 
 
 def cmd_sample(args) -> None:
-    from learntok.checkpoint import load_model
+    from learntok.model.aunet import AUNet
     from learntok.sample import sample
 
-    model = load_model(args.model, map_location=args.device)
+    model = AUNet.from_pretrained(args.model, map_location=args.device)
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(errors="replace")                 # a non-UTF-8 terminal shows "?", no crash
     stats = sample(model, args.prompt, args.max_bytes, args.temperature, args.top_k, args.top_p, args.seed,

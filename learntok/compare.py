@@ -23,8 +23,8 @@ from learntok.checkpoint import latest_checkpoint, load_run
 from learntok.config import ConfigError, RunConfig, load_config
 from learntok.data import ByteData
 from learntok.evaluate import EvalOptions, evaluate_bpb
-from learntok.plots import pyplot, read_metrics, series
 from learntok.distributed import DistEnv, barrier, init_distributed, shutdown
+from learntok.plots import pyplot, read_metrics, save_curves, series
 from learntok.runtime import resolve_dtype
 from learntok.train import train
 
@@ -156,14 +156,7 @@ def plot_curves(out: Path, variants: list[str]) -> Path:
             ax.plot(xs, ys, marker="o", ms=3, color=f"C{i % 10}", ls="-" if i < 10 else "--", label=spec)
     ax.set_xlabel("bytes seen")
     ax.set_ylabel("validation bits per byte")
-    ax.grid(alpha=0.3)
-    if ax.lines:
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out / "curves.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_curves(fig, ax, out / "curves.png")
 
 
 def run_parallel(variants: list[str], out: Path, preset: str | None, overrides: list[str], eval_bytes: int | None,

@@ -20,14 +20,17 @@ Shapes: B batch, T bytes, K samples, P policy parameters.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
 
+from learntok.checkpoint import load_run
 from learntok.config import ConfigError
 from learntok.data import ByteData
 from learntok.objective import ObjectiveConfig, loss
-from learntok.runtime import isolated_rng
+from learntok.plots import plot_diagnose
+from learntok.runtime import eval_mode, isolated_rng
 
 # name -> (early_baseline, gamma, batch_baseline)
 VARIANTS: dict[str, tuple[bool, float, str]] = {
@@ -81,16 +84,11 @@ def diagnose(model, batches: list[torch.Tensor], samples: int = 16, seed: int = 
     """Per variant: variance, signal, snr (means over batches), variance_vs_raw and cos_to_loo."""
     raw, ref = "raw (-CE)", "+ batch loo"                      # variance and direction references
     per_batch, means = {n: [] for n in variants}, {n: [] for n in variants}
-    was_training = model.training
-    model.eval()                                                 # no dropout; boundaries are still sampled
-    try:
-        with isolated_rng(seed):
-            for x in batches:
-                for name, g in policy_gradients(model, x, samples, variants).items():
-                    per_batch[name].append(gradient_stats(g))
-                    means[name].append(g.mean(0))
-    finally:
-        model.train(was_training)
+    with eval_mode(model), isolated_rng(seed):                  # no dropout; boundaries are still sampled
+        for x in batches:
+            for name, g in policy_gradients(model, x, samples, variants).items():
+                per_batch[name].append(gradient_stats(g))
+                means[name].append(g.mean(0))
     ref_mean = torch.cat(means[ref])
     table = {}
     for name in variants:
@@ -114,11 +112,6 @@ def run_diagnose(path, batches: int = 4, samples: int = 16, batch_size: int | No
                  device: str = "cpu") -> dict:
     """`learntok diagnose`: fixed training batches of the run's data; writes diagnose.md,
     diagnose.json and diagnose.png into `out` (default RUN/diagnose)."""
-    import json
-
-    from learntok.checkpoint import load_run
-    from learntok.plots import plot_diagnose
-
     model, run_cfg = load_run(path, device)
     if run_cfg is None:
         raise ConfigError(f"{path} holds no run config (data source): diagnose needs a run or checkpoint folder")

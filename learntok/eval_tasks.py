@@ -31,11 +31,12 @@ import numpy as np
 import torch
 
 from learntok.data import DataError
-from learntok.data.corpora import json_records as _json_records
+from learntok.checkpoint import load_run
+from learntok.data.corpora import json_records
 from learntok.data.vocab import BOS, PAD
 from learntok.evaluate import mean_and_se
 from learntok.objective import LN2
-from learntok.runtime import autocast, isolated_rng
+from learntok.runtime import autocast, inference
 
 FORMS = {"multiple_choice": ("query", "choices", "gold"), "continuation": ("context", "continuation")}
 
@@ -51,11 +52,6 @@ class Example:
     gold: int
 
 
-def json_records(lines, where: str, error: type[Exception] = TaskError):
-    """(line number, object) for each non-blank JSON line (see learntok.data.corpora.json_records)."""
-    return _json_records(lines, where, error)
-
-
 def read_task(path: str | Path) -> tuple[str, list[Example]]:
     """(form, examples) from a JSONL or JSONL.gz file."""
     path = Path(path)
@@ -64,7 +60,7 @@ def read_task(path: str | Path) -> tuple[str, list[Example]]:
     opener = gzip.open if path.name.endswith(".gz") else open
     form, examples = None, []
     with opener(path, "rt", encoding="utf-8") as f:
-        for lineno, rec in json_records(f, str(path)):
+        for lineno, rec in json_records(f, str(path), TaskError):
             if form is None:
                 form = "continuation" if "continuation" in rec or "context" in rec else "multiple_choice"
             examples.append(_example(rec, form, f"{path} line {lineno}"))
@@ -98,7 +94,6 @@ def join(context: str, continuation: str, delimiter: str = " ") -> tuple[bytes, 
     return ctx, (sep + continuation).encode("utf-8")
 
 
-@torch.no_grad()
 def score_requests(model, requests: list[tuple[bytes, bytes]], batch_size: int = 16, seq_len: int = 1024,
                    greedy: bool = False, seed: int = 0, device: torch.device | None = None,
                    amp_dtype: torch.dtype | None = None) -> list[tuple[float, int, bool]]:
@@ -109,24 +104,19 @@ def score_requests(model, requests: list[tuple[bytes, bytes]], batch_size: int =
     device = device or next(model.parameters()).device
     order = sorted(range(len(requests)), key=lambda i: -sum(map(len, requests[i])))
     results: list[tuple[float, int, bool]] = [(0.0, 0, True)] * len(requests)
-    was_training = model.training
-    model.eval()
-    try:
-        with isolated_rng(seed, device):
-            for i in range(0, len(order), batch_size):
-                idx = order[i:i + batch_size]
-                x, cont = _rows([requests[j] for j in idx], seq_len)  # (B, T), (B, T-1) bool
-                x, cont = x.to(device), cont.to(device)
-                with autocast(device, amp_dtype):
-                    out = model(x, greedy=greedy)
-                logp = torch.log_softmax(out.logits[:, :-1].float(), dim=-1)      # (B, T-1, V)
-                target = x[:, 1:]                                                  # (B, T-1)
-                ll = logp.gather(-1, target.unsqueeze(-1)).squeeze(-1) * cont      # (B, T-1)
-                hit = (logp.argmax(-1) == target) | ~cont
-                for j, s, n, g in zip(idx, ll.sum(1).tolist(), cont.sum(1).tolist(), hit.all(1).tolist()):
-                    results[j] = (s, int(n), bool(g))
-    finally:
-        model.train(was_training)
+    with inference(model, seed, device):
+        for i in range(0, len(order), batch_size):
+            idx = order[i:i + batch_size]
+            x, cont = _rows([requests[j] for j in idx], seq_len)  # (B, T), (B, T-1) bool
+            x, cont = x.to(device), cont.to(device)
+            with autocast(device, amp_dtype):
+                out = model(x, greedy=greedy)
+            logp = torch.log_softmax(out.logits[:, :-1].float(), dim=-1)      # (B, T-1, V)
+            target = x[:, 1:]                                                  # (B, T-1)
+            ll = logp.gather(-1, target.unsqueeze(-1)).squeeze(-1) * cont      # (B, T-1)
+            hit = (logp.argmax(-1) == target) | ~cont
+            for j, s, n, g in zip(idx, ll.sum(1).tolist(), cont.sum(1).tolist(), hit.all(1).tolist()):
+                results[j] = (s, int(n), bool(g))
     return results
 
 
@@ -191,8 +181,6 @@ def evaluate_task(model, form: str, examples: list[Example], delimiter: str = " 
 def run_tasks(path, tasks: list[str], batch_size: int = 16, seq_len: int | None = None, greedy: bool = False,
               seed: int = 0, limit: int | None = None, delimiter: str = " ", device: str = "cpu") -> dict:
     """`learntok eval-tasks`: every task file, by its name without .jsonl(.gz)."""
-    from learntok.checkpoint import load_run
-
     model, run_cfg = load_run(path, device)
     seq_len = seq_len or (run_cfg.train.seq_len if run_cfg is not None else 1024)
     report = {"boundaries": "greedy" if greedy else f"sampled (seed {seed})", "seq_len": seq_len, "tasks": {}}

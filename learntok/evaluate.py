@@ -24,11 +24,12 @@ import numpy as np
 import torch
 
 from learntok import boundary_quality as bq
-from learntok.checkpoint import load_run, resolve
+from learntok.checkpoint import load_run
 from learntok.config import ConfigError
 from learntok.data import ByteData, DataConfig, DataError
 from learntok.data.dataset import ALL
 from learntok.distributed import DistEnv, all_reduce
+from learntok.model.pretrained import resolve
 from learntok.objective import LN2, boundary_counts, boundary_rates, token_ce
 from learntok.runtime import autocast, inference, resolve_device, resolve_dtype
 
@@ -70,7 +71,6 @@ class EvalOptions:
     reference_starts: Callable[[torch.Tensor], torch.Tensor] | None = None  # x -> (B, T) bool, e.g. BPE starts
 
 
-@torch.no_grad()
 def evaluate_bpb(model, data: ByteData, split: str, opts: EvalOptions, env: DistEnv | None = None) -> dict:
     """The one evaluation of learntok (training's periodic validation, `eval`, `compare`): bits
     per byte of the final head over every byte of `split` (at most opts.max_bytes), the boundary

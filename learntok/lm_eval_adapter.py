@@ -16,8 +16,7 @@ seed (boundary samples and generation).
 
 loglikelihood_rolling scores a whole text in windows: each window of (seq_len - 1) / 2 bytes is
 scored given up to the rest of a row of preceding bytes as context, so every byte is scored once
-and sees at least half a row of context. generate_until uses `learntok.generate.generate` when
-that module exists (temperature 0 = argmax), else raises NotImplementedError.
+and sees at least half a row of context. generate_until uses `AUNet.generate` (temperature 0 = argmax).
 """
 from __future__ import annotations
 
@@ -25,6 +24,7 @@ import torch
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
+from learntok.checkpoint import load_run
 from learntok.eval_tasks import rolling_windows, score_requests
 
 
@@ -33,8 +33,6 @@ class LearntokLM(LM):
     def __init__(self, pretrained: str, device: str | None = None, batch_size: int | str = 16,
                  seq_len: int | None = None, greedy_boundaries: bool = False, seed: int = 0, **kwargs):
         super().__init__()
-        from learntok.checkpoint import load_run
-
         self._device = torch.device(device or "cpu")
         self.model, run_cfg = load_run(pretrained, self._device)
         self.seq_len = int(seq_len or (run_cfg.train.seq_len if run_cfg is not None else 1024))
@@ -62,19 +60,15 @@ class LearntokLM(LM):
         return totals
 
     def generate_until(self, requests) -> list[str]:
-        try:
-            from learntok.generate import generate
-        except ImportError:
-            raise NotImplementedError("generation is not available in this learntok version") from None
         outputs = []
         for r in requests:
             context, kwargs = r.args
             until = kwargs.get("until") or []
             until = [until] if isinstance(until, str) else until
             temperature = float(kwargs.get("temperature", 0.0)) if kwargs.get("do_sample", False) else 0.0
-            data, _ = generate(self.model, context, max_bytes=int(kwargs.get("max_gen_toks", 256)),
-                               temperature=temperature, seed=self.seed,
-                               boundaries="greedy" if self.greedy else "sample")
+            data, _ = self.model.generate(context, max_bytes=int(kwargs.get("max_gen_toks", 256)),
+                                          temperature=temperature, seed=self.seed,
+                                          boundaries="greedy" if self.greedy else "sample")
             text = data.decode("utf-8", errors="replace")
             for stop in until:
                 if stop and stop in text:

@@ -62,15 +62,19 @@ def plot_runs(runs: list[str | Path], out: str | Path, x: str = "step") -> list[
                 ax.plot(xs, ys, color=colour, ls="--", marker="o", ms=3, label=f"{name} val")
         ax.set_xlabel(x.replace("_", " "))
         ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
-        if ax.lines:
-            ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = out / f"{key}.png"
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        written.append(path)
+        written.append(save_curves(fig, ax, out / f"{key}.png"))
     return written
+
+
+def save_curves(fig, ax, path: Path) -> Path:
+    """Grid, a legend when any curve was drawn, tight layout; write the PNG and close the figure."""
+    ax.grid(alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    pyplot().close(fig)
+    return path
 
 
 def plot_diagnose(table: dict[str, dict[str, float]], path: str | Path) -> Path:

@@ -77,24 +77,54 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-@contextlib.contextmanager
+class PrivateRNG:
+    """A seeded random stream of its own, swapped in around each use: reproducible under a seed,
+    and the caller's global RNG is untouched, even while the stream is suspended between uses
+    (generation swaps it in around each byte)."""
+
+    def __init__(self, seed: int | None, device: torch.device | None = None):
+        self.devices = [device] if device is not None and device.type == "cuda" else []
+        if seed is None:
+            seed = int(torch.randint(0, 2**62, ()))
+        with torch.random.fork_rng(devices=self.devices):
+            torch.manual_seed(seed)
+            self.states = self._get()
+
+    def _get(self) -> list[torch.Tensor]:
+        return [torch.get_rng_state()] + [torch.cuda.get_rng_state(d) for d in self.devices]
+
+    @contextlib.contextmanager
+    def active(self):
+        with torch.random.fork_rng(devices=self.devices):
+            torch.set_rng_state(self.states[0])
+            for d, s in zip(self.devices, self.states[1:]):
+                torch.cuda.set_rng_state(s, d)
+            try:
+                yield
+            finally:
+                self.states = self._get()
+
+
 def isolated_rng(seed: int, device: torch.device | None = None):
     """Run a block (evaluation, sample segmentations) under its own seed without disturbing the
     training RNG stream: a resumed run then sees exactly the same random draws."""
-    devices = [device] if device is not None and device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
+    return PrivateRNG(seed, device).active()
+
+
+@contextlib.contextmanager
+def eval_mode(model: torch.nn.Module):
+    """The model in eval mode for the block, its training flag restored after."""
+    was_training = model.training
+    model.eval()
+    try:
         yield
+    finally:
+        model.train(was_training)
 
 
 @contextlib.contextmanager
 def inference(model: torch.nn.Module, seed: int, device: torch.device | None = None):
     """Evaluation mode under a private seed: no gradients, the model in eval mode (restored after),
     and an RNG stream of its own so the caller's (training) stream is untouched."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad(), isolated_rng(seed, device):
-            yield
-    finally:
-        model.train(was_training)
+    with eval_mode(model), torch.no_grad(), isolated_rng(seed, device):
+        yield

@@ -13,10 +13,8 @@ import sys
 import time
 from typing import TextIO
 
-from learntok.generate import stream
-from learntok.segment import _BACKGROUNDS
-
-_RESET = "\x1b[0m"
+from learntok.model.generate import stream
+from learntok.segment import RESET, background
 
 
 class ChunkWriter:
@@ -34,14 +32,14 @@ class ChunkWriter:
                 text += self.decoder.decode(b"", final=True)
                 self.decoder.reset()
             if self.color:
-                text += f"{_RESET}\x1b[48;5;{_BACKGROUNDS[self.chunks % len(_BACKGROUNDS)]}m"
+                text += f"{RESET}{background(self.chunks)}"
             elif self.chunks:
                 text += "|"
             self.chunks += 1
         self._emit(text + self.decoder.decode(bytes([byte])))
 
     def close(self) -> None:
-        self._emit(self.decoder.decode(b"", final=True) + (_RESET if self.color and self.chunks else "") + "\n")
+        self._emit(self.decoder.decode(b"", final=True) + (RESET if self.color and self.chunks else "") + "\n")
 
     def _emit(self, text: str) -> None:
         if text:

@@ -18,6 +18,12 @@ from learntok.runtime import inference
 
 # 256-colour terminal backgrounds, alternated chunk by chunk (readable with the default foreground)
 _BACKGROUNDS = (24, 58, 53, 22)
+RESET = "\x1b[0m"
+
+
+def background(i: int) -> str:
+    """The escape code that starts chunk i's background colour."""
+    return f"\x1b[48;5;{_BACKGROUNDS[i % len(_BACKGROUNDS)]}m"
 _HTML_COLOURS = ("#dbeafe", "#fef3c7", "#fce7f3", "#dcfce7")
 
 
@@ -56,7 +62,7 @@ def render_terminal(chunks: list[bytes], color: bool) -> str:
     texts = [c.decode("utf-8", errors="replace") for c in chunks]
     if not color:
         return "|".join(texts)
-    return "".join(f"\x1b[48;5;{_BACKGROUNDS[i % len(_BACKGROUNDS)]}m{t}\x1b[0m" for i, t in enumerate(texts))
+    return "".join(f"{background(i)}{t}{RESET}" for i, t in enumerate(texts))
 
 
 def render_html(chunks: list[bytes], path: str | Path, title: str = "learntok segmentation") -> Path:

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from learntok.checkpoint import CheckpointError, load_checkpoint, load_model, save_checkpoint, save_model
+from learntok.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from learntok.config import RunConfig, load_config
 from learntok.model.aunet import AUNet
 from learntok.objective import loss
@@ -76,18 +76,18 @@ def test_corrupt_or_missing_files_raise_checkpoint_error(tmp_path, name):
     target = path / name
     target.write_bytes(target.read_bytes()[: len(target.read_bytes()) // 2])  # truncated
     with pytest.raises(CheckpointError, match=name.replace(".", r"\.")) as err:
-        load_checkpoint(tmp_path) if name == "state.pt" else load_model(tmp_path)
+        load_checkpoint(tmp_path) if name == "state.pt" else AUNet.from_pretrained(tmp_path)
     assert "\n" not in str(err.value)
     target.unlink()
     with pytest.raises(CheckpointError, match="missing|no model"):
-        load_checkpoint(tmp_path) if name == "state.pt" else load_model(path)
+        load_checkpoint(tmp_path) if name == "state.pt" else AUNet.from_pretrained(path)
 
 
 def test_missing_paths(tmp_path):
     with pytest.raises(CheckpointError, match="does not exist"):
-        load_model(tmp_path / "nothing")
+        AUNet.from_pretrained(tmp_path / "nothing")
     with pytest.raises(CheckpointError, match="neither"):
-        load_model(tmp_path)
+        AUNet.from_pretrained(tmp_path)
 
 
 def test_checkpoint_from_another_format_says_so(tmp_path):
@@ -95,11 +95,11 @@ def test_checkpoint_from_another_format_says_so(tmp_path):
 
     from learntok import AUNet, ModelConfig
     folder = tmp_path / "m"
-    save_model(AUNet(ModelConfig(d_model=32, n_heads=2)), folder)
+    AUNet(ModelConfig(d_model=32, n_heads=2)).save_pretrained(folder)
     config = json.loads((folder / "config.json").read_text())
     assert config["format_version"] == 1 and "learntok_version" in config
-    load_model(folder)                                           # the stamp is stripped on read
+    AUNet.from_pretrained(folder)                                # the stamp is stripped on read
     config["format_version"] = 99
     (folder / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match="format 99"):
-        load_model(folder)
+        AUNet.from_pretrained(folder)

@@ -1,6 +1,4 @@
 """Data: vocabulary, loaders, splits and batches. Fast (seconds), CPU only."""
-import gzip
-import json
 from collections import defaultdict
 
 import numpy as np
@@ -12,6 +10,8 @@ import torch
 from learntok.data import (BOS, EOS, PAD, ByteData, DataConfig, DataError, decode, encode, load_documents,
                            split_documents)
 from learntok.data.split import cut_document
+
+from conftest import write_jsonl
 
 LATIN1 = "caf\u00e9 na\u00efve\n".encode("latin-1")  # not valid UTF-8
 
@@ -38,23 +38,18 @@ def test_shakespeare_is_shakespeare():
     assert any(b"To be, or not to be" in d for d in load_documents("shakespeare"))
 
 
-def _write_jsonl(path, records):
-    text = "".join(json.dumps(r) + "\n" for r in records).encode()
-    path.write_bytes(gzip.compress(text) if path.name.endswith(".gz") else text)
-
-
 @pytest.mark.parametrize("name", ["docs.jsonl", "docs.jsonl.gz"])
 def test_jsonl(tmp_path, name):
     path = tmp_path / name
-    _write_jsonl(path, [{"text": "first \u00e9"}, {"text": ""}, {"body": "x", "text": "second"}])
+    write_jsonl(path, [{"text": "first \u00e9"}, {"text": ""}, {"body": "x", "text": "second"}])
     assert load_documents(str(path)) == ["first \u00e9".encode(), b"second"]
 
 
 def test_jsonl_custom_field_and_missing_field_names_the_line(tmp_path):
     path = tmp_path / "docs.jsonl"
-    _write_jsonl(path, [{"body": "a"}, {"body": "b"}])
+    write_jsonl(path, [{"body": "a"}, {"body": "b"}])
     assert load_documents(str(path), text_field="body") == [b"a", b"b"]
-    _write_jsonl(path, [{"body": "a"}, {"body": "b"}, {"text": "c"}])
+    write_jsonl(path, [{"body": "a"}, {"body": "b"}, {"text": "c"}])
     with pytest.raises(DataError, match="line 3: no field 'body'"):
         load_documents(str(path), text_field="body")
 

@@ -4,17 +4,11 @@ import json
 import pytest
 import torch
 
-from learntok import AUNet, ModelConfig
 from learntok.config import ConfigError, load_config
 from learntok.data import ByteData
 from learntok.diagnose import VARIANTS, diagnose, gradient_stats, markdown_table, policy_gradients, run_diagnose
 
-TINY = dict(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16)
-
-
-def tiny(boundary="learned"):
-    torch.manual_seed(0)
-    return AUNet(ModelConfig(boundary=boundary, **TINY)).eval()
+from conftest import tiny_model
 
 
 def batches(n=2):
@@ -34,7 +28,7 @@ def test_gradient_stats_formula():
 
 
 def test_variants_share_samples_and_baselines_cut_variance():
-    model = tiny()
+    model = tiny_model().eval()
     x = batches(1)[0]
     torch.manual_seed(1)
     g = policy_gradients(model, x, samples=6)
@@ -48,14 +42,14 @@ def test_variants_share_samples_and_baselines_cut_variance():
 
 
 def test_diagnose_table_and_no_policy():
-    table = diagnose(tiny(), batches(), samples=4, seed=0)
+    table = diagnose(tiny_model().eval(), batches(), samples=4, seed=0)
     assert table["raw (-CE)"]["variance_vs_raw"] == pytest.approx(1.0)
     assert table["+ batch loo"]["cos_to_loo"] == pytest.approx(1.0)
-    assert table == diagnose(tiny(), batches(), samples=4, seed=0)   # deterministic
+    assert table == diagnose(tiny_model().eval(), batches(), samples=4, seed=0)   # deterministic
     md = markdown_table(table)
     assert md.count("\n") == len(VARIANTS) + 1 and "all (loo)" in md
     with pytest.raises(ConfigError, match="no score-function policy"):
-        diagnose(tiny("uniform"), batches(1), samples=2)
+        diagnose(tiny_model("uniform").eval(), batches(1), samples=2)
 
 
 def test_run_diagnose_writes_table_json_png(tmp_path):

@@ -1,32 +1,13 @@
 """`learntok eval-tasks`: task files, scoring only the continuation, accuracy and bpb."""
-import gzip
-import json
 import math
 
 import pytest
 import torch
 
-from learntok import AUNet, ModelConfig
 from learntok.eval_tasks import (TaskError, _rows, evaluate_task, join, read_task, rolling_windows, run_tasks,
                                  score_requests)
 
-TINY = dict(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16)
-
-
-def tiny_model():
-    torch.manual_seed(0)
-    return AUNet(ModelConfig(**TINY)).eval()
-
-
-def write_jsonl(path, records, gz=False):
-    text = "".join(json.dumps(r) + "\n" for r in records)
-    if gz:
-        with gzip.open(path, "wt", encoding="utf-8") as f:
-            f.write(text)
-    else:
-        path.write_text(text, encoding="utf-8")
-    return path
-
+from conftest import tiny_model, write_jsonl
 
 MC = [{"query": "Question: what is red?\n", "choices": ["an apple", "the sky"], "gold": 0},
       {"query": "Q: two plus two", "choices": ["four", "five", "six"], "gold": 0}]
@@ -34,7 +15,7 @@ CONT = [{"context": "the cat sat on the", "continuation": "mat"}, {"context": "h
 
 
 def test_read_task_forms(tmp_path):
-    form, ex = read_task(write_jsonl(tmp_path / "mc.jsonl.gz", MC, gz=True))
+    form, ex = read_task(write_jsonl(tmp_path / "mc.jsonl.gz", MC))
     assert form == "multiple_choice" and len(ex) == 2 and ex[1].choices == ["four", "five", "six"]
     form, ex = read_task(write_jsonl(tmp_path / "c.jsonl", CONT))
     assert form == "continuation" and ex[0].choices == ["mat"] and ex[0].gold == 0
@@ -64,7 +45,7 @@ def test_rows_mark_only_continuation_targets():
 
 
 def test_score_conditions_on_context_and_is_batched():
-    model = tiny_model()
+    model = tiny_model().eval()
     reqs = [(b"the cat sat on the", b" mat"), (b"hi", b" there you"), (b"", b"abc")]
     one = [score_requests(model, [r], greedy=True)[0] for r in reqs]
     batched = score_requests(model, reqs, batch_size=3, greedy=True)
@@ -80,7 +61,7 @@ def test_score_conditions_on_context_and_is_batched():
 
 
 def test_evaluate_task_metrics(tmp_path):
-    model = tiny_model()
+    model = tiny_model().eval()
     _, ex = read_task(write_jsonl(tmp_path / "mc.jsonl", MC))
     r = evaluate_task(model, "multiple_choice", ex, greedy=True)
     assert r["n"] == 2 and 0 <= r["accuracy"] <= 1 and 0 <= r["accuracy_norm"] <= 1
@@ -95,7 +76,7 @@ def test_evaluate_task_metrics(tmp_path):
 
 def test_run_tasks_from_model_folder(tmp_path):
     tiny_model().save_pretrained(tmp_path / "m")
-    tasks = [str(write_jsonl(tmp_path / "mc.jsonl.gz", MC, gz=True)), str(write_jsonl(tmp_path / "lam.jsonl", CONT))]
+    tasks = [str(write_jsonl(tmp_path / "mc.jsonl.gz", MC)), str(write_jsonl(tmp_path / "lam.jsonl", CONT))]
     rep = run_tasks(tmp_path / "m", tasks, batch_size=4, seq_len=64, seed=1)
     assert set(rep["tasks"]) == {"mc", "lam"} and rep["boundaries"] == "sampled (seed 1)"
     assert rep == run_tasks(tmp_path / "m", tasks, batch_size=4, seq_len=64, seed=1)
@@ -134,6 +115,6 @@ def test_lm_eval_adapter_offline(tmp_path, monkeypatch):
                                   task_manager=TaskManager(include_path=str(d), include_defaults=False))["results"]
     assert 0 <= res["tiny_mc"]["acc,none"] <= 1
     # rolling bpb equals scoring each text from BOS (the texts fit in one window)
-    ll = score_requests(tiny_model(), [(b"", b"what is red?"), (b"", b"two plus two")], greedy=True)
+    ll = score_requests(tiny_model().eval(), [(b"", b"what is red?"), (b"", b"two plus two")], greedy=True)
     want = -sum(s for s, _, _ in ll) / (math.log(2) * sum(n for _, n, _ in ll))
     assert res["tiny_roll"]["bits_per_byte,none"] == pytest.approx(want, rel=1e-4)

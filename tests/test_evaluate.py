@@ -6,19 +6,15 @@ import numpy as np
 import pytest
 import torch
 
-from learntok import AUNet, ModelConfig
 from learntok import boundary_quality as bq
-from learntok.checkpoint import CheckpointError, check_format, load_run
+from learntok.checkpoint import CheckpointError, load_run
+from learntok.model.pretrained import check_format
 from learntok.data import ByteData, encode
 from learntok.evaluate import EvalOptions, evaluate_bpb, logmeanexp_bound, mean_and_se, run_eval
 
-TINY = dict(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16)
+from conftest import tiny_model
+
 TEXT = [b"the cat sat on the mat. " * 4, b"a dog ran far away, then back home again! " * 3, b"x y z"]
-
-
-def tiny_model(boundary="learned", seed=0):
-    torch.manual_seed(seed)
-    return AUNet(ModelConfig(boundary=boundary, **TINY)).eval()
 
 
 def test_bound_equals_mean_for_one_sample():
@@ -87,7 +83,7 @@ def _eval(model, batch_size=2, seq_len=32, **kw):
 
 
 def test_evaluate_bpb_deterministic_and_samples():
-    model = tiny_model()
+    model = tiny_model().eval()
     r1 = _eval(model, samples=3, seed=5)
     r2 = _eval(model, samples=3, seed=5)
     assert r1["bpb"] == r2["bpb"] and r1["bpb_bound"] == r2["bpb_bound"]
@@ -101,7 +97,7 @@ def test_evaluate_bpb_deterministic_and_samples():
 
 
 def test_evaluate_bpb_greedy_does_not_depend_on_batch_size():
-    model = tiny_model()
+    model = tiny_model().eval()
     a = _eval(model, batch_size=1, greedy=True)
     b = _eval(model, batch_size=3, greedy=True)
     assert a["bpb"] == pytest.approx(b["bpb"], rel=1e-5)
@@ -183,7 +179,7 @@ def test_sharded_evaluation_adds_up_to_one_process(monkeypatch):
     """Rank r of world 2 scores batches r, r + 2, ...: the sums over ranks give the one-process figures."""
     import learntok.evaluate as ev
     from learntok.distributed import DistEnv
-    model, cpu = tiny_model(), torch.device("cpu")
+    model, cpu = tiny_model().eval(), torch.device("cpu")
     opts = EvalOptions(1, 32, samples=2, seed=3, per_document=True, quality=True)
     partial = []
     monkeypatch.setattr(ev, "all_reduce", lambda t, env: partial.append(t.clone()) or t)

@@ -7,17 +7,18 @@ import warnings
 import pytest
 import torch
 
-from learntok import AUNet, ModelConfig
-from learntok.boundaries.base import _REGISTRY as STRATEGIES
-from learntok.boundaries.base import BoundaryStrategy, strategy_names
+from learntok import AUNet
+from learntok.boundaries.base import BoundaryStrategy, strategy_class, strategy_names
 from learntok.data import BOS, EOS, encode
-from learntok.generate import _events, decode_step, generate, prefill, prompt_ids, sample_next, stream
+from learntok.model.generate import _events, decode_step, generate, prefill, prompt_ids, sample_next, stream
 from learntok.sample import ChunkWriter
+
+from conftest import tiny_model
 
 WINDOW = 16
 # every registered strategy with an incremental step (bpe's re-tokenises the text so far)
 STEP_STRATEGIES = [("learned", 1)] + [
-    (name, 8) for name in strategy_names() if STRATEGIES[name].step is not BoundaryStrategy.step]
+    (name, 8) for name in strategy_names() if strategy_class(name).step is not BoundaryStrategy.step]
 PROMPTS = [b"To be, or not to be, that is the question:", b"Whether 'tis nobler", "caf\u00e9 \u2014 na\u00efve r\u00e9sum\u00e9 ok"]
 
 
@@ -31,10 +32,7 @@ def one_thread():
 
 
 def tiny(boundary="learned", w=8) -> AUNet:
-    torch.manual_seed(0)
-    cfg = ModelConfig(d_model=32, n_heads=2, n_down=1, n_mid=2, n_up=1, attn_window=WINDOW,
-                      boundary=boundary, policy_window=w, target_rate=0.2)
-    model = AUNet(cfg)
+    model = tiny_model(boundary, n_mid=2, attn_window=WINDOW, policy_window=w)
     if boundary == "bpe":
         with warnings.catch_warnings():                          # a BPE of 20 words cannot reach rho*: no matter
             warnings.simplefilter("ignore")

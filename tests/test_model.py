@@ -1,40 +1,18 @@
 """Model: API shapes, causality, fast paths against plain references."""
 from __future__ import annotations
 
-import gzip
-import json
-from pathlib import Path
-
 import pytest
 import torch
 
-from learntok import AUNet, ModelConfig
 from learntok.boundaries.learned import _loop_scan, _map_scan, bernoulli_log_prob, policy_logits, sample_reference, sample_scan
 from learntok.data import BOS, encode
 from learntok.model.pooling import downsample, downsample_reference, upsample, upsample_reference
 
-CORPUS = Path(__file__).resolve().parents[1] / "learntok" / "corpora" / "shakespeare.jsonl.gz"
-
-
-def real_text(n: int) -> bytes:
-    """n bytes of real prose (Shakespeare) when the packaged corpus is there, else a fixed passage."""
-    if CORPUS.exists():
-        with gzip.open(CORPUS, "rt", encoding="utf-8") as f:
-            text = json.loads(f.readline())["text"].encode("utf-8")
-        return text[5000:5000 + n]
-    base = b"To be, or not to be, that is the question: Whether 'tis nobler in the mind to suffer "
-    return (base * (n // len(base) + 1))[:n]
-
-
-def tiny(boundary="learned", w=8, **kw) -> AUNet:
-    torch.manual_seed(0)
-    cfg = ModelConfig(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16,
-                      boundary=boundary, policy_window=w, target_rate=0.2, **kw)
-    return AUNet(cfg)
+from conftest import shakespeare, tiny_model
 
 
 def test_api_shapes():
-    model = tiny()
+    model = tiny_model()
     x = torch.stack([encode("hello world, hello"), encode("abcdefghijklmnopq!")])
     out = model(x)
     B, T = x.shape
@@ -47,7 +25,7 @@ def test_api_shapes():
 
 
 def test_prescribed_boundaries_used_and_scored():
-    model = tiny()
+    model = tiny_model()
     x = encode("the cat sat on the mat").unsqueeze(0)
     a = torch.zeros_like(x, dtype=torch.float)
     a[:, ::3] = 1
@@ -63,9 +41,9 @@ def test_prescribed_boundaries_used_and_scored():
 def test_causality(w, boundary, train_mode):
     """Outputs and decisions at positions <= t never change when a byte after t changes, for
     sampled boundaries (same random draws) and prescribed ones, on real text longer than the window."""
-    model = tiny(boundary, w)
+    model = tiny_model(boundary, policy_window=w)
     model.train(train_mode)
-    text = real_text(80)
+    text = shakespeare(80)
     x = encode(text).unsqueeze(0)
     T = x.size(1)
     for t in (20, 47, T - 3):
@@ -89,8 +67,8 @@ def test_causality(w, boundary, train_mode):
 
 def test_changing_a_later_byte_changes_later_outputs():
     """Guard against a causality test that passes because nothing depends on the input."""
-    model = tiny("fixed")
-    x = encode(real_text(40)).unsqueeze(0)
+    model = tiny_model("fixed")
+    x = encode(shakespeare(40)).unsqueeze(0)
     y = x.clone()
     y[0, 30] = (y[0, 30] + 1) % 256
     assert not torch.allclose(model(x).logits[:, 30:], model(y).logits[:, 30:])
@@ -158,8 +136,8 @@ def test_token_positions_are_integer_byte_offsets():
 def test_gradients_reach_policy_and_backbone():
     from learntok import ObjectiveConfig
     from learntok.objective import loss
-    model = tiny()
-    x = torch.stack([encode(real_text(48))] * 4)
+    model = tiny_model()
+    x = torch.stack([encode(shakespeare(48))] * 4)
     total, _ = loss(model(x), x, ObjectiveConfig(lambda_pi=1.0))
     total.backward()
     assert model.strategy.proj.weight.grad.abs().sum() > 0
@@ -168,7 +146,7 @@ def test_gradients_reach_policy_and_backbone():
 
 def test_rate_controller_holds_the_target_rate():
     """Integral control (objective.rate_gain) moves a policy that fires at ~0.45 to rho* = 0.2."""
-    model = tiny("learned", w=8)
+    model = tiny_model("learned", policy_window=8)
     with torch.no_grad():
         model.strategy.proj.bias[-1] = 25.0                      # current-byte term: s * 25 ~ +1.5 logits, rate ~ 0.45
     x = torch.full((64, 100), 97)

@@ -1,10 +1,10 @@
 """`learntok plot`: metrics.jsonl parsing and PNG curves."""
-import json
-
 import pytest
 
 from learntok.data import DataError
 from learntok.plots import plot_diagnose, plot_runs, read_metrics, series
+
+from conftest import write_jsonl
 
 
 def fake_run(path, shift=0.0):
@@ -16,7 +16,7 @@ def fake_run(path, shift=0.0):
         if step % 50 == 0:
             lines.append({"step": step, "bytes_seen": step * 1000, "val_bpb": 3.1 - step / 100 + shift,
                           "val_boundary_rate": 0.21, "val_whitespace_rate": step / 110, "val_bytes": 512})
-    (path / "metrics.jsonl").write_text("".join(json.dumps(l) + "\n" for l in lines))
+    write_jsonl(path / "metrics.jsonl", lines)
     return path
 
 

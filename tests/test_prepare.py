@@ -13,6 +13,8 @@ from learntok.data import ByteData, DataConfig, DataError
 from learntok.data.prepare import PrepareOptions, prepare, split_of
 from learntok.data.shards import ShardedBytes, open_split, read_index
 
+from conftest import write_jsonl
+
 
 def _texts(n, seed=0):
     rng = np.random.default_rng(seed)
@@ -55,7 +57,7 @@ def test_jsonl_gz_parquet_text_and_folder_round_trip(tmp_path):
 
 def test_filters_truncate_drop_and_pieces(tmp_path):
     lens = [5, 50, 5000, 9000]
-    (tmp_path / "a.jsonl").write_text("".join(json.dumps({"text": "x" * n}) + "\n" for n in lens))
+    write_jsonl(tmp_path / "a.jsonl", [{"text": "x" * n} for n in lens])
     opts = dict(min_doc_bytes=10, max_doc_bytes=4096, val_fraction=0.0, test_fraction=0.0)
     index = prepare([str(tmp_path / "a.jsonl")], tmp_path / "cut", PrepareOptions(**opts, truncate=True), progress=False)
     assert [len(d) for d in _read_all(tmp_path / "cut")[1]["train"]] == [50, 4096, 4096]
@@ -95,7 +97,7 @@ def test_sharded_bytes_indexing_matches_one_array():
 
 def test_bytedata_from_prepared_folder_matches_in_memory(tmp_path):
     texts = _texts(200, seed=1)
-    (tmp_path / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    write_jsonl(tmp_path / "a.jsonl", [{"text": t} for t in texts])
     assert main(["prepare", str(tmp_path / "a.jsonl"), "--out", str(tmp_path / "d"), "--shard-mb", "0"]) == 2  # bad size
     prepare([str(tmp_path / "a.jsonl")], tmp_path / "d", PrepareOptions(shard_bytes=2000), progress=False)
     for packed in (False, True):

@@ -3,9 +3,6 @@ trainable ones, and each rule against a plain reference."""
 from __future__ import annotations
 
 import copy
-import gzip
-import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -18,23 +15,13 @@ from learntok.boundaries.ste import binomial_log_prob, ema_reference, ema_scan, 
 from learntok.data import encode
 from learntok.objective import loss
 
-CORPUS = Path(__file__).resolve().parents[1] / "learntok" / "corpora" / "shakespeare.jsonl.gz"
-
-
-def shakespeare(n: int, skip: int = 5000) -> bytes:
-    with gzip.open(CORPUS, "rt", encoding="utf-8") as f:
-        text = "".join(json.loads(line)["text"] for _, line in zip(range(3), f)).encode("utf-8")
-    return text[skip:skip + n]
-
+from conftest import shakespeare, tiny_model
 
 TRAIN_TEXT = shakespeare(60_000, skip=20_000)
 
 
 def tiny(boundary: str, w: int = 8) -> AUNet:
-    torch.manual_seed(0)
-    cfg = ModelConfig(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16,
-                      boundary=boundary, policy_window=w, target_rate=0.2)
-    model = AUNet(cfg)
+    model = tiny_model(boundary, policy_window=w)
     model.strategy.fit([TRAIN_TEXT])
     return model
 

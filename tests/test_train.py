@@ -13,11 +13,9 @@ from learntok.train import TrainingDiverged, build_optimizer, train, validate
 
 
 @pytest.fixture
-def cfg(tmp_path):
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text(" ".join(f"the quick brown fox {i} jumps over the lazy dog." for i in range(300)))
+def cfg(corpus_file):
     return lambda *overrides: load_config(overrides=[
-        "model.d_model=32", "model.n_heads=2", "model.n_mid=1", f"data.source={corpus}", "system.device=cpu",
+        "model.d_model=32", "model.n_heads=2", "model.n_mid=1", f"data.source={corpus_file}", "system.device=cpu",
         "train.seq_len=48", "train.batch_size=4", "train.steps=8", "optim.warmup_steps=2", "log.log_every=1",
         "log.eval_every=4", "log.eval_bytes=512", "checkpoint.every=4", "log.segment_every=4", *overrides])
 

@@ -4,7 +4,7 @@ standard error over windows. Run from the repo root after the compare run in the
     PYTHONPATH=. python docs/results/paired_vs_uniform.py
 """
 import torch, math, json
-from learntok.checkpoint import load_model
+from learntok.model.aunet import AUNet
 from learntok.config import load_config
 from learntok.data import ByteData
 from learntok.objective import token_ce
@@ -13,7 +13,7 @@ torch.set_num_threads(2)
 cfg = load_config(file="runs/compare-tiny/learned/config.toml")
 data = ByteData.from_config(cfg.data)
 def per_window(name, split):
-    m = load_model(f"runs/compare-tiny/{name}").eval()
+    m = AUNet.from_pretrained(f"runs/compare-tiny/{name}").eval()
     nats, n = [], []
     with torch.no_grad(), isolated_rng(0, torch.device("cpu")):
         for x, _ in data.eval_batches(split, 16, 256):

@@ -9,6 +9,7 @@ Shapes: B batch, T bytes (BOS at t = 0), S tokens, D width.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -33,6 +34,12 @@ class BoundaryOutput:
     log_prob: torch.Tensor    # (B, T) fp32 log pi(a_t | x, a_<t) of the decisions used; 0 at BOS / no policy
     aux_loss: torch.Tensor    # () fp32 the strategy's own loss, already weighted (0 for most)
     relaxed: torch.Tensor | None = None  # (B, T) fp32 differentiable relaxed decisions (nawrot's straight-through); None elsewhere
+
+
+def target_logit(rate: float) -> float:
+    """logit(rho*) = log(rho* / (1 - rho*)): the logit whose sigmoid is the target rate, where a
+    policy's bias starts so that it begins at the target rate."""
+    return math.log(rate / (1.0 - rate))
 
 
 class BoundaryStrategy(nn.Module):
@@ -69,8 +76,9 @@ class BoundaryStrategy(nn.Module):
         `has_reference`), e.g. the bpe strategy's token starts."""
         raise NotImplementedError(f"strategy {type(self).__name__} has no reference boundaries")
 
-    def dechunk(self, z: torch.Tensor, out: BoundaryOutput, token_index: torch.Tensor) -> torch.Tensor:
-        """Hook on the token-level output z (B, S, D) before upsampling. Identity by default."""
+    def dechunk(self, z: torch.Tensor, out: BoundaryOutput, token_pos: torch.Tensor) -> torch.Tensor:
+        """Hook on the token-level output z (B, S, D) before upsampling; token_pos (B, S) is each
+        token's boundary byte offset (T for padding), as `downsample` returns it. Identity by default."""
         return z
 
     def dechunk_step(self, z: torch.Tensor, probs: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:

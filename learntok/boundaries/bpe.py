@@ -34,7 +34,7 @@ import torch
 
 from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, fixed_output, register
 from learntok.boundaries.fixed import whitespace_boundaries
-from learntok.data.vocab import BOS
+from learntok.data.vocab import BOS, is_byte
 
 MAX_VOCAB = 32768            # vocabulary of the BPE that fit truncates
 FIT_SAMPLE_BYTES = 4_000_000  # training bytes that fit reads (the head of the shuffled train split)
@@ -64,7 +64,7 @@ def to_chars(data: bytes) -> str:
 def pretoken_starts(x: torch.Tensor) -> torch.Tensor:
     """Causal pre-token starts: SpaceByte's word starts plus special symbols (each its own
     pre-token). x (B, T) ids -> (B, T) bool, True at t = 0; reads x[t-1] and x[t] only."""
-    special = x >= 256
+    special = ~is_byte(x)
     start = whitespace_boundaries(x).bool() | special
     start[:, 1:] |= special[:, :-1]
     return start
@@ -220,7 +220,7 @@ class BPEGuidance(BoundaryStrategy):
         for b in range(ids.shape[0]):
             edges = np.flatnonzero(starts[b]).tolist() + [ids.shape[1]]
             for s, e in zip(edges[:-1], edges[1:]):
-                if ids[b, s] >= 256:
+                if not is_byte(ids[b, s]):
                     a[b, s] = 1.0
                 else:
                     a[b, s:e] = self.word_starts(bytes(ids[b, s:e].astype(np.uint8)))
@@ -242,7 +242,7 @@ class BPEGuidance(BoundaryStrategy):
             self._prefixes = token_prefixes(self.tokenizer())
         pair = torch.stack([state["prev"], x], dim=1)             # (B, 2)
         starts = pretoken_starts(pair)[:, 1].tolist()             # (B,) a pre-token starts at x
-        chars = [BYTE_CHARS[b] if b < 256 else "" for b in x.tolist()]
+        chars = [BYTE_CHARS[b] if is_byte(b) else "" for b in x.tolist()]
         if boundaries is None:
             extend = [not start and t > 0 and bool(ch) and bool(cur) and cur + ch in self._prefixes
                       for start, ch, cur in zip(starts, chars, state["current"])]

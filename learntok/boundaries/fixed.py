@@ -9,11 +9,27 @@ from dataclasses import dataclass
 import torch
 
 from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, fixed_output, register
-from learntok.data.vocab import BOS
+from learntok.data.vocab import BOS, is_byte
+
+
+class StatelessStrategy(BoundaryStrategy):
+    """A strategy whose decision at a new byte needs no decoding state: `decide_step`."""
+
+    def decide_step(self, x: torch.Tensor, t: int) -> torch.Tensor:
+        """a[t] (B,) float 0/1 of the new bytes x (B,) at position t."""
+        raise NotImplementedError
+
+    def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
+        return {}
+
+    def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
+        if boundaries is None:
+            boundaries = self.decide_step(x, t)
+        return boundaries.float(), boundaries.float(), state
 
 
 @register("uniform")
-class UniformBoundaries(BoundaryStrategy):
+class UniformBoundaries(StatelessStrategy):
     """Exactly round(rho* (T-1)) boundaries at random positions among bytes 1..T-1 of each
     sequence (BOS is always a boundary on top). The control for the learned policy: same rate,
     no information. Prescribed boundaries pass through."""
@@ -29,18 +45,13 @@ class UniformBoundaries(BoundaryStrategy):
 
     # Incremental decoding cannot place exactly rho* T boundaries in a sequence of unknown
     # length: each new byte is a boundary with probability rho*, independently (same rate).
-    def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
-        return {}
-
-    def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
-        if boundaries is None:
-            draw = torch.rand(x.shape, device=x.device) < self.cfg.target_rate
-            boundaries = torch.ones(x.shape, device=x.device) if t == 0 else draw.float()
-        return boundaries.float(), boundaries.float(), state
+    def decide_step(self, x, t):
+        draw = torch.rand(x.shape, device=x.device) < self.cfg.target_rate
+        return torch.ones(x.shape, device=x.device) if t == 0 else draw.float()
 
 
 @register("fixed")
-class FixedBoundaries(BoundaryStrategy):
+class FixedBoundaries(StatelessStrategy):
     """A boundary every round(1/rho*) bytes, counting from BOS."""
 
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
@@ -50,14 +61,9 @@ class FixedBoundaries(BoundaryStrategy):
             boundaries = (t % stride == 0).float().expand(x.shape).clone()  # (B, T); fixed_output writes BOS in place
         return fixed_output(boundaries)
 
-    def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
-        return {}
-
-    def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
-        if boundaries is None:
-            stride = max(1, round(1.0 / self.cfg.target_rate))
-            boundaries = torch.full(x.shape, float(t % stride == 0), device=x.device)
-        return boundaries.float(), boundaries.float(), state
+    def decide_step(self, x, t):
+        stride = max(1, round(1.0 / self.cfg.target_rate))
+        return torch.full(x.shape, float(t % stride == 0), device=x.device)
 
 
 def is_wordlike(x: torch.Tensor) -> torch.Tensor:
@@ -150,7 +156,7 @@ class EntropyBoundaries(BoundaryStrategy):
     @torch.no_grad()
     def update_threshold(self, entropy: torch.Tensor, x: torch.Tensor) -> None:
         """One step of the quantile tracker on H[t-1] over real target bytes (no host sync)."""
-        real = x[:, 1:] < 256                                    # (B, T-1)
+        real = is_byte(x[:, 1:])                                   # (B, T-1)
         values = entropy[:, :-1][real]
         if values.numel() == 0:
             return

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
+from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register, target_logit
 from learntok.model.config import ModelConfig
 
 
@@ -130,7 +130,7 @@ class LearnedPolicy(BoundaryStrategy):
         super().__init__(cfg)
         self.norm = nn.RMSNorm(cfg.d_model, elementwise_affine=False)
         self.proj = nn.Linear(cfg.d_model, cfg.policy_window)
-        self.offset = math.log(cfg.target_rate / (1.0 - cfg.target_rate))
+        self.offset = target_logit(cfg.target_rate)
         self.register_buffer("rate_bias", torch.zeros(()))       # integral term of the rate controller
 
     def init_weights(self) -> None:

@@ -20,7 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
+from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register, target_logit
+from learntok.data.vocab import is_byte
 from learntok.model.config import ModelConfig
 
 
@@ -31,7 +32,7 @@ def straight_through_one(c: torch.Tensor) -> torch.Tensor:
 
 def real_bytes(x: torch.Tensor) -> torch.Tensor:
     """(B, T) float mask of scored decisions: real bytes (not BOS/EOS/PAD) at t >= 1."""
-    m = (x < 256).float()
+    m = is_byte(x).float()
     m[:, 0] = 0.0
     return m
 
@@ -88,7 +89,7 @@ class DynamicPooling(BoundaryStrategy):
         for layer in (self.mlp[0], self.mlp[2]):
             nn.init.normal_(layer.weight, std=self.cfg.init_std)
             nn.init.zeros_(layer.bias)
-        nn.init.constant_(self.mlp[2].bias, math.log(self.cfg.target_rate / (1 - self.cfg.target_rate)))
+        nn.init.constant_(self.mlp[2].bias, target_logit(self.cfg.target_rate))
 
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
         logits = self.mlp(h.float()).squeeze(-1).float()         # (B, T)
@@ -226,10 +227,10 @@ class HNetRouting(BoundaryStrategy):
         p = probs.clamp(1e-4, 1 - 1e-4).unsqueeze(-1).to(z.dtype)  # (R, 1)
         return p * z + (1.0 - p) * previous
 
-    def dechunk(self, z: torch.Tensor, out: BoundaryOutput, token_index: torch.Tensor) -> torch.Tensor:
-        """token_index (B, S): each token's boundary byte offset (T for padding)."""
+    def dechunk(self, z: torch.Tensor, out: BoundaryOutput, token_pos: torch.Tensor) -> torch.Tensor:
+        """token_pos (B, S): each token's boundary byte offset (T for padding)."""
         T = out.probs.size(1)
-        p = out.probs.gather(1, token_index.clamp(max=T - 1))     # (B, S) p at each token's boundary byte
+        p = out.probs.gather(1, token_pos.clamp(max=T - 1))     # (B, S) p at each token's boundary byte
         return ema_scan(z, p.clamp(1e-4, 1 - 1e-4))
 
     def confidence(self, y: torch.Tensor, out: BoundaryOutput) -> torch.Tensor:

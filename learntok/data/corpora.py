@@ -9,7 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import sysconfig
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -52,7 +52,7 @@ def _unnamed_documents(source: str, text_field: str) -> list[bytes]:
         with path.open("rb") as f:
             docs = _jsonl_documents(f, text_field, str(path))
     elif path.suffix == ".parquet":
-        docs = _parquet_documents(path, text_field)
+        docs = list(parquet_texts(path, text_field))
     else:
         docs = [path.read_bytes()]
         if not docs[0]:
@@ -78,31 +78,38 @@ def json_records(lines: Iterable[bytes | str], where: str, error: type[Exception
         yield lineno, record
 
 
-def _jsonl_documents(lines: Iterable[bytes], text_field: str, where: str) -> list[bytes]:
-    """One JSON object a line; field `text_field` is the document. Blank lines are skipped."""
-    docs = []
+def jsonl_texts(lines: Iterable[bytes], text_field: str, where: str) -> Iterator[bytes]:
+    """One JSON object a line; field `text_field` (a string) of each, as UTF-8 bytes, streamed
+    (empty ones too). Blank lines are skipped."""
     for lineno, record in json_records(lines, where):
         if text_field not in record:
             raise DataError(f"{where} line {lineno}: no field {text_field!r}")
         text = record[text_field]
         if not isinstance(text, str):
             raise DataError(f"{where} line {lineno}: field {text_field!r} is {type(text).__name__}, not a string")
-        if text:
-            docs.append(text.encode("utf-8"))
+        yield text.encode("utf-8")
+
+
+def _jsonl_documents(lines: Iterable[bytes], text_field: str, where: str) -> list[bytes]:
+    """The non-empty documents of a JSON-lines file (jsonl_texts)."""
+    docs = [text for text in jsonl_texts(lines, text_field, where) if text]
     if not docs:
         raise DataError(f"{where} holds no documents")
     return docs
 
 
-def _parquet_documents(path: Path, text_field: str) -> list[bytes]:
-    """Column `text_field` of a parquet file; str or binary values, nulls and empties skipped."""
+def parquet_texts(path: Path, text_field: str) -> Iterator[bytes]:
+    """Column `text_field` of a parquet file, streamed in batches; str or binary values, nulls
+    and empties skipped."""
     import pyarrow.parquet as pq
 
-    names = pq.read_schema(path).names
-    if text_field not in names:
-        raise DataError(f"{path}: no column {text_field!r} (columns: {', '.join(names)})")
-    values = pq.read_table(path, columns=[text_field]).column(text_field).to_pylist()
-    return [v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in values if v]
+    f = pq.ParquetFile(path)
+    if text_field not in f.schema_arrow.names:
+        raise DataError(f"{path}: no column {text_field!r} (columns: {', '.join(f.schema_arrow.names)})")
+    for batch in f.iter_batches(columns=[text_field], batch_size=1024):
+        for v in batch.column(0).to_pylist():
+            if v:
+                yield v.encode("utf-8") if isinstance(v, str) else bytes(v)
 
 
 def _folder_documents(root: Path) -> tuple[list[bytes], list[str]]:

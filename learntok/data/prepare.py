@@ -28,7 +28,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from learntok.data.corpora import DataError, files_below, is_binary
+from learntok.data.corpora import DataError, files_below, is_binary, jsonl_texts, parquet_texts
 from learntok.data.shards import FORMAT, INDEX, VERSION, SplitWriter
 from learntok.data.split import SPLITS
 
@@ -87,32 +87,6 @@ def input_files(sources: list[str]) -> list[Path]:
     return files
 
 
-def _jsonl_docs(raw, path: Path, field: str) -> Iterator[bytes]:
-    lines = gzip.open(raw) if path.name.endswith(".gz") else raw
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            text = json.loads(line)[field]
-        except (ValueError, KeyError, TypeError):
-            raise DataError(f"{path} line {lineno}: not a JSON object with a field {field!r}") from None
-        if not isinstance(text, str):
-            raise DataError(f"{path} line {lineno}: field {field!r} is {type(text).__name__}, not a string")
-        yield text.encode("utf-8")
-
-
-def _parquet_docs(path: Path, field: str) -> Iterator[bytes]:
-    import pyarrow.parquet as pq
-
-    f = pq.ParquetFile(path)
-    if field not in f.schema_arrow.names:
-        raise DataError(f"{path}: no column {field!r} (columns: {', '.join(f.schema_arrow.names)})")
-    for batch in f.iter_batches(columns=[field], batch_size=1024):
-        for v in batch.column(0).to_pylist():
-            if v:
-                yield v.encode("utf-8") if isinstance(v, str) else bytes(v)
-
-
 def _text_docs(raw, piece_bytes: int) -> Iterator[bytes]:
     """The whole file, or pieces of about piece_bytes cut just after a newline when one falls in
     a piece's second half (data.split.cut_document, streamed)."""
@@ -133,12 +107,12 @@ def documents(path: Path, opts: PrepareOptions) -> Iterator[tuple[bytes, int]]:
     """(document, input bytes consumed so far) for one file, streamed."""
     name = path.name
     if name.endswith(".parquet"):
-        yield from ((doc, 0) for doc in _parquet_docs(path, opts.text_field))
+        yield from ((doc, 0) for doc in parquet_texts(path, opts.text_field))
         yield b"", path.stat().st_size                                          # progress for the whole file at the end
         return
     with open(path, "rb") as raw:
         if name.endswith((".jsonl", ".jsonl.gz")):
-            docs = _jsonl_docs(raw, path, opts.text_field)
+            docs = jsonl_texts(gzip.open(raw) if name.endswith(".gz") else raw, opts.text_field, str(path))
         else:
             if is_binary(raw.read(8192)):
                 return

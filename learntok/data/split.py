@@ -15,22 +15,10 @@ from learntok.data.corpora import DataError
 SPLITS = ("train", "val", "test")
 
 
-def split_documents(
-    docs: list[bytes],
-    seed: int = 0,
-    val_fraction: float = 0.05,
-    test_fraction: float = 0.05,
-    min_pieces: int = 60,
-    piece_bytes: int | None = None,
-) -> dict[str, list[bytes]]:
-    """Documents -> {"train", "val", "test"} lists of documents, deterministic in (docs, seed).
-
-    Fractions count documents, not bytes; a split with a nonzero fraction gets at least one
-    document. With fewer than `min_pieces` documents, every document longer than `piece_bytes`
-    (default: total bytes / min_pieces) is first cut into contiguous pieces of about that size.
-    Within a split, documents keep their original order.
-    """
-    return split_named_documents(docs, None, seed, val_fraction, test_fraction, min_pieces, piece_bytes)[0]
+def split_documents(docs: list[bytes], **options) -> dict[str, list[bytes]]:
+    """Documents -> {"train", "val", "test"} lists of documents: `split_named_documents` without
+    names (options: seed, val_fraction, test_fraction, min_pieces, piece_bytes)."""
+    return split_named_documents(docs, None, **options)[0]
 
 
 def split_named_documents(
@@ -42,7 +30,14 @@ def split_named_documents(
     min_pieces: int = 60,
     piece_bytes: int | None = None,
 ) -> tuple[dict[str, list[bytes]], dict[str, list[str]] | None]:
-    """`split_documents`, carrying each document's name (a piece keeps its document's name)."""
+    """Documents -> {"train", "val", "test"} lists of documents, deterministic in (docs, seed), and
+    the same lists of each document's name (a piece keeps its document's name; None without names).
+
+    Fractions count documents, not bytes; a split with a nonzero fraction gets at least one
+    document. With fewer than `min_pieces` documents, every document longer than `piece_bytes`
+    (default: total bytes / min_pieces) is first cut into contiguous pieces of about that size.
+    Within a split, documents keep their original order.
+    """
     if val_fraction < 0 or test_fraction < 0 or val_fraction + test_fraction >= 1:
         raise DataError(f"val_fraction {val_fraction} + test_fraction {test_fraction} must be in [0, 1), each >= 0")
     named = [(d, n) for d, n in zip(docs, names or [""] * len(docs)) if d]

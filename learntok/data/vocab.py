@@ -10,8 +10,9 @@ N_SYMBOLS = 259
 VOCAB_SIZE = 320  # N_SYMBOLS padded to a multiple of 64
 
 
-def is_byte(x: torch.Tensor) -> torch.Tensor:
-    """Bool mask of ids that are real bytes (not BOS, EOS or PAD)."""
+def is_byte(x):
+    """Whether ids are real bytes (not BOS, EOS or PAD): a bool mask of a tensor or array, or a
+    bool for one int."""
     return x < 256
 
 

@@ -1,4 +1,5 @@
-"""Generation: cached incremental decoding of an AUNet, one byte at a time (issue 5).
+"""Generation: cached incremental decoding of an AUNet, one byte at a time (issue 5; the model
+layer: it needs only the model, and `AUNet.generate` / `AUNet.stream` call it).
 
 For each new byte t (DESIGN §2, in the same order as `AUNet.forward`):
   embed and encode it (byte-level KV caches keep the last attn_window keys) -> early head ->
@@ -23,16 +24,16 @@ Shapes: B batch, T bytes, D width, V vocabulary.
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from typing import Iterator, NamedTuple, Sequence
 
 import torch
 
 from learntok.boundaries.base import BoundaryOutput
-from learntok.data.vocab import BOS, EOS, PAD, encode
+from learntok.data.vocab import BOS, EOS, PAD, encode, is_byte
 from learntok.model.cache import ModelCache, TokenKV
 from learntok.model.pooling import downsample, num_tokens, upsample
+from learntok.runtime import PrivateRNG, eval_mode
 
 BOUNDARY_MODES = ("sample", "greedy")
 
@@ -107,8 +108,7 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     table's padding are never drawn). temperature 0 is argmax; top_k keeps the k likeliest;
     top_p keeps the smallest set whose probability reaches p (nucleus sampling)."""
     logits = logits.float().clone()
-    allowed = torch.zeros(logits.size(-1), dtype=torch.bool, device=logits.device)
-    allowed[:256] = True
+    allowed = is_byte(torch.arange(logits.size(-1), device=logits.device))  # (V,)
     allowed[EOS] = True
     logits[:, ~allowed] = float("-inf")
     if temperature <= 0:
@@ -123,33 +123,6 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
         drop = probs.cumsum(-1) - probs >= top_p                 # mass before this one already reaches p
         logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
     return torch.multinomial(logits.softmax(-1), 1)[:, 0]
-
-
-class PrivateRNG:
-    """A seeded random stream of its own, swapped in around each step: reproducible under a seed,
-    and the caller's global RNG is untouched even while a stream is suspended between bytes."""
-
-    def __init__(self, seed: int | None, device: torch.device):
-        self.devices = [device] if device.type == "cuda" else []
-        if seed is None:
-            seed = int(torch.randint(0, 2**62, ()))
-        with torch.random.fork_rng(devices=self.devices):
-            torch.manual_seed(seed)
-            self.states = self._get()
-
-    def _get(self) -> list[torch.Tensor]:
-        return [torch.get_rng_state()] + [torch.cuda.get_rng_state(d) for d in self.devices]
-
-    @contextlib.contextmanager
-    def active(self):
-        with torch.random.fork_rng(devices=self.devices):
-            torch.set_rng_state(self.states[0])
-            for d, s in zip(self.devices, self.states[1:]):
-                torch.cuda.set_rng_state(s, d)
-            try:
-                yield
-            finally:
-                self.states = self._get()
 
 
 class Piece(NamedTuple):
@@ -188,9 +161,7 @@ def _events(model, prompts: Sequence[torch.Tensor], max_bytes: int, temperature:
     for b, p in enumerate(prompts):
         x[b, :p.numel()] = p.to(device)
     rng = PrivateRNG(seed, device)
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         with rng.active():
             state, logits, a = prefill(model, x[:, :L0], greedy=greedy)
         ones = torch.ones_like(a, dtype=torch.bool)
@@ -212,8 +183,6 @@ def _events(model, prompts: Sequence[torch.Tensor], max_bytes: int, temperature:
             yield _Event(nxt[:, None], a[:, None], (in_prompt | gen)[:, None], gen[:, None], logits)
             made += gen.long()
             done |= made >= max_bytes
-    finally:
-        model.train(was_training)
 
 
 def stream(model, prompt, max_bytes: int = 256, temperature: float = 1.0, top_k: int | None = None,
@@ -225,7 +194,7 @@ def stream(model, prompt, max_bytes: int = 256, temperature: float = 1.0, top_k:
                       boundaries, stop_at_eos):
         for i, a, keep, gen in zip(ev.ids[0].tolist(), ev.decisions[0].tolist(), ev.keep[0].tolist(),
                                    ev.generated[0].tolist()):
-            if keep and i < 256 and (gen or include_prompt):
+            if keep and is_byte(i) and (gen or include_prompt):
                 yield Piece(i, a > 0.5, gen)
 
 

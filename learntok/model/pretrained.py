@@ -1,0 +1,137 @@
+"""Model folders on disk (DESIGN §7): the file format under `save_pretrained` / `from_pretrained`.
+
+A model folder: `model.safetensors` (weights) + `config.json` (the ModelConfig, or the resolved
+RunConfig in a training checkpoint), stamped with the format version. A run folder names its
+newest checkpoint in `checkpoints/latest`. Training checkpoints (learntok.checkpoint) build on
+these files; nothing here knows about optimizers or runs beyond finding the latest checkpoint.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from learntok import __version__
+from learntok.config import from_model_dict
+from learntok.errors import CheckpointError, ConfigError
+from learntok.model.config import ModelConfig
+
+WEIGHTS, CONFIG, LATEST = "model.safetensors", "config.json", "latest"
+
+FORMAT_KEY, FORMAT_VERSION = "format_version", 1  # bump when weights or config.json change incompatibly
+
+
+def one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def write_model_files(model: torch.nn.Module, folder: Path, config: dict) -> None:
+    # Clone every tensor: safetensors refuses tensors that share storage (tied weights).
+    tensors = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
+    save_file(tensors, str(folder / WEIGHTS))
+    stamped = {FORMAT_KEY: FORMAT_VERSION, "learntok_version": __version__, **config}
+    (folder / CONFIG).write_text(json.dumps(stamped, indent=2), encoding="utf-8")
+
+
+def check_format(config: dict, where: Path) -> dict:
+    """Refuse a checkpoint written in another format (saying which); return the config without
+    the stamp. Files without a stamp are read as the current format."""
+    found = config.get(FORMAT_KEY, FORMAT_VERSION)
+    if found != FORMAT_VERSION:
+        by = config.get("learntok_version", "another version")
+        raise CheckpointError(f"{where} has checkpoint format {found} (written by learntok {by}); "
+                              f"this learntok reads format {FORMAT_VERSION}")
+    return {k: v for k, v in config.items() if k not in (FORMAT_KEY, "learntok_version")}
+
+
+def atomic_dir(target: Path) -> Path:
+    """A fresh temporary folder beside `target`; call `commit(tmp, target)` when it is complete."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+
+
+def commit(tmp: Path, target: Path) -> None:
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(tmp, target)
+
+
+def save_model(model: torch.nn.Module, path: str | Path) -> Path:
+    """Write `model.safetensors` + `config.json` (the model config) into folder `path`, atomically."""
+    target = Path(path)
+    tmp = atomic_dir(target)
+    try:
+        write_model_files(model, tmp, asdict(model.cfg))
+        commit(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def resolve(path: str | Path) -> Path:
+    """A model or checkpoint folder from: that folder, a run folder (its latest checkpoint), or
+    a run's `checkpoints` folder."""
+    p = Path(path)
+    if not p.exists():
+        raise CheckpointError(f"{p} does not exist")
+    if (p / WEIGHTS).is_file():
+        return p
+    for ckpts in (p / "checkpoints", p):
+        pointer = ckpts / LATEST
+        if pointer.is_file():
+            target = ckpts / pointer.read_text(encoding="utf-8").strip()
+            if not (target / WEIGHTS).is_file():
+                raise CheckpointError(f"{pointer} names {target.name}, which has no {WEIGHTS}")
+            return target
+    raise CheckpointError(f"{p} is neither a model folder (no {WEIGHTS}) nor a run folder with checkpoints")
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{path} is missing") from None
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"cannot read {path}: {one_line(e)}") from None
+
+
+def read_config(folder: Path) -> dict:
+    """A model or checkpoint folder's config.json, its format checked and its stamp removed."""
+    return check_format(read_json(folder / CONFIG), folder / CONFIG)
+
+
+def read_weights(path: Path, map_location: str | torch.device) -> dict[str, torch.Tensor]:
+    if not path.is_file():
+        raise CheckpointError(f"{path} is missing")
+    try:
+        return load_file(str(path), device=str(map_location))
+    except Exception as e:  # safetensors raises its own error types for truncated/garbled files
+        raise CheckpointError(f"cannot read {path} (corrupt?): {one_line(e)}") from None
+
+
+def read_model(path: str | Path, map_location: str | torch.device = "cpu"
+               ) -> tuple[ModelConfig, dict[str, torch.Tensor], Path]:
+    """(ModelConfig, weights, folder) of a model folder, a checkpoint folder or a run folder
+    (latest checkpoint): what `AUNet.from_pretrained` builds a model from."""
+    folder = resolve(path)
+    config = read_config(folder)
+    model_dict = config["model"] if isinstance(config.get("model"), dict) else config  # run config or model config
+    try:
+        cfg = from_model_dict(model_dict)
+    except ConfigError as e:
+        raise CheckpointError(f"{folder / CONFIG}: {e}") from None
+    return cfg, read_weights(folder / WEIGHTS, map_location), folder
+
+
+def load_weights(model: torch.nn.Module, weights: dict[str, torch.Tensor], where: Path) -> None:
+    """model.load_state_dict, a mismatch with the config said in one line."""
+    try:
+        model.load_state_dict(weights)
+    except RuntimeError as e:
+        raise CheckpointError(f"{where} does not match its config: {one_line(e)}") from None

@@ -1,0 +1,173 @@
+"""Imports flow one way (commands -> library -> model -> layers -> data): read every module's
+imports with `ast` and check them against a table of layers. A module may import its own layer
+or any layer below; never one above. No two modules import each other (no cycles at all), and
+in-function imports are for optional or heavy dependencies only (cli.py is exempt: it imports
+its subcommands lazily so that `--help` starts fast)."""
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "learntok"
+
+# Bottom to top. A module name or a package prefix ("learntok.data" covers learntok.data.*).
+LAYERS: list[tuple[str, list[str]]] = [
+    ("foundations", ["learntok.errors", "learntok.runtime"]),
+    ("data", ["learntok.data"]),
+    ("model parts", ["learntok.model", "learntok.model.config", "learntok.model.layers", "learntok.model.pooling",
+                     "learntok.model.cache"]),
+    ("boundary strategies", ["learntok.boundaries"]),
+    ("objective", ["learntok.objective"]),
+    # The run config composes the component configs above; the model reads its config through it.
+    ("run config", ["learntok.config"]),
+    ("model", ["learntok.model.pretrained", "learntok.model.generate", "learntok.model.aunet"]),
+    ("run services", ["learntok.checkpoint", "learntok.distributed", "learntok.boundary_quality", "learntok.plots"]),
+    ("library", ["learntok.evaluate", "learntok.segment", "learntok.train", "learntok.eval_tasks",
+                 "learntok.diagnose", "learntok.sample", "learntok.compare"]),
+    ("commands", ["learntok.cli", "learntok.__main__", "learntok.lm_eval_adapter"]),
+]
+
+# Imports allowed inside functions: optional or heavy dependencies, and torch APIs that older
+# supported torch versions lack (imported only on the path that uses them).
+LAZY_OK = ("matplotlib", "pyarrow", "tokenizers", "lm_eval", "torch.distributed.fsdp", "torch.distributed.checkpoint")
+LAZY_EXEMPT = {"learntok.cli"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def layer_of(name: str) -> int:
+    """Index of the most specific table entry that covers module `name`."""
+    best, best_len = None, -1
+    for i, (_, entries) in enumerate(LAYERS):
+        for entry in entries:
+            if (name == entry or name.startswith(entry + ".")) and len(entry) > best_len:
+                best, best_len = i, len(entry)
+    if best is None:
+        raise AssertionError(f"{name} is in no layer of tests/test_layering.py: add it to LAYERS")
+    return best
+
+
+def imports(name: str) -> list[tuple[str, list[str], int, bool]]:
+    """(imported module, names taken from it, line, inside a function) for every import."""
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    found = []
+
+    def visit(node, in_function: bool):
+        for child in ast.iter_child_nodes(node):
+            inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if isinstance(child, ast.Import):
+                found.extend((a.name, [], child.lineno, in_function) for a in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
+                found.append((child.module, [a.name for a in child.names], child.lineno, in_function))
+            visit(child, inner)
+
+    visit(tree, False)
+    return found
+
+
+def internal_targets(module: str, names: list[str]) -> list[str]:
+    """The learntok modules an import statement loads: `from learntok.data import corpora`
+    names the submodule."""
+    subs = [f"{module}.{n}" for n in names if f"{module}.{n}" in MODULES]
+    if module == "learntok":                                     # the package root: submodules (or its version)
+        return subs
+    return subs or [module]
+
+
+def edges() -> dict[str, set[str]]:
+    graph = {name: set() for name in MODULES}
+    for name in MODULES:
+        for module, names, _, _ in imports(name):
+            if module.startswith("learntok"):
+                graph[name].update(t for t in internal_targets(module, names) if t != name)
+    return graph
+
+
+def test_every_module_has_a_layer():
+    for name in MODULES:
+        if name != "learntok":
+            layer_of(name)
+
+
+def test_no_module_imports_a_layer_above_it():
+    wrong = []
+    for name, targets in edges().items():
+        if name == "learntok":                                   # the public API re-exports from every layer
+            continue
+        for target in targets:
+            if layer_of(target) > layer_of(name):
+                wrong.append(f"{name} ({LAYERS[layer_of(name)][0]}) imports {target} ({LAYERS[layer_of(target)][0]})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_import_cycles():
+    graph = edges()
+    state: dict[str, int] = {}                                   # 1 on the stack, 2 done
+
+    def visit(node, stack):
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycle = stack[stack.index(nxt):] + [nxt]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt, stack + [nxt])
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+
+
+def test_in_function_imports_are_for_optional_dependencies_only():
+    wrong = [f"{MODULES[name].relative_to(PACKAGE.parent)}:{line}: import {module}"
+             for name in MODULES if name not in LAZY_EXEMPT
+             for module, _, line, lazy in imports(name)
+             if lazy and not module.startswith(LAZY_OK)]
+    assert not wrong, "move these to the top of their module:\n" + "\n".join(wrong)
+
+
+def test_no_private_names_cross_modules():
+    wrong = [f"{name} imports {n} from {module}"
+             for name in MODULES for module, names, _, _ in imports(name)
+             if module.startswith("learntok") for n in names
+             if n.startswith("_") and n != "__version__"]
+    assert not wrong, "make these public or move them:\n" + "\n".join(wrong)
+
+
+def test_the_package_root_gives_modules_only_its_version():
+    # `from learntok import boundary_quality` names a submodule; anything else would be the facade
+    wrong = [f"{name} imports {n} from learntok" for name in MODULES
+             for module, names, _, _ in imports(name) if module == "learntok"
+             for n in names if n != "__version__" and f"learntok.{n}" not in MODULES]
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("source, message", [
+    ("def f():\n    import json\n", "import json"),
+    ("def f():\n    from learntok.checkpoint import load_run\n", "import learntok.checkpoint"),
+])
+def test_the_lazy_import_check_can_fail(tmp_path, monkeypatch, source, message):
+    (tmp_path / "bad.py").write_text(source)
+    monkeypatch.setitem(MODULES, "learntok.bad", tmp_path / "bad.py")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path)
+    with pytest.raises(AssertionError, match=message):
+        test_in_function_imports_are_for_optional_dependencies_only()
+
+
+def test_the_layer_check_can_fail(monkeypatch):
+    # the model importing a checkpoint (the cycle issue 10 removed) is caught
+    real = imports
+    monkeypatch.setattr(sys.modules[__name__], "imports", lambda name: real(name) + (
+        [("learntok.checkpoint", ["load_run"], 1, False)] if name == "learntok.model.aunet" else []))
+    with pytest.raises(AssertionError, match="learntok.model.aunet .* imports learntok.checkpoint"):
+        test_no_module_imports_a_layer_above_it()
+    with pytest.raises(AssertionError, match="import cycle"):
+        test_no_import_cycles()
