@@ -46,6 +46,8 @@ def _write_model_files(model: torch.nn.Module, folder: Path, config: dict) -> No
 def check_format(config: dict, where: Path) -> dict:
     """Refuse a checkpoint written in another format (saying which); return the config without
     the stamp. Files without a stamp are read as the current format."""
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{where} holds a JSON {type(config).__name__}, not an object (a config)")
     found = config.get(FORMAT_KEY, FORMAT_VERSION)
     if found != FORMAT_VERSION:
         by = config.get("learntok_version", "another version")
@@ -66,10 +68,26 @@ def _commit(tmp: Path, target: Path) -> None:
     os.replace(tmp, target)
 
 
-def _write_text_atomic(path: Path, text: str) -> None:
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Replace `path` by `text`: write a temporary file beside it, flush it to disk, rename it
+    over `path` (a reader, or a crash, sees the old file or the new one, never a mix)."""
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def remove_stale_tmp(folder: str | Path) -> list[Path]:
+    """Remove what interrupted atomic writes left in `folder` (`.NAME.tmp-*` files and folders).
+    Call it only while no other process writes there (learntok.runfolder holds the lock)."""
+    folder = Path(folder)
+    stale = sorted(folder.glob(".*.tmp-*")) if folder.is_dir() else []
+    for path in stale:
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
+    return stale
 
 
 def save_model(model: torch.nn.Module, path: str | Path) -> Path:
@@ -138,7 +156,10 @@ def load_model(path: str | Path, map_location: str | torch.device = "cpu"):
         cfg = from_model_dict(model_dict)
     except ConfigError as e:
         raise CheckpointError(f"{folder / CONFIG}: {e}") from None
-    model = AUNet(cfg)
+    try:
+        model = AUNet(cfg)
+    except ValueError as e:                                      # e.g. a boundary strategy this learntok lacks
+        raise CheckpointError(f"{folder / CONFIG}: {_one_line(e)}") from None
     weights = _read_weights(folder / WEIGHTS, map_location)
     try:
         model.load_state_dict(weights)
@@ -172,7 +193,7 @@ def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module, opti
         _commit(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    _write_text_atomic(ckpts / LATEST, target.name)
+    write_text_atomic(ckpts / LATEST, target.name)
     for old in sorted(ckpts.glob("step_*"))[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return target

@@ -149,6 +149,8 @@ def compare(variants: list[str], out: str | Path, preset: str | None = "tiny", o
             eval_bytes: int | None = None, progress: bool = True) -> list[dict]:
     """Run every variant (skipping finished ones) and write results.md, results.json, curves.png."""
     out = Path(out)
+    if not variants:
+        raise ConfigError("no variants to compare: --strategies names no strategy (e.g. learned,uniform)")
     if len(set(variants)) != len(variants):
         raise ConfigError(f"variants repeat: {', '.join(variants)}")
     for spec in variants:                                        # fail on a bad name before any training

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import sysconfig
-from collections.abc import Collection, Iterable
+import zlib
+from collections.abc import Collection, Iterable, Iterator
 from importlib import resources
 from pathlib import Path
 
 BUILTINS = ("shakespeare", "kjv", "python-stdlib")
 _STDLIB_SKIP = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
 _BINARY_PROBE = 8192  # bytes read to decide whether a file is binary (contains a NUL byte)
+# Files `learntok prepare` writes before its index.json (learntok.data.shards: shard_name, SplitWriter)
+_PREPARE_PARTS = re.compile(r"(train|val|test)_(\d{5}\.bin|docs\.npy)|\.(train|val|test)_docs\.tmp")
 
 
 class DataError(Exception):
@@ -35,12 +39,9 @@ def load_documents(source: str, text_field: str = "text") -> list[bytes]:
                         f"nor an existing path")
     if path.is_dir():
         docs = _folder_documents(path)
-    elif path.name.endswith(".jsonl.gz"):
-        with gzip.open(path) as f:
-            docs = _jsonl_documents(f, text_field, str(path))
-    elif path.suffix == ".jsonl":
+    elif path.name.endswith((".jsonl", ".jsonl.gz")):
         with path.open("rb") as f:
-            docs = _jsonl_documents(f, text_field, str(path))
+            docs = _jsonl_documents(file_lines(f, path), text_field, str(path))
     elif path.suffix == ".parquet":
         docs = _parquet_documents(path, text_field)
     else:
@@ -52,15 +53,27 @@ def load_documents(source: str, text_field: str = "text") -> list[bytes]:
     return docs
 
 
+def file_lines(raw, path: Path) -> Iterator[bytes]:
+    """The lines (bytes) of an open binary file, decompressed when its name ends in .gz. A .gz
+    that is not gzip, or is cut short, raises DataError naming the file (not a traceback)."""
+    try:
+        yield from (gzip.open(raw) if path.name.endswith(".gz") else raw)
+    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+        raise DataError(f"{path}: cannot be read as gzip ({' '.join(str(e).split()) or type(e).__name__}; "
+                        f"cut short, or not compressed?)") from None
+
+
 def json_records(lines: Iterable[bytes | str], where: str, error: type[Exception] = None):
-    """(line number, object) for each non-blank JSON line; bad JSON or a non-object names the
-    line (raised as `error`, DataError by default)."""
+    """(line number, object) for each non-blank JSON line; bad UTF-8, bad JSON or a non-object
+    names the line (raised as `error`, DataError by default)."""
     error = error or DataError
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = json.loads(line.decode("utf-8") if isinstance(line, bytes) else line)
+        except UnicodeDecodeError as e:
+            raise error(f"{where} line {lineno}: not UTF-8 text (byte {e.start}: {e.reason})") from None
         except json.JSONDecodeError as e:
             raise error(f"{where} line {lineno}: not valid JSON ({e.msg})") from None
         if not isinstance(record, dict):
@@ -68,9 +81,9 @@ def json_records(lines: Iterable[bytes | str], where: str, error: type[Exception
         yield lineno, record
 
 
-def _jsonl_documents(lines: Iterable[bytes], text_field: str, where: str) -> list[bytes]:
-    """One JSON object a line; field `text_field` is the document. Blank lines are skipped."""
-    docs = []
+def jsonl_texts(lines: Iterable[bytes], text_field: str, where: str) -> Iterator[bytes]:
+    """One JSON object a line; field `text_field` (a string) is a document, yielded as UTF-8
+    bytes, streamed. Blank lines and empty texts are skipped."""
     for lineno, record in json_records(lines, where):
         if text_field not in record:
             raise DataError(f"{where} line {lineno}: no field {text_field!r}")
@@ -78,7 +91,11 @@ def _jsonl_documents(lines: Iterable[bytes], text_field: str, where: str) -> lis
         if not isinstance(text, str):
             raise DataError(f"{where} line {lineno}: field {text_field!r} is {type(text).__name__}, not a string")
         if text:
-            docs.append(text.encode("utf-8"))
+            yield text.encode("utf-8")
+
+
+def _jsonl_documents(lines: Iterable[bytes], text_field: str, where: str) -> list[bytes]:
+    docs = list(jsonl_texts(lines, text_field, where))
     if not docs:
         raise DataError(f"{where} holds no documents")
     return docs
@@ -95,11 +112,21 @@ def _parquet_documents(path: Path, text_field: str) -> list[bytes]:
     return [v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in values if v]
 
 
-def _folder_documents(root: Path) -> list[bytes]:
-    """Every regular, non-empty, non-binary file below `root` (hidden entries skipped), sorted by path."""
+def check_not_prepared(root: Path) -> None:
+    """A prepared data folder, finished or not, is never read as a folder of text files: its
+    shards would become documents."""
     if (root / "index.json").exists():
         raise DataError(f"{root} is a prepared data folder (index.json): it is read as memory-mapped "
                         f"shards by ByteData.from_config (data.source), not as a list of documents")
+    parts = sorted(p.name for p in root.iterdir() if _PREPARE_PARTS.fullmatch(p.name))
+    if parts:
+        raise DataError(f"{root} is an unfinished prepared folder ({', '.join(parts[:3])}, ... but no index.json: "
+                        f"`learntok prepare` stopped before the end); prepare it again into an empty folder")
+
+
+def _folder_documents(root: Path) -> list[bytes]:
+    """Every regular, non-empty, non-binary file below `root` (hidden entries skipped), sorted by path."""
+    check_not_prepared(root)
     docs = [data for path in _files_below(root) if (data := path.read_bytes()) and not _is_binary(data)]
     if not docs:
         raise DataError(f"folder {root} holds no non-empty text files")
