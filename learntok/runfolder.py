@@ -125,12 +125,12 @@ def _check_fresh(run_dir: Path, ours: bool) -> None:
         raise RunFolderError(f"--out {run_dir} is not empty and not a run folder (it holds {', '.join(foreign[:3])}"
                              f"{', ...' if len(foreign) > 3 else ''}); train writes only into a new or empty "
                              f"folder, or resumes a run with --resume")
-    if not ours:
-        raise RunFolderError(f"--out {run_dir} is not empty ({', '.join(names)}) and was not started by learntok "
-                             f"train; train writes only into a new or empty folder, or resumes a run with --resume")
     if _logged_steps(run_dir) > 0:
         raise RunFolderError(f"run folder {run_dir} has logged steps but no checkpoint to resume from; its "
                              f"{METRICS} would mix two runs: choose another --out")
+    if not ours:
+        raise RunFolderError(f"--out {run_dir} is not empty ({', '.join(names)}) and was not started by learntok "
+                             f"train; train writes only into a new or empty folder, or resumes a run with --resume")
     for name in names:                                           # our own start, killed before its first checkpoint
         path = run_dir / name
         shutil.rmtree(path) if path.is_dir() else path.unlink()
