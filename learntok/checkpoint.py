@@ -27,10 +27,26 @@ from learntok.runtime import rng_state
 STATE = "state.pt"
 
 
-def _write_text_atomic(path: Path, text: str) -> None:
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Replace `path` by `text`: write a temporary file beside it, flush it to disk, rename it
+    over `path` (a reader, or a crash, sees the old file or the new one, never a mix)."""
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def remove_stale_tmp(folder: str | Path) -> list[Path]:
+    """Remove what interrupted atomic writes left in `folder` (`.NAME.tmp-*` files and folders).
+    Call it only while no other process writes there (learntok.runfolder holds the lock)."""
+    folder = Path(folder)
+    stale = sorted(folder.glob(".*.tmp-*")) if folder.is_dir() else []
+    for path in stale:
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
+    return stale
 
 
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
@@ -62,7 +78,7 @@ def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module, opti
         commit(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    _write_text_atomic(ckpts / LATEST, target.name)
+    write_text_atomic(ckpts / LATEST, target.name)
     for old in sorted(ckpts.glob("step_*"))[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return target

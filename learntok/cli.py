@@ -30,6 +30,69 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     return ConfigError, DataError, CheckpointError, TrainingDiverged, FileNotFoundError
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage mistakes, like every expected error, are one line on stderr and exit 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"learntok: error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _bounded(kind: type, low: float, above: bool = False, high: float | None = None):
+    """An argparse type: a `kind` number >= low (> low with `above`; <= high if given)."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if value < low or (above and value == low) or (high is not None and value > high):
+            rng = f"{'> ' if above else '>= '}{low}" + (f" and <= {high}" if high is not None else "")
+            raise argparse.ArgumentTypeError(f"{text} must be {rng}")
+        return value
+    return parse
+
+
+POSITIVE, NONNEGATIVE, WINDOW = _bounded(int, 1), _bounded(float, 0.0), _bounded(int, 2)
+COUNT = _bounded(int, 0)  # a whole number >= 0
+PROBABILITY = _bounded(float, 0.0, above=True, high=1.0)
+
+
+def device_arg(text: str) -> str:
+    """--device: a device torch knows and this machine has (checked before a model is read)."""
+    import torch
+
+    try:
+        device = torch.device(text)
+    except RuntimeError:
+        raise argparse.ArgumentTypeError(f"unknown device {text!r} (expected cpu, cuda, cuda:N, mps)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise argparse.ArgumentTypeError(f"device {text!r} is not available: this torch sees no CUDA GPU")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise argparse.ArgumentTypeError(f"device {text!r} is not available: {torch.cuda.device_count()} GPU(s)")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise argparse.ArgumentTypeError(f"device {text!r} is not available on this machine")
+    return text
+
+
+FILE_OUTPUTS, FOLDER_OUTPUTS = ("json", "html"), ("out",)
+
+
+def check_outputs(args) -> None:
+    """Refuse, before any work, outputs that could not be written: a file output (--json,
+    --html) that is a folder or whose folder does not exist, a folder output (--out) that is a file."""
+    from learntok.config import ConfigError
+
+    for name in FILE_OUTPUTS:
+        path = getattr(args, name, None)
+        if path and Path(path).is_dir():
+            raise ConfigError(f"--{name} {path} is a folder; give a file name")
+        if path and not Path(path).absolute().parent.is_dir():
+            raise ConfigError(f"--{name} {path}: folder {Path(path).absolute().parent} does not exist")
+    for name in FOLDER_OUTPUTS:
+        path = getattr(args, name, None)
+        if path and Path(path).exists() and not Path(path).is_dir():
+            raise ConfigError(f"--{name} {path} is an existing file, not a folder")
+
+
 def write_json(path: str | None, record: dict) -> None:
     """`--json PATH` for commands that report figures."""
     if path:
@@ -78,7 +141,7 @@ def add_segment(sub) -> None:
     p.add_argument("--html", metavar="OUT", help="also write an HTML page")
     p.add_argument("--greedy", action="store_true", help="decide p > 0.5 instead of sampling")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
-    p.add_argument("--window", type=int, default=4096, help="read long texts in pieces of this many bytes (BOS included)")
+    p.add_argument("--window", type=WINDOW, default=4096, help="read long texts in pieces of this many bytes (BOS included)")
     p.add_argument("--json", help="write chunks and stats to this JSON file")
     p.set_defaults(func=cmd_segment)
 
@@ -126,14 +189,14 @@ def add_eval(sub) -> None:
     p.add_argument("model", metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder")
     p.add_argument("--split", default="test", choices=["train", "val", "test", "all"], help="split of the data (all: unsplit)")
     p.add_argument("--source", help="another data.source (built-in name or path) instead of the run's")
-    p.add_argument("--samples", type=int, default=1, help="K sampled segmentations: mean bpb and log-mean-exp bound")
+    p.add_argument("--samples", type=POSITIVE, default=1, help="K sampled segmentations: mean bpb and log-mean-exp bound")
     p.add_argument("--greedy", action="store_true", help="decide p > 0.5 instead of sampling")
-    p.add_argument("--batch-size", type=int, help="rows per batch (default: the run's)")
-    p.add_argument("--seq-len", type=int, help="bytes per row, BOS included (default: the run's)")
-    p.add_argument("--max-bytes", type=int, help="score at most this many bytes")
-    p.add_argument("--bpe-vocab", type=int, default=4096, help="vocabulary of the BPE reference trained on the fly")
+    p.add_argument("--batch-size", type=POSITIVE, help="rows per batch (default: the run's)")
+    p.add_argument("--seq-len", type=WINDOW, help="bytes per row, BOS included (default: the run's)")
+    p.add_argument("--max-bytes", type=POSITIVE, help="score at most this many bytes")
+    p.add_argument("--bpe-vocab", type=POSITIVE, default=4096, help="vocabulary of the BPE reference trained on the fly")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", type=device_arg)
     p.add_argument("--json", help="write every figure to this JSON file")
     p.set_defaults(func=cmd_eval)
 
@@ -151,13 +214,13 @@ def add_eval_tasks(sub) -> None:
     p = sub.add_parser("eval-tasks", help="zero-shot tasks from JSONL(.gz) files")
     p.add_argument("model", metavar="RUN_OR_CKPT")
     p.add_argument("--task", action="append", required=True, metavar="FILE", help="task file (repeatable)")
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--seq-len", type=int, help="bytes per row, BOS included (default: the run's)")
+    p.add_argument("--batch-size", type=POSITIVE, default=16)
+    p.add_argument("--seq-len", type=WINDOW, help="bytes per row, BOS included (default: the run's)")
     p.add_argument("--greedy", action="store_true", help="greedy boundaries (p > 0.5) instead of sampled ones")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
-    p.add_argument("--limit", type=int, help="first N examples of each task")
+    p.add_argument("--limit", type=POSITIVE, help="first N examples of each task")
     p.add_argument("--delimiter", default=" ", help="between context and continuation (unless the context ends in whitespace)")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", type=device_arg)
     p.add_argument("--json", help="write the results to this JSON file")
     p.set_defaults(func=cmd_eval_tasks)
 
@@ -174,13 +237,13 @@ def cmd_eval_tasks(args) -> None:
 def add_diagnose(sub) -> None:
     p = sub.add_parser("diagnose", help="variance and SNR of the policy-gradient estimator per trick")
     p.add_argument("model", metavar="RUN_OR_CKPT", help="run or checkpoint folder")
-    p.add_argument("--batches", type=int, default=4, help="fixed training batches")
-    p.add_argument("--samples", type=int, default=16, help="K boundary samples per batch")
-    p.add_argument("--batch-size", type=int, help="default: the run's, at most 16")
-    p.add_argument("--seq-len", type=int, help="default: the run's, at most 512")
+    p.add_argument("--batches", type=POSITIVE, default=4, help="fixed training batches")
+    p.add_argument("--samples", type=POSITIVE, default=16, help="K boundary samples per batch")
+    p.add_argument("--batch-size", type=POSITIVE, help="default: the run's, at most 16")
+    p.add_argument("--seq-len", type=WINDOW, help="default: the run's, at most 512")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="folder for diagnose.md/.json/.png (default RUN/diagnose)")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", type=device_arg)
     p.add_argument("--json", help="also write the table to this JSON file")
     p.set_defaults(func=cmd_diagnose)
 
@@ -218,14 +281,14 @@ def add_sample(sub) -> None:
     p = sub.add_parser("sample", help="stream a model's continuation of a prompt (cached decoding)")
     p.add_argument("model", metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder")
     p.add_argument("--prompt", required=True, help="text to continue")
-    p.add_argument("--max-bytes", type=int, default=256, help="bytes to generate (fewer if EOS is drawn)")
-    p.add_argument("--temperature", type=float, default=1.0, help="0: argmax")
-    p.add_argument("--top-k", type=int, help="sample from the k likeliest bytes")
-    p.add_argument("--top-p", type=float, help="nucleus sampling: the smallest set of bytes with probability >= p")
+    p.add_argument("--max-bytes", type=POSITIVE, default=256, help="bytes to generate (fewer if EOS is drawn)")
+    p.add_argument("--temperature", type=NONNEGATIVE, default=1.0, help="0: argmax")
+    p.add_argument("--top-k", type=POSITIVE, help="sample from the k likeliest bytes")
+    p.add_argument("--top-p", type=PROBABILITY, help="nucleus sampling: the smallest set of bytes with probability >= p")
     p.add_argument("--seed", type=int, help="seed of the sampled bytes and boundaries")
     p.add_argument("--boundaries", choices=["sample", "greedy"], default="sample", help="sample boundaries or take p > 0.5")
     p.add_argument("--show-boundaries", action="store_true", help="mark chunks: colours on a terminal, | otherwise")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", type=device_arg)
     p.add_argument("--json", help="write bytes, seconds, bytes/s and boundary rate to this JSON file")
     p.set_defaults(func=cmd_sample)
 
@@ -252,12 +315,12 @@ def add_compare(sub) -> None:
                        description="Variants: STRATEGY[+key=value...], e.g. learned+gamma=1.0; finished variants are skipped.")
     p.add_argument("--preset", default="tiny", help="packaged preset shared by every variant (default tiny)")
     p.add_argument("--strategies", required=True, help="comma-separated variants, e.g. learned,uniform,bpe,learned+w=1")
-    p.add_argument("--steps", type=int, help="optimizer steps per variant (train.steps)")
+    p.add_argument("--steps", type=POSITIVE, help="optimizer steps per variant (train.steps)")
     p.add_argument("--out", help="results folder (default runs/compare-<preset>-<timestamp>)")
     p.add_argument("--ablations", action="store_true", help="add the learned policy's ablations (gamma=1, no batch "
                    "baseline, no early-exit reward, w=1, no rate loss)")
-    p.add_argument("--eval-bytes", type=int, help="cap on bytes per split in the final evaluation (default: all)")
-    p.add_argument("--jobs", type=int, default=1, help="train this many variants at once, one CPU thread each")
+    p.add_argument("--eval-bytes", type=POSITIVE, help="cap on bytes per split in the final evaluation (default: all)")
+    p.add_argument("--jobs", type=POSITIVE, default=1, help="train this many variants at once, one CPU thread each")
     p.add_argument("--json", help="also write the results to this JSON file")
     p.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides shared by every variant")
     p.set_defaults(func=cmd_compare)
@@ -266,7 +329,7 @@ def add_compare(sub) -> None:
 def cmd_compare(args) -> None:
     from learntok.compare import compare, format_table, variants_from_args
 
-    overrides = list(args.overrides) + ([f"train.steps={args.steps}"] if args.steps else [])
+    overrides = list(args.overrides) + ([f"train.steps={args.steps}"] if args.steps is not None else [])
     out = args.out or f"runs/compare-{args.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
     records = compare(variants_from_args(args.strategies, args.ablations), out, args.preset, overrides, args.eval_bytes,
                       jobs=args.jobs)
@@ -285,13 +348,13 @@ def add_prepare(sub) -> None:
     p.add_argument("--out", required=True, metavar="DATA_DIR", help="output folder (new or empty)")
     p.add_argument("--text-field", default="text", help="JSONL field / parquet column of the text")
     p.add_argument("--min-doc-bytes", type=int, default=1, help="drop shorter documents")
-    p.add_argument("--max-doc-bytes", type=int, help="drop longer documents (or cut them with --truncate)")
+    p.add_argument("--max-doc-bytes", type=POSITIVE, help="drop longer documents (or cut them with --truncate)")
     p.add_argument("--truncate", action="store_true", help="cut documents to --max-doc-bytes instead of dropping them")
     p.add_argument("--val-fraction", type=float, default=0.05, help="expected fraction of documents in val")
     p.add_argument("--test-fraction", type=float, default=0.05, help="expected fraction of documents in test")
     p.add_argument("--seed", type=int, default=0, help="seed of the split hash")
-    p.add_argument("--shard-mb", type=int, default=256, help="target shard size (MiB)")
-    p.add_argument("--piece-bytes", type=int, default=1 << 14, help="read text files as documents of about this many bytes")
+    p.add_argument("--shard-mb", type=POSITIVE, default=256, help="target shard size (MiB)")
+    p.add_argument("--piece-bytes", type=POSITIVE, default=1 << 14, help="read text files as documents of about this many bytes")
     p.add_argument("--json", help="also write the index to this JSON file")
     p.set_defaults(func=cmd_prepare)
 
@@ -314,21 +377,36 @@ COMMANDS = [add_train, add_segment, add_eval, add_eval_tasks, add_diagnose, add_
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="learntok", description="Byte-level LMs that learn their own tokenization.")
+    parser = _Parser(prog="learntok", description="Byte-level LMs that learn their own tokenization.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in COMMANDS:
         add(sub)
     for p in sub.choices.values():
-        p.add_argument("--threads", type=int, default=0,
+        p.add_argument("--threads", type=COUNT, default=0,
                        help="CPU threads for torch (default: all cores; give 1 to runs that share a machine)")
     return parser
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Like parse_args, but `key=value` overrides may stand anywhere among the options (argparse
+    alone takes them only as one run of positionals)."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if hasattr(args, "overrides"):
+        args.overrides += [a for a in extra if "=" in a and not a.startswith("-")]
+        extra = [a for a in extra if "=" not in a or a.startswith("-")]
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
-        if args.threads < 0:
-            raise ConfigError(f"--threads {args.threads} must be >= 0")
+        args = parse_args(argv)
+    except SystemExit as e:                                      # --help, or a usage error already printed
+        return e.code
+    try:
+        check_outputs(args)
         if args.threads and hasattr(args, "overrides"):
             args.overrides = [*args.overrides, f"system.threads={args.threads}"]  # recorded in the run's config
         set_threads(args.threads)

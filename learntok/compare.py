@@ -186,6 +186,8 @@ def compare(variants: list[str], out: str | Path, preset: str | None = "tiny", o
     Under torchrun every rank calls it: each variant trains on every rank, evaluation is shared,
     and rank 0 writes the files."""
     out = Path(out)
+    if not variants:
+        raise ConfigError("no variants to compare: --strategies names no strategy (e.g. learned,uniform)")
     if len(set(variants)) != len(variants):
         raise ConfigError(f"variants repeat: {', '.join(variants)}")
     configs = [variant_config(spec, preset, list(overrides)) for spec in variants]  # fail on a bad name before any training

@@ -337,6 +337,8 @@ def read_file(path: str | Path) -> dict[str, Any]:
         if path.suffix == ".json":
             return json.loads(path.read_text(encoding="utf-8"))
         return tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte {e.start}: {e.reason})") from None
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
         raise ConfigError(f"config file {path}: {e}") from None
 

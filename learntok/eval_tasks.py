@@ -23,7 +23,6 @@ Shapes: B batch, T bytes (BOS at t = 0), V vocabulary.
 """
 from __future__ import annotations
 
-import gzip
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +31,7 @@ import torch
 
 from learntok.data import DataError
 from learntok.checkpoint import load_run
-from learntok.data.corpora import json_records
+from learntok.data.corpora import file_lines, json_records
 from learntok.data.vocab import BOS, PAD
 from learntok.evaluate import mean_and_se
 from learntok.objective import LN2
@@ -57,10 +56,9 @@ def read_task(path: str | Path) -> tuple[str, list[Example]]:
     path = Path(path)
     if not path.is_file():
         raise TaskError(f"task file {path} does not exist")
-    opener = gzip.open if path.name.endswith(".gz") else open
     form, examples = None, []
-    with opener(path, "rt", encoding="utf-8") as f:
-        for lineno, rec in json_records(f, str(path), TaskError):
+    with open(path, "rb") as f:
+        for lineno, rec in json_records(file_lines(f, path), str(path), TaskError):
             if form is None:
                 form = "continuation" if "continuation" in rec or "context" in rec else "multiple_choice"
             examples.append(_example(rec, form, f"{path} line {lineno}"))

@@ -22,8 +22,8 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from learntok.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from learntok.config import ConfigError, OptimConfig, RunConfig, save_config
+from learntok.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, write_text_atomic
+from learntok.config import ConfigError, OptimConfig, RunConfig, to_toml
 from learntok.data import PAD, ByteData
 from learntok.distributed import (DistEnv, all_reduce, barrier, broadcast_module_state, checkpoint_views,
                                   compile_model, init_distributed, load_state, micro_plan, no_grad_sync, shutdown,
@@ -31,6 +31,7 @@ from learntok.distributed import (DistEnv, all_reduce, barrier, broadcast_module
 from learntok.model.aunet import AUNet
 from learntok.evaluate import EvalOptions, evaluate_bpb
 from learntok.objective import ObjectiveConfig, loss
+from learntok.runfolder import check_resume, claim, release, trim_logs
 from learntok.runtime import autocast, resolve_dtype, seed_everything, set_rng_state, set_threads
 from learntok.segment import render_terminal, segment_text
 
@@ -109,20 +110,6 @@ def _sample_texts(data: ByteData, n: int = 3, n_bytes: int = 200) -> list[bytes]
 def _append_jsonl(path: Path, record: dict) -> None:
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(record) + "\n")
-
-
-def _truncate_metrics(path: Path, step: int) -> None:
-    """Drop lines logged after `step` (written after the checkpoint we resume from), and a last
-    line cut short by a crash."""
-    if path.exists():
-        keep = []
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                if json.loads(line)["step"] <= step:
-                    keep.append(line + "\n")
-            except (ValueError, KeyError):
-                continue
-        path.write_text("".join(keep), encoding="utf-8")
 
 
 class MetricWindow:
@@ -233,12 +220,13 @@ def _start(run_cfg: RunConfig, run_dir: Path, model: nn.Module, optimizer, resum
             raise ConfigError(f"run folder {run_dir} already has checkpoints; pass --resume or another --out")
         return 0, 0
     ckpt = load_checkpoint(run_dir)
+    check_resume(run_dir, ckpt.step, run_cfg.train.steps)
     saved = RunConfig.from_dict(ckpt.config)
     if saved.model != run_cfg.model:
         raise ConfigError(f"cannot resume {ckpt.path}: its model config differs from this run's")
     load_state(model, optimizer, ckpt.model_state, ckpt.state["optimizer"], run_cfg.system.fsdp)
     set_rng_state(ckpt.state["rng"])
-    _truncate_metrics(run_dir / "metrics.jsonl", ckpt.step)
+    trim_logs(run_dir, ckpt.step)
     return ckpt.step, int(ckpt.state["bytes_seen"])
 
 
@@ -252,6 +240,8 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
     owns_group = not torch.distributed.is_initialized()              # compare under torchrun holds the group itself
     env = init_distributed(sc.device)
     device, main = env.device, env.is_main
+    if main:
+        claim(run_dir, resume)                                      # lock the folder; refuse one not ours
     amp = resolve_dtype(sc.dtype, device)
     micro_plan(tc.batch_size, tc.micro_batch_size, env.world)       # check the batch split at start-up
     data = ByteData.from_config(run_cfg.data)
@@ -265,7 +255,7 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
     metrics_path, end = run_dir / "metrics.jsonl", min(until or tc.steps, tc.steps)
     if main:
         run_dir.mkdir(parents=True, exist_ok=True)
-        save_config(run_cfg, run_dir / "config.toml")
+        write_text_atomic(run_dir / "config.toml", to_toml(run_cfg))
     if fitted and main:
         _append_jsonl(metrics_path, {"step": 0, "bytes_seen": 0, **fitted})
 
@@ -315,4 +305,6 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
     bar.close()
     if owns_group:
         shutdown(env)
+    if main:
+        release(run_dir)
     return {**summary, "step": end, "checkpoint": str(last_ckpt)}

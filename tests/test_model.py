@@ -170,3 +170,14 @@ def test_local_attention_matches_dense_window_mask(L, window):
     q, k, v = (torch.randn(2, 3, L, 8, generator=g) for _ in range(3))
     ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=window_mask(L, window, q.device))
     torch.testing.assert_close(local_attention(q, k, v, window), ref, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("L, window, chunk", [(50, 4, 8), (64, 8, 16), (37, 5, 12), (20, 8, 4)])
+def test_local_attention_in_pieces_matches_one_piece(L, window, chunk):
+    """Long sequences (a long prompt's prefill) go through local_attention in pieces of about
+    `chunk` queries: the same result as the dense window mask."""
+    from learntok.model.layers import local_attention, window_mask
+
+    q, k, v = torch.randn(3, 2, 3, L, 8).unbind(0)
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=window_mask(L, window, q.device))
+    torch.testing.assert_close(local_attention(q, k, v, window, chunk=chunk), ref, atol=1e-5, rtol=1e-5)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import sysconfig
+import zlib
 from collections.abc import Collection, Iterable, Iterator
 from importlib import resources
 from pathlib import Path
@@ -18,6 +20,8 @@ from learntok.errors import DataError
 BUILTINS = ("shakespeare", "kjv", "python-stdlib")
 _STDLIB_SKIP = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
 _BINARY_PROBE = 8192  # bytes read to decide whether a file is binary (contains a NUL byte)
+# Files `learntok prepare` writes before its index.json (learntok.data.shards: shard_name, SplitWriter)
+_PREPARE_PARTS = re.compile(r"(train|val|test)_(\d{5}\.bin|docs\.npy)|\.(train|val|test)_docs\.tmp")
 
 
 
@@ -45,12 +49,9 @@ def _unnamed_documents(source: str, text_field: str) -> list[bytes]:
     if not path.exists():
         raise DataError(f"data source {source!r} is neither a built-in corpus ({', '.join(BUILTINS)}) "
                         f"nor an existing path")
-    if path.name.endswith(".jsonl.gz"):
-        with gzip.open(path) as f:
-            docs = _jsonl_documents(f, text_field, str(path))
-    elif path.suffix == ".jsonl":
+    if path.name.endswith((".jsonl", ".jsonl.gz")):
         with path.open("rb") as f:
-            docs = _jsonl_documents(f, text_field, str(path))
+            docs = _jsonl_documents(file_lines(f, path), text_field, str(path))
     elif path.suffix == ".parquet":
         docs = list(parquet_texts(path, text_field))
     else:
@@ -62,15 +63,27 @@ def _unnamed_documents(source: str, text_field: str) -> list[bytes]:
     return docs
 
 
+def file_lines(raw, path: Path) -> Iterator[bytes]:
+    """The lines (bytes) of an open binary file, decompressed when its name ends in .gz. A .gz
+    that is not gzip, or is cut short, raises DataError naming the file (not a traceback)."""
+    try:
+        yield from (gzip.open(raw) if path.name.endswith(".gz") else raw)
+    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+        raise DataError(f"{path}: cannot be read as gzip ({' '.join(str(e).split()) or type(e).__name__}; "
+                        f"cut short, or not compressed?)") from None
+
+
 def json_records(lines: Iterable[bytes | str], where: str, error: type[Exception] = None):
-    """(line number, object) for each non-blank JSON line; bad JSON or a non-object names the
-    line (raised as `error`, DataError by default)."""
+    """(line number, object) for each non-blank JSON line; bad UTF-8, bad JSON or a non-object
+    names the line (raised as `error`, DataError by default)."""
     error = error or DataError
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = json.loads(line.decode("utf-8") if isinstance(line, bytes) else line)
+        except UnicodeDecodeError as e:
+            raise error(f"{where} line {lineno}: not UTF-8 text (byte {e.start}: {e.reason})") from None
         except json.JSONDecodeError as e:
             raise error(f"{where} line {lineno}: not valid JSON ({e.msg})") from None
         if not isinstance(record, dict):
@@ -112,12 +125,22 @@ def parquet_texts(path: Path, text_field: str) -> Iterator[bytes]:
                 yield v.encode("utf-8") if isinstance(v, str) else bytes(v)
 
 
-def _folder_documents(root: Path) -> tuple[list[bytes], list[str]]:
-    """Every regular, non-empty, non-binary file below `root` (hidden entries skipped), sorted by
-    path, and its path relative to `root`."""
+def check_not_prepared(root: Path) -> None:
+    """A prepared data folder, finished or not, is never read as a folder of text files: its
+    shards would become documents."""
     if (root / "index.json").exists():
         raise DataError(f"{root} is a prepared data folder (index.json): it is read as memory-mapped "
                         f"shards by ByteData.from_config (data.source), not as a list of documents")
+    parts = sorted(p.name for p in root.iterdir() if _PREPARE_PARTS.fullmatch(p.name))
+    if parts:
+        raise DataError(f"{root} is an unfinished prepared folder ({', '.join(parts[:3])}, ... but no index.json: "
+                        f"`learntok prepare` stopped before the end); prepare it again into an empty folder")
+
+
+def _folder_documents(root: Path) -> tuple[list[bytes], list[str]]:
+    """Every regular, non-empty, non-binary file below `root` (hidden entries skipped), sorted by
+    path, and its path relative to `root`."""
+    check_not_prepared(root)
     docs, names = [], []
     for path in files_below(root):
         if (data := path.read_bytes()) and not is_binary(data):

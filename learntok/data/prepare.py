@@ -18,7 +18,6 @@ to it with `truncate` (the paper's 4096-byte cut) or dropped without it.
 """
 from __future__ import annotations
 
-import gzip
 import json
 import shutil
 import time
@@ -28,7 +27,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from learntok.data.corpora import DataError, files_below, is_binary, jsonl_texts, parquet_texts
+from learntok.data.corpora import DataError, check_not_prepared, file_lines, files_below, is_binary, jsonl_texts, parquet_texts
 from learntok.data.shards import FORMAT, INDEX, VERSION, SplitWriter
 from learntok.data.split import SPLITS
 
@@ -81,6 +80,8 @@ def input_files(sources: list[str]) -> list[Path]:
         p = Path(s).expanduser()
         if not p.exists():
             raise DataError(f"prepare: source {s!r} does not exist")
+        if p.is_dir():
+            check_not_prepared(p)
         files.extend(files_below(p) if p.is_dir() else [p])
     if not files:
         raise DataError(f"prepare: no files in {', '.join(sources)}")
@@ -112,7 +113,7 @@ def documents(path: Path, opts: PrepareOptions) -> Iterator[tuple[bytes, int]]:
         return
     with open(path, "rb") as raw:
         if name.endswith((".jsonl", ".jsonl.gz")):
-            docs = jsonl_texts(gzip.open(raw) if name.endswith(".gz") else raw, opts.text_field, str(path))
+            docs = jsonl_texts(file_lines(raw, path), opts.text_field, str(path))
         else:
             if is_binary(raw.read(8192)):
                 return
@@ -150,7 +151,8 @@ def prepare(sources: list[str], out: str | Path, opts: PrepareOptions | None = N
     writers = {s: SplitWriter(out, s, opts.shard_bytes) for s in SPLITS}
     counts = {"read": 0, "dropped_short": 0, "dropped_long": 0, "truncated": 0}
     t0, total = time.perf_counter(), sum(f.stat().st_size for f in files)
-    bar = tqdm(total=total, unit="B", unit_scale=True, desc="prepare", disable=not progress)
+    bar = tqdm(total=total, unit="B", unit_scale=True, desc="prepare", disable=not progress,
+               delay=1.0)                                        # a quick failure stays one line
     try:
         for path in files:
             done = 0

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from learntok.data.corpora import DataError
+from learntok.data.split import SPLITS
 
 FORMAT = "learntok-shards"
 VERSION = 1
@@ -78,10 +79,26 @@ def read_index(root: str | Path) -> dict:
         index = json.loads((root / INDEX).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise DataError(f"cannot read {root / INDEX}: {' '.join(str(e).split())}") from None
-    if index.get("format") != FORMAT or index.get("version") != VERSION:
-        raise DataError(f"{root / INDEX}: format {index.get('format')!r} version {index.get('version')!r}; "
+    if not isinstance(index, dict) or index.get("format") != FORMAT or index.get("version") != VERSION:
+        found = index if isinstance(index, dict) else {}
+        raise DataError(f"{root / INDEX}: format {found.get('format')!r} version {found.get('version')!r}; "
                         f"this learntok reads {FORMAT!r} version {VERSION}")
+    _check_splits(index.get("splits"), root / INDEX)
     return index
+
+
+def _check_splits(splits, where: Path) -> None:
+    """Every split of the index: {"documents": int, "bytes": int, "shards": [[name, size], ...]}."""
+    if not isinstance(splits, dict) or set(splits) != set(SPLITS):
+        got = sorted(splits) if isinstance(splits, dict) else "none"
+        raise DataError(f"{where}: 'splits' must name {', '.join(SPLITS)} (found {got}); a damaged index?")
+    for name, info in splits.items():
+        ok = (isinstance(info, dict) and all(isinstance(info.get(k), int) for k in ("documents", "bytes"))
+              and isinstance(info.get("shards"), list)
+              and all(isinstance(x, list) and len(x) == 2 and isinstance(x[0], str) and isinstance(x[1], int)
+                      and "/" not in x[0] for x in info["shards"]))
+        if not ok:
+            raise DataError(f"{where}: split {name!r} is not {{documents, bytes, shards: [[file, size], ...]}}")
 
 
 def open_split(root: str | Path, split: str, index: dict | None = None) -> tuple[np.ndarray | ShardedBytes, np.ndarray]:
@@ -96,11 +113,22 @@ def open_split(root: str | Path, split: str, index: dict | None = None) -> tuple
             raise DataError(f"{path}: missing or not {size} bytes as {root / INDEX} says (an interrupted copy?)")
         if size:
             parts.append(np.memmap(path, dtype=np.uint8, mode="r"))
-    offsets = np.load(root / f"{split}_docs.npy", mmap_mode="r")
+    offsets = _load_offsets(root / f"{split}_docs.npy")
     if len(offsets) != info["documents"] + 1 or (len(offsets) and int(offsets[-1]) != info["bytes"]):
         raise DataError(f"{root / f'{split}_docs.npy'} does not match {root / INDEX}")
     data = parts[0] if len(parts) == 1 else (ShardedBytes(parts) if parts else np.empty(0, dtype=np.uint8))
     return data, offsets
+
+
+def _load_offsets(path: Path) -> np.ndarray:
+    """A split's (n_docs + 1,) int64 offsets, memory-mapped; anything else is a DataError."""
+    try:
+        offsets = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as e:                         # missing, truncated, or Python objects
+        raise DataError(f"cannot read {path}: {' '.join(str(e).split())}") from None
+    if offsets.dtype != np.int64 or offsets.ndim != 1:
+        raise DataError(f"{path} holds {offsets.dtype} of shape {offsets.shape}, not (n_docs + 1,) int64 offsets")
+    return offsets
 
 
 class SplitWriter:

@@ -8,7 +8,9 @@ when that row draws a boundary, and each row keeps its own token count.
 
 A cache's `update(k, v)` takes the new keys and values of one attention call and returns the
 keys, values and boolean mask (None: attend to all, or causal for a multi-position prefill)
-that the queries must attend over; `Attention.forward_cached` is its only caller.
+that the queries must attend over; `Attention.forward_cached` is its only caller. A prefill
+(several positions into an empty cache) returns its own keys and no mask: the layer then runs
+the training path (blocked local attention), so prefill memory grows linearly in the prompt.
 
 Shapes: B batch, R rows taking part in a token-level step, H heads, L new positions,
 N cached positions, E head size.
@@ -18,8 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-
-from learntok.model.layers import window_mask
 
 
 class WindowKV:
@@ -44,8 +44,8 @@ class WindowKV:
         self.k[:, :, slots] = k[:, :, first:]
         self.v[:, :, slots] = v[:, :, first:]
         self.t += L
-        if L > 1:                                                # prefill from empty: attend within the chunk
-            return k, v, (window_mask(L, self.window, k.device) if self.window < L else None)
+        if L > 1:                                                # prefill from empty: the chunk attends to itself
+            return k, v, None                                    # (Attention.attend: blocked, as in training)
         n = min(self.t, self.window)                             # slots 0..n-1 are filled
         return self.k[:, :, :n], self.v[:, :, :n], None
 

@@ -70,10 +70,10 @@ def prefill(model, x: torch.Tensor, boundaries: torch.Tensor | None = None,
     cache.mid = [TokenKV(counts) for _ in range(cfg.n_mid)]
     z = strategy.dechunk(model.mid.forward_cached(z, tok_pos, cache.mid), b, tok_pos)
     y = h + strategy.confidence(upsample(z, b.decisions), b)    # (B, T, D)
-    logits = model.head(model.decoder.forward_cached(y, pos, cache.decoder))  # (B, T, V)
+    logits = model.head(model.decoder.forward_cached(y, pos, cache.decoder)[:, -1])  # (B, V): byte T's only
     state = strategy.prefill_state(h, x, b.decisions, early)
     token = z[torch.arange(B, device=x.device), counts - 1]      # (B, D) latest token of each row
-    return DecodeState(cache, state, token, T), logits[:, -1], b.decisions
+    return DecodeState(cache, state, token, T), logits, b.decisions
 
 
 @torch.no_grad()

@@ -59,10 +59,26 @@ def block_window_mask(n: int, window: int, device: torch.device) -> torch.Tensor
     return allowed
 
 
-def local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) -> torch.Tensor:
+def local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int,
+                    chunk: int = 4096) -> torch.Tensor:
     """Causal sliding-window attention in O(L W): cut the sequence into blocks of W; each block's
     queries attend over their own block and the previous one (every key within the window lies
-    there). q, k, v (B, H, L, E) -> (B, H, L, E). Equal to SDPA with `window_mask` (tested)."""
+    there). q, k, v (B, H, L, E) -> (B, H, L, E). Equal to SDPA with `window_mask` (tested).
+    Sequences longer than `chunk` go in pieces of about `chunk` queries, each with the window of
+    keys before it, so the scores held at once stay bounded whatever L (a long prompt's prefill)."""
+    L = q.size(2)
+    step = max(1, chunk // window) * window                      # a whole number of blocks
+    if L <= step:
+        return _local_blocks(q, k, v, window)
+    pieces = []
+    for s in range(0, L, step):
+        a = max(0, s - window)                                   # block-aligned: the previous block's keys
+        part = (t[:, :, a:s + step] for t in (q, k, v))
+        pieces.append(_local_blocks(*part, window)[:, :, s - a:])  # (B, H, <= step, E)
+    return torch.cat(pieces, dim=2)
+
+
+def _local_blocks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) -> torch.Tensor:
     B, H, L, E = q.shape
     n = -(-L // window)
     pad = n * window - L                                         # padded keys come after every query: masked
@@ -89,25 +105,30 @@ class Attention(nn.Module):
         cos, sin = rope_angles(pos, self.head_size, self.rope_base)
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Causal attention of L queries over the same L positions, within the window if any.
+        q, k, v (B, H, L, E) -> (B, H, L, E). Memory O(L W) with a window, never O(L^2)."""
+        L = q.size(2)
+        if self.window is not None and 2 * self.window < L:
+            return local_attention(q, k, v, self.window)         # O(L W), not O(L^2)
+        if self.window is not None and self.window < L:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=window_mask(L, self.window, q.device))
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
     def forward(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         B, L, D = x.shape
-        q, k, v = self.split_heads(x, pos)
-        if self.window is not None and 2 * self.window < L:
-            y = local_attention(q, k, v, self.window)            # O(L W), not O(L^2)
-        elif self.window is not None and self.window < L:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=window_mask(L, self.window, x.device))
-        else:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = self.attend(*self.split_heads(x, pos))
         return self.proj(y.transpose(1, 2).reshape(B, L, D))      # (B, L, D)
 
     def forward_cached(self, x: torch.Tensor, pos: torch.Tensor, cache) -> torch.Tensor:
         """Attention of L new positions over a KV cache (learntok.model.cache): `cache.update`
         stores the new rotated keys and returns what to attend over, with a mask (None: every
-        key for one query, causal for a prefill chunk)."""
+        key). A prefill (L > 1, into an empty cache) attends over its own L positions exactly
+        as training does (`attend`), so its memory is linear in the prompt length."""
         B, L, D = x.shape
         q, k, v = self.split_heads(x, pos)
         k, v, mask = cache.update(k, v)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None and L > 1)
+        y = self.attend(q, k, v) if L > 1 else F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return self.proj(y.transpose(1, 2).reshape(B, L, D))      # (B, L, D)
 
 

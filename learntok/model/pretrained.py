@@ -42,6 +42,8 @@ def write_model_files(model: torch.nn.Module, folder: Path, config: dict) -> Non
 def check_format(config: dict, where: Path) -> dict:
     """Refuse a checkpoint written in another format (saying which); return the config without
     the stamp. Files without a stamp are read as the current format."""
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{where} holds a JSON {type(config).__name__}, not an object (a config)")
     found = config.get(FORMAT_KEY, FORMAT_VERSION)
     if found != FORMAT_VERSION:
         by = config.get("learntok_version", "another version")

@@ -1,0 +1,173 @@
+"""Who may write a run folder, and keeping it whole across crashes (docs/reliability.md).
+
+Ownership: `claim(run_dir, resume)` takes an exclusive lock on RUN/.lock (fcntl.flock; the file
+names the holder's pid and host) before anything in the folder is read or written. The kernel
+drops a flock when its holder exits by any means, kill -9 included, so a lock file left behind
+never blocks (a stale lock is simply taken over); a live holder gives a second writer one clear
+error naming it. The lock is kept until `release` or the end of the process; claiming a folder
+this process already holds is a no-op. Then the folder must suit the request:
+
+    fresh run: a new or empty folder (a lock file aside), or one this command created and that
+               never reached its first checkpoint (its leftovers are cleared);
+               never a folder of foreign files, nor a run with checkpoints or with logged steps
+    --resume:  a run folder with a checkpoint at a step no later than train.steps
+
+Crash upkeep, done while holding the lock (so no writer is active): temporary files and
+folders of interrupted atomic writes are removed, and on resume the logs (metrics.jsonl,
+segments.txt) are cut back to the checkpoint's step by writing a new file and renaming it
+over the old one, so a crash at any moment leaves either the old or the new file, whole.
+"""
+from __future__ import annotations
+
+import atexit
+import fcntl
+import json
+import os
+import shutil
+import socket
+from pathlib import Path
+
+from learntok.checkpoint import LATEST, remove_stale_tmp, write_text_atomic
+from learntok.config import ConfigError
+
+LOCK = ".lock"
+METRICS, SEGMENTS, CONFIG = "metrics.jsonl", "segments.txt", "config.toml"
+RUN_FILES = (METRICS, SEGMENTS, CONFIG, "checkpoints")    # what `train` writes into a run folder
+
+_held: dict[Path, int] = {}       # run folder (resolved) -> file descriptor of its locked .lock
+_created: set[Path] = set()       # folders this process created to lock them (removed at exit if still empty)
+
+
+class RunFolderError(ConfigError):
+    """A run folder that this command must not write: in use, foreign, or not resumable."""
+
+
+def claim(run_dir: str | Path, resume: bool) -> Path:
+    """Lock `run_dir` for this process (creating it if needed), clear what interrupted writes
+    left, and check that a fresh run (resume False) may write there. Returns the folder.
+    A resume's checks need its checkpoint: `check_resume`, then `trim_logs`."""
+    run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunFolderError(f"--out {run_dir} is a file, not a folder")
+    ours = (run_dir / LOCK).is_file()                            # left by an earlier `train` here
+    _lock(run_dir)
+    remove_stale_tmp(run_dir)
+    remove_stale_tmp(run_dir / "checkpoints")
+    if not resume:
+        _check_fresh(run_dir, ours)
+    return run_dir
+
+
+def release(run_dir: str | Path) -> None:
+    """Give up the lock on `run_dir` (if this process holds it)."""
+    fd = _held.pop(Path(run_dir).resolve(), None)
+    if fd is not None:
+        os.close(fd)                                             # closing drops the flock
+
+
+def _lock(run_dir: Path) -> None:
+    key = run_dir.resolve()
+    if key in _held:
+        return
+    if not run_dir.exists():
+        run_dir.mkdir(parents=True)
+        _created.add(key)
+    fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _holder(fd)
+        os.close(fd)
+        raise RunFolderError(f"run folder {run_dir} is in use by {holder} (lock {run_dir / LOCK}); wait for "
+                             f"that run to end or choose another --out") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname()}).encode())
+    _held[key] = fd
+
+
+def _holder(fd: int) -> str:
+    try:
+        info = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        return f"pid {info['pid']} on {info['host']}"
+    except (ValueError, KeyError, OSError):
+        return "another process"
+
+
+@atexit.register
+def _remove_unused_folders() -> None:
+    """A folder made only to be locked, by a command that then failed, is not left behind."""
+    for key in _created:
+        if key.is_dir() and [p.name for p in key.iterdir()] == [LOCK]:
+            (key / LOCK).unlink()
+            key.rmdir()
+
+
+def _logged_steps(run_dir: Path) -> int:
+    """The highest step with a training row in metrics.jsonl (0 if none)."""
+    path, last = run_dir / METRICS, 0
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                last = max(last, int(json.loads(line).get("step", 0)))
+            except (ValueError, TypeError, AttributeError):
+                continue
+    return last
+
+
+def _check_fresh(run_dir: Path, ours: bool) -> None:
+    names = sorted(p.name for p in run_dir.iterdir() if p.name != LOCK)
+    if not names:
+        return
+    if (run_dir / "checkpoints" / LATEST).is_file():
+        raise RunFolderError(f"run folder {run_dir} already has checkpoints; pass --resume or another --out")
+    foreign = [n for n in names if n not in RUN_FILES]
+    if foreign:
+        raise RunFolderError(f"--out {run_dir} is not empty and not a run folder (it holds {', '.join(foreign[:3])}"
+                             f"{', ...' if len(foreign) > 3 else ''}); train writes only into a new or empty "
+                             f"folder, or resumes a run with --resume")
+    if _logged_steps(run_dir) > 0:
+        raise RunFolderError(f"run folder {run_dir} has logged steps but no checkpoint to resume from; its "
+                             f"{METRICS} would mix two runs: choose another --out")
+    if not ours:
+        raise RunFolderError(f"--out {run_dir} is not empty ({', '.join(names)}) and was not started by learntok "
+                             f"train; train writes only into a new or empty folder, or resumes a run with --resume")
+    for name in names:                                           # our own start, killed before its first checkpoint
+        path = run_dir / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
+def check_resume(run_dir: Path, ckpt_step: int, steps: int) -> None:
+    """A resume may only go forward: train.steps below the checkpoint's step would report a
+    step the run is not at and rewrite its config."""
+    if steps < ckpt_step:
+        raise RunFolderError(f"cannot resume {run_dir} to train.steps={steps}: its latest checkpoint is at step "
+                             f"{ckpt_step}; give train.steps >= {ckpt_step}")
+
+
+def trim_logs(run_dir: Path, step: int) -> None:
+    """Cut metrics.jsonl and segments.txt back to `step` (what was logged after the checkpoint
+    we resume from, and a last line torn by a crash, goes), each replaced atomically."""
+    metrics = run_dir / METRICS
+    if metrics.is_file():
+        write_text_atomic(metrics, "".join(line + "\n" for line in _lines(metrics) if _row_step(line) <= step))
+    segments = run_dir / SEGMENTS
+    if segments.is_file():
+        keep, current = [], 0
+        for line in _lines(segments):
+            if line.startswith("== step "):
+                current = int(line[len("== step "):]) if line[len("== step "):].isdigit() else step + 1
+            if current <= step:
+                keep.append(line + "\n")
+        write_text_atomic(segments, "".join(keep))
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8", errors="replace").splitlines()
+
+
+def _row_step(line: str) -> float:
+    """The step of a metrics row; infinity for a line that is not a whole row (torn by a crash)."""
+    try:
+        return int(json.loads(line)["step"])
+    except (ValueError, KeyError, TypeError):
+        return float("inf")

@@ -1,0 +1,213 @@
+"""The bad-input matrix (issue 11): every mistake a user can make on the command line gives exit
+2, exactly one line on stderr (`learntok: error: ...`), no traceback, and changes no file that
+was there before (checksums of the whole folder before and after).
+
+Each case is a row: an id, a setup that writes what the case needs into a fresh folder (which
+already holds a copy of a trained tiny run `run/`, a corpus `corpus.txt`, a task file
+`task.jsonl` and a prepared folder `prep/`) and returns the command's arguments, and words the
+error must contain.
+"""
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["model.d_model=32", "model.n_heads=2", "train.seq_len=64", "train.batch_size=4", "train.steps=3",
+        "log.eval_bytes=1024"]
+
+
+def run_cli(*args, cwd):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "learntok", *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    """A trained tiny run, its corpus, a valid task file and a prepared folder, made once."""
+    from learntok.data.prepare import prepare
+
+    root = tmp_path_factory.mktemp("base")
+    (root / "corpus.txt").write_text(" ".join(f"a line of text number {i}." for i in range(300)))
+    r = run_cli("train", "--preset", "tiny", *TINY, "data.source=corpus.txt", "--out", "run", cwd=root)
+    assert r.returncode == 0, r.stderr
+    (root / "task.jsonl").write_text(json.dumps({"context": "a line of", "continuation": "text"}) + "\n")
+    docs = root / "docs"
+    docs.mkdir()
+    for i in range(40):
+        (docs / f"{i:02d}.txt").write_text(f"document {i}: " + "some words here. " * 20)
+    prepare([str(docs)], root / "prep", progress=False)
+    return root
+
+
+def checksums(folder: Path) -> dict[str, str]:
+    """sha256 of every file below `folder`, but run-folder locks (their content names the last
+    process that held them: bookkeeping, not data)."""
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != ".lock"}
+
+
+# ---------------------------------------------------------------- bad files
+
+def jsonl_gz_truncated(t: Path) -> str:
+    data = gzip.compress(b"".join(json.dumps({"text": f"document {i} " * 50}).encode() + b"\n" for i in range(200)))
+    (t / "cut.jsonl.gz").write_bytes(data[:len(data) // 2])
+    return "cut.jsonl.gz"
+
+
+def gz_not_gzip(t: Path) -> str:
+    (t / "plain.jsonl.gz").write_text('{"text": "not compressed at all"}\n')
+    return "plain.jsonl.gz"
+
+
+def jsonl_bad_utf8(t: Path) -> str:
+    (t / "latin.jsonl").write_bytes(b'{"text": "caf\xe9", "context": "caf\xe9", "continuation": "x"}\n')
+    return "latin.jsonl"
+
+
+def binary_file(t: Path) -> str:
+    (t / "blob.jsonl").write_bytes(bytes(range(256)) * 8)
+    return "blob.jsonl"
+
+
+def unfinished_prepared(t: Path) -> str:
+    """What a `prepare` killed before index.json leaves: shards, a docs .npy, a temporary file."""
+    shutil.copytree(t / "prep", t / "killed")
+    (t / "killed" / "index.json").unlink()
+    (t / "killed" / ".val_docs.tmp").write_bytes(b"\0" * 16)
+    return "killed"
+
+
+def edit_run_config(t: Path, change) -> None:
+    path = t / "run" / "checkpoints" / "step_0000003" / "config.json"
+    path.write_text(json.dumps(change(json.loads(path.read_text()))))
+
+
+def latin1_config(t: Path) -> str:
+    (t / "c.toml").write_bytes(b"[train]\nsteps = 3 # caf\xe9\n")
+    return "c.toml"
+
+
+def index_without_splits(t: Path) -> str:
+    shutil.copytree(t / "prep", t / "nosplits")
+    index = json.loads((t / "nosplits" / "index.json").read_text())
+    del index["splits"]
+    (t / "nosplits" / "index.json").write_text(json.dumps(index))
+    return "nosplits"
+
+
+def object_npy(t: Path) -> str:
+    shutil.copytree(t / "prep", t / "objnpy")
+    np.save(t / "objnpy" / "train_docs.npy", np.array([0, "x", None], dtype=object), allow_pickle=True)
+    return "objnpy"
+
+
+def existing_comparison(t: Path) -> str:
+    (t / "cmp").mkdir()
+    (t / "cmp" / "results.md").write_text("# an earlier comparison\n")
+    (t / "cmp" / "results.json").write_text('{"results": [{"variant": "learned"}]}\n')
+    return "cmp"
+
+
+def user_folder(t: Path) -> str:
+    (t / "mine").mkdir()
+    (t / "mine" / "config.toml").write_text("# my own notes, not a run\n")
+    return "mine"
+
+
+def run_without_checkpoints(t: Path) -> str:
+    shutil.rmtree(t / "run" / "checkpoints")
+    return "run"
+
+
+TRAIN = ["train", "--preset", "tiny", *TINY]
+# (id, setup(tmp) -> args, words in the error); tmp holds run/, corpus.txt, task.jsonl, prep/
+CASES = [
+    # data can be lost or silently mixed
+    ("train-out-foreign-folder", lambda t: [*TRAIN, "data.source=corpus.txt", "--out", user_folder(t)], "not empty"),
+    ("train-out-run-without-checkpoints", lambda t: [*TRAIN, "data.source=corpus.txt", "--out", run_without_checkpoints(t)],
+     "no checkpoint"),
+    ("train-resume-run-without-checkpoints", lambda t: ["train", "--out", run_without_checkpoints(t), "--resume"], "run"),
+    ("train-unfinished-prepared-folder", lambda t: [*TRAIN, f"data.source={unfinished_prepared(t)}", "--out", "new"],
+     "unfinished prepared folder"),
+    ("prepare-unfinished-prepared-folder", lambda t: ["prepare", unfinished_prepared(t), "--out", "new"],
+     "unfinished prepared folder"),
+    ("compare-empty-strategies", lambda t: ["compare", "--strategies", "", "--out", existing_comparison(t)], "strateg"),
+    ("compare-steps-0", lambda t: ["compare", "--strategies", "uniform", "--steps", "0", "--out", "c"], "--steps"),
+    ("eval-max-bytes-0", lambda t: ["eval", "run", "--max-bytes", "0"], "--max-bytes"),
+    ("resume-steps-below-checkpoint", lambda t: ["train", "--out", "run", "--resume", "train.steps=2"], "step 3"),
+    # tracebacks where a user made a mistake
+    ("train-truncated-jsonl-gz", lambda t: [*TRAIN, f"data.source={jsonl_gz_truncated(t)}", "--out", "new"], "cut.jsonl.gz"),
+    ("train-gz-not-gzip", lambda t: [*TRAIN, f"data.source={gz_not_gzip(t)}", "--out", "new"], "gzip"),
+    ("train-jsonl-bad-utf8", lambda t: [*TRAIN, f"data.source={jsonl_bad_utf8(t)}", "--out", "new"], "UTF-8"),
+    ("prepare-truncated-jsonl-gz", lambda t: ["prepare", jsonl_gz_truncated(t), "--out", "new"], "cut.jsonl.gz"),
+    ("prepare-gz-not-gzip", lambda t: ["prepare", gz_not_gzip(t), "--out", "new"], "gzip"),
+    ("prepare-jsonl-bad-utf8", lambda t: ["prepare", jsonl_bad_utf8(t), "--out", "new"], "UTF-8"),
+    ("eval-tasks-truncated-jsonl-gz", lambda t: ["eval-tasks", "run", "--task", jsonl_gz_truncated(t)], "cut.jsonl.gz"),
+    ("eval-tasks-gz-not-gzip", lambda t: ["eval-tasks", "run", "--task", gz_not_gzip(t)], "gzip"),
+    ("eval-tasks-jsonl-bad-utf8", lambda t: ["eval-tasks", "run", "--task", jsonl_bad_utf8(t)], "UTF-8"),
+    ("eval-tasks-binary-file", lambda t: ["eval-tasks", "run", "--task", binary_file(t)], "blob.jsonl"),
+    ("train-unknown-boundary", lambda t: [*TRAIN, "model.boundary=foo", "--out", "new"], "foo"),
+    ("train-config-not-utf8", lambda t: ["train", "--config", latin1_config(t), "--out", "new"], "UTF-8"),
+    ("train-out-is-a-file", lambda t: [*TRAIN, "data.source=corpus.txt", "--out", "corpus.txt"], "file"),
+    ("prepare-out-is-a-file", lambda t: ["prepare", "corpus.txt", "--out", "task.jsonl"], "file"),
+    ("compare-out-is-a-file", lambda t: ["compare", "--strategies", "uniform", "--out", "corpus.txt"], "file"),
+    ("eval-run-config-unknown-strategy", lambda t: edit_run_config(t, lambda c: {**c, "model": {**c["model"], "boundary": "nosuch"}})
+     or ["eval", "run"], "nosuch"),
+    ("sample-run-config-is-a-list", lambda t: edit_run_config(t, lambda c: [c]) or ["sample", "run", "--prompt", "a"], "config.json"),
+    ("sample-top-p-0", lambda t: ["sample", "run", "--prompt", "a", "--top-p", "0"], "--top-p"),
+    ("train-index-without-splits", lambda t: [*TRAIN, f"data.source={index_without_splits(t)}", "--out", "new"], "splits"),
+    ("train-object-dtype-npy", lambda t: [*TRAIN, f"data.source={object_npy(t)}", "--out", "new"], "train_docs.npy"),
+    ("train-json-is-a-folder", lambda t: [*TRAIN, "data.source=corpus.txt", "--out", "new", "--json", "prep"], "--json"),
+    ("eval-json-is-a-folder", lambda t: ["eval", "run", "--json", "prep"], "--json"),
+    ("segment-json-is-a-folder", lambda t: ["segment", "run", "text", "--json", "prep"], "--json"),
+    ("sample-json-is-a-folder", lambda t: ["sample", "run", "--prompt", "a", "--json", "prep"], "--json"),
+    ("segment-html-in-missing-folder", lambda t: ["segment", "run", "text", "--html", "no/such/page.html"], "--html"),
+    # misleading or silently accepted
+    ("eval-device-unknown", lambda t: ["eval", "run", "--device", "nosuch"], "unknown device"),
+    ("sample-max-bytes-negative", lambda t: ["sample", "run", "--prompt", "a", "--max-bytes", "-1"], "--max-bytes"),
+    ("sample-temperature-negative", lambda t: ["sample", "run", "--prompt", "a", "--temperature", "-1"], "--temperature"),
+    ("sample-top-k-0", lambda t: ["sample", "run", "--prompt", "a", "--top-k", "0"], "--top-k"),
+    ("segment-window-negative", lambda t: ["segment", "run", "text", "--window", "-5"], "--window"),
+    ("eval-window-negative", lambda t: ["eval", "run", "--window", "-5"], "--window"),
+    ("eval-tasks-window-negative", lambda t: ["eval-tasks", "run", "--task", "task.jsonl", "--window", "-5"], "--window"),
+    ("eval-tasks-limit-0", lambda t: ["eval-tasks", "run", "--task", "task.jsonl", "--limit", "0"], "--limit"),
+    ("train-unknown-argument", lambda t: [*TRAIN, "--bogus", "--out", "new"], "--bogus"),
+    ("sample-stray-override", lambda t: ["sample", "run", "--prompt", "a", "train.steps=3"], "train.steps=3"),
+]
+
+
+# Rows whose fix lands with another change; strict, so the marker must go when it does.
+@pytest.mark.parametrize("make_args, words", [
+    pytest.param(*c[1:], id=c[0]) for c in CASES])
+def test_bad_input_is_one_line_exit_2_and_changes_nothing(base, tmp_path, make_args, words):
+    for name in ("run", "prep"):
+        shutil.copytree(base / name, tmp_path / name)
+    for name in ("corpus.txt", "task.jsonl"):
+        shutil.copy(base / name, tmp_path / name)
+    args = make_args(tmp_path)
+    before = checksums(tmp_path)
+    r = run_cli(*args, cwd=tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("learntok: error: "), r.stderr[-2000:]
+    assert words in lines[0]
+    after = checksums(tmp_path)
+    assert {k: after.get(k) for k in before} == before
+
+
+def test_overrides_anywhere_among_the_options(base, tmp_path):
+    shutil.copy(base / "corpus.txt", tmp_path / "corpus.txt")
+    r = run_cli("train", "--preset", "tiny", "data.source=corpus.txt", "--out", "r", *TINY[:-2], "--json", "s.json",
+                "train.steps=2", "log.eval_bytes=512", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads((tmp_path / "s.json").read_text())["step"] == 2
