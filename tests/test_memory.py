@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = """
 import resource, sys, torch
-from learntok.generate import generate
+from learntok.model.generate import generate
 from learntok.model.aunet import AUNet
 from learntok.model.config import ModelConfig
 from learntok.segment import segment_text
