@@ -41,15 +41,30 @@ DONE = "done.json"
 
 
 def parse_variant(spec: str) -> tuple[str, list[str]]:
-    """`learned+gamma=1.0` -> ("learned", ["model.boundary=learned", "objective.gamma=1.0"])."""
-    strategy, *parts = spec.strip().split("+")
+    """`learned+gamma=1.0` -> ("learned", ["model.boundary=learned", "objective.gamma=1.0"]);
+    a rate suffix `@0.2` (`learned@0.2`, `learned+w=1@0.2`) sets model.target_rate last."""
+    body, at, rate = spec.strip().partition("@")
+    strategy, *parts = body.split("+")
     overrides = [f"model.boundary={strategy}"]
     for part in parts:
         key, eq, value = part.partition("=")
         if not eq:
             raise ConfigError(f"variant {spec!r}: {part!r} is not key=value")
         overrides.append(f"{ALIASES.get(key, key)}={value}")
+    if at:
+        overrides.append(f"model.target_rate={parse_rate(rate, spec)}")
     return strategy, overrides
+
+
+def parse_rate(text: str, where: str) -> float:
+    """A target rate rho* in (0, 1) from `text`, or a ConfigError naming `where`."""
+    try:
+        rate = float(text)
+    except ValueError:
+        raise ConfigError(f"{where}: rate {text!r} is not a number") from None
+    if not 0.0 < rate < 1.0:
+        raise ConfigError(f"{where}: rate {rate} must be in (0, 1)")
+    return rate
 
 
 def variant_config(spec: str, preset: str | None, overrides: list[str]) -> RunConfig:
@@ -165,8 +180,13 @@ def compare(variants: list[str], out: str | Path, preset: str | None = "tiny", o
     return records
 
 
-def variants_from_args(strategies: str, ablations: bool) -> list[str]:
-    """`--strategies a,b+k=v` and `--ablations` -> the variant list (ablations appended once)."""
+def variants_from_args(strategies: str, ablations: bool, rates: str | None = None) -> list[str]:
+    """`--strategies a,b+k=v` and `--ablations` -> the variant list (ablations appended once);
+    with `--rates 0.1,0.2`, every variant at every rate: `a@0.1, a@0.2, b+k=v@0.1, ...`."""
     specs = [s.strip() for s in strategies.split(",") if s.strip()]
-    return specs + [a for a in ABLATIONS if ablations and a not in specs]
+    specs += [a for a in ABLATIONS if ablations and a not in specs]
+    if not rates:
+        return specs
+    values = [parse_rate(r.strip(), "--rates") for r in rates.split(",") if r.strip()]
+    return [f"{spec}@{rate:g}" for spec in specs for rate in values]
 

@@ -30,6 +30,7 @@ from learntok.data import ByteData, DataConfig, DataError
 from learntok.data.dataset import ALL
 from learntok.distributed import DistEnv, all_reduce
 from learntok.objective import LN2, boundary_counts, boundary_rates, token_ce
+from learntok.rate import RateSetting, held_out_batches, set_rate
 from learntok.runtime import autocast, inference, resolve_device, resolve_dtype
 
 
@@ -189,9 +190,10 @@ FIT_BYTES = 4_000_000  # bytes of training text the reference BPE is trained on
 def run_eval(path: str | Path, split: str = "test", source: str | None = None, samples: int = 1,
              greedy: bool = False, batch_size: int | None = None, seq_len: int | None = None,
              max_bytes: int | None = None, seed: int = 0, bpe_vocab: int = 4096,
-             device: str = "cpu") -> dict:
+             device: str = "cpu", rate: float | None = None) -> dict:
     """Everything `learntok eval` reports, as one JSON-ready dict. The data is the run's own
-    (`data.source`, its split), read through ByteData as training read it, or `source`."""
+    (`data.source`, its split), read through ByteData as training read it, or `source`. With
+    `rate`, the model runs at that boundary rate, calibrated on the val split (learntok.rate)."""
     if samples < 1:
         raise ConfigError(f"--samples {samples} must be >= 1")
     dev = resolve_device(device)
@@ -207,7 +209,13 @@ def run_eval(path: str | Path, split: str = "test", source: str | None = None, s
                        seq_len or (run_cfg.train.seq_len if run_cfg else 1024), max_bytes, samples, greedy, seed,
                        amp=resolve_dtype(run_cfg.system.dtype if run_cfg else "auto", dev),
                        per_document=True, quality=True, reference_starts=reference)
+    setting = None
+    if rate is not None:
+        calibration = held_out_batches(data, opts.seq_len, split="val" if "val" in data.split_names else split)
+        setting = dataclasses.asdict(set_rate(model, rate, calibration, greedy, seed))
     result = evaluate_bpb(model, data, split, opts)
+    if setting is not None:
+        result["rate_setting"] = setting
     doc_nats, doc_bytes = result.pop("doc_nats"), result.pop("doc_bytes")
     report = {"checkpoint": str(resolve(path)), "split": split, "source": data_cfg.source,
               "strategy": model.cfg.boundary, "seq_len": opts.seq_len, "batch_size": opts.batch_size, "seed": seed,
@@ -224,6 +232,8 @@ def format_report(r: dict) -> str:
              f"bpb {r['bpb']:.4f}  (per document {r['doc_bpb_mean']:.4f} +- {r['doc_bpb_se']:.4f} s.e.)"]
     if r["samples"] > 1:
         lines.append(f"K = {r['samples']} samples: mean bpb {r['bpb']:.4f}, log-mean-exp bound {r['bpb_bound']:.4f}")
+    if "rate_setting" in r:
+        lines.append(RateSetting(**r["rate_setting"]).describe().replace("held-out", "val"))
     lines.append(f"boundaries{' (greedy)' if r['greedy'] else ''}: rate {r['boundary_rate']:.3f}  whitespace rate "
                  f"{r['whitespace_rate']:.3f}  mean chunk {r['mean_chunk_length']:.2f} bytes")
     for ref in ("word_starts", "space_starts", "bpe_starts"):
