@@ -134,7 +134,7 @@ def calibrate(model, batches: list[torch.Tensor], target: float, greedy: bool = 
 
     offset, reached = bisect_rate(rate_of, target, *knob.rate_offset_range, iters=iters)
     knob.rate_offset.fill_(offset)
-    return offset, reached, n_bytes
+    return float(knob.rate_offset), reached, n_bytes
 
 
 def set_rate(model, target: float, batches: list[torch.Tensor] | str | bytes | None = None, greedy: bool = False,

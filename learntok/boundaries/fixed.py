@@ -130,9 +130,10 @@ def whitespace_at_rate(x: torch.Tensor, theta: float) -> torch.Tensor:
     """The whitespace rule moved toward another rate by one knob theta in (-1, 1]; causal (reads
     bytes <= t). x (B, T) ids -> (B, T) float 0/1, a[:, 0] = 1.
     - theta = 0: SpaceByte's rule (`whitespace_boundaries`), rate r_ws (about 0.18 in prose).
-    - theta > 0 adds boundaries inside long words: with n the bytes since the last whitespace
-      boundary, a boundary where floor(theta n) steps up (`bresenham`: about every 1/theta bytes
-      of a word). The rate rises from r_ws (theta -> 0) to 1 (theta = 1).
+    - theta > 0 adds boundaries inside words, a fixed stride over the row's word bytes: of the
+      bytes that are not rule boundaries, every 1/theta-th one in running count (`bresenham`;
+      the count runs across words, so the rate is linear in theta and any value is reachable).
+      The rate rises from r_ws (theta -> 0) to 1 (theta = 1).
     - theta < 0 drops whitespace boundaries that close short chunks, merging a short word into
       the next: with mu = -theta / (1 + theta) and L the length of the chunk the rule's boundary
       closes, it is dropped when L < 1 + floor(mu), and for L = 1 + floor(mu) at a fraction
@@ -146,7 +147,8 @@ def whitespace_at_rate(x: torch.Tensor, theta: float) -> torch.Tensor:
     t = torch.arange(x.size(1), device=x.device)
     last = torch.cummax(torch.where(ws, t, 0), dim=1).values    # (B, T) the last rule boundary <= t
     if theta > 0:
-        return (ws | bresenham(t - last, theta)).float()
+        inside = ~ws
+        return (ws | (inside & bresenham(inside.long().cumsum(1), theta))).float()
     mu = -theta / (1.0 + theta)
     level, frac = 1 + math.floor(mu), mu - math.floor(mu)
     length = t - F.pad(last[:, :-1], (1, 0))                     # (B, T) length of the chunk a boundary at t closes
@@ -160,12 +162,14 @@ def whitespace_at_rate(x: torch.Tensor, theta: float) -> torch.Tensor:
 def whitespace_step(prev: torch.Tensor, x: torch.Tensor, t: int, last: torch.Tensor, edges: torch.Tensor,
                     theta: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One byte of `whitespace_at_rate`: prev, x (B,) the previous and new byte, last (B,) the
-    position of the last rule boundary before t, edges (B,) the count of boundaries at the
-    fractional length so far. Returns (a (B,) float, last, edges) after byte t."""
+    position of the last rule boundary before t, edges (B,) the running count of `bresenham`'s
+    candidates (word bytes for theta > 0, boundaries at the fractional length for theta < 0).
+    Returns (a (B,) float, last, edges) after byte t."""
     ws = whitespace_boundaries(torch.stack([prev, x], dim=1))[:, 1].bool() | (t == 0)  # (B,)
     new_last = torch.where(ws, torch.full_like(last, t), last)
     if theta >= 0:
-        a = ws | bresenham(t - new_last, theta) if theta > 0 else ws
+        edges = edges + (~ws).long()
+        a = ws | (~ws & bresenham(edges, theta)) if theta > 0 else ws
         return a.float(), new_last, edges
     mu = -theta / (1.0 + theta)
     level, frac = 1 + math.floor(mu), mu - math.floor(mu)
@@ -216,11 +220,15 @@ class WhitespaceBoundaries(BoundaryStrategy):
         real = real_positions(x)
 
         def rate_of(theta: float) -> float:
-            return float((whitespace_at_rate(x, theta).bool() & real).sum() / real.sum().clamp(min=1))
+            self.rate_offset.fill_(theta)                        # decide with the stored (fp32) value
+            a = whitespace_at_rate(x, float(self.rate_offset)).bool()
+            return float((a & real).sum() / real.sum().clamp(min=1))
 
+        natural = rate_of(0.0)
         theta, reached = bisect_rate(rate_of, self.cfg.target_rate, *self.rate_offset_range)
         self.rate_offset.fill_(theta)
-        return {"whitespace_natural_rate": rate_of(0.0), "whitespace_theta": theta, "whitespace_fit_rate": reached}
+        return {"whitespace_natural_rate": natural, "whitespace_theta": float(self.rate_offset),
+                "whitespace_fit_rate": reached}
 
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
         if boundaries is None:

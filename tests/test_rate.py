@@ -1,0 +1,153 @@
+"""Compression as a dial (issue 13): every strategy at a requested rate on held-out text, the
+inference-time offset (monotone, calibrated), the whitespace rule's knob, and `--rate`."""
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+from torch import nn
+
+from learntok import AUNet, ModelConfig
+from learntok.boundaries.fixed import (bisect_rate, bresenham, whitespace_at_rate, whitespace_boundaries,
+                                       whitespace_step)
+from learntok.compare import parse_variant, variants_from_args
+from learntok.config import ConfigError
+from learntok.data import encode
+from learntok.rate import calibrate, measured_rate, set_rate, strategy_inputs, text_batches
+from tests.test_strategies import TRAIN_TEXT, shakespeare
+
+VAL_TEXT = shakespeare(24_000, skip=100_000)    # calibration text, never the test text
+TEST_TEXT = shakespeare(24_000, skip=150_000)   # held-out text the reached rate is measured on
+
+
+def tiny(boundary: str, w: int = 1, rate: float = 0.2) -> AUNet:
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16,
+                      boundary=boundary, policy_window=w, target_rate=rate)
+    model = AUNet(cfg)
+    if boundary == "entropy":                                    # spread the early head's entropies, as training does
+        nn.init.normal_(model.early_head.linear.weight, std=0.3)
+    model.strategy.fit([TRAIN_TEXT])
+    return model.eval()
+
+
+def test_bresenham_counts_and_strides():
+    n = torch.arange(1, 1001)
+    for rate in (0.1, 0.2, 1 / 3, 0.33, 0.37, 0.5):
+        on = bresenham(n, rate)
+        assert int(on.sum()) == int(rate * 1000 + 1e-9)                      # floor(rate m) in the first m
+        strides = torch.diff(n[on])
+        assert set(strides.tolist()) <= {int(1 / rate), int(1 / rate) + 1}   # evenly spread
+    assert torch.equal(bresenham(n, 0.2), n % 5 == 0)                        # rate 1/k: every k-th
+
+
+def test_bisect_rate_brackets_and_ends():
+    rate_of = lambda z: min(max(z, 0.0), 1.0)                    # noqa: E731
+    z, r = bisect_rate(rate_of, 0.3, -1.0, 2.0)
+    assert abs(r - 0.3) < 1e-6 and abs(z - 0.3) < 1e-6
+    assert bisect_rate(rate_of, 0.3, 0.5, 2.0) == (0.5, 0.5)    # out of reach: the nearest end
+
+
+@pytest.mark.parametrize("theta", [0.0, 0.05, 0.21, 0.6, 1.0, -0.2, -0.45, -0.7, -0.93])
+def test_whitespace_knob_step_matches_forward(theta):
+    x = encode(shakespeare(300) + " a bb ccc dddddddddddddd, e-f!".encode()).unsqueeze(0)
+    a = whitespace_at_rate(x, theta)
+    if theta == 0:
+        assert torch.equal(a, whitespace_boundaries(x))
+    prev, last, edges, steps = torch.tensor([256]), torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long), []
+    for t in range(x.size(1)):
+        d, last, edges = whitespace_step(prev, x[:, t], t, last, edges, theta)
+        prev = x[:, t]
+        steps.append(d)
+    assert torch.equal(torch.stack(steps, 1), a)
+
+
+def test_whitespace_knob_adds_above_and_drops_below_the_rule():
+    x = encode(TRAIN_TEXT[:20_000]).unsqueeze(0)
+    rule = whitespace_boundaries(x).bool()
+    counts = [int(whitespace_at_rate(x, th).sum()) for th in torch.linspace(-0.99, 1.0, 41).tolist()]
+    assert counts == sorted(counts) and counts[0] < counts[-1] == x.size(1)     # nondecreasing, up to every byte
+    above, below = whitespace_at_rate(x, 0.2).bool(), whitespace_at_rate(x, -0.3).bool()
+    assert bool((above | rule).eq(above).all()) and bool((below & rule).eq(below).all())  # a superset; a subset
+
+
+@pytest.mark.parametrize("boundary", ["uniform", "fixed", "whitespace", "learned", "entropy", "hnet"])
+@pytest.mark.parametrize("target", [0.1, 0.3])
+def test_every_strategy_reaches_the_target_on_held_out_text(boundary, target):
+    """Calibrate on one text, then measure on another: within 0.005 of the target. A rule on the
+    text alone (whitespace) moves with the text: its rate differs between the two texts by as
+    much as their natural whitespace rates do (0.008 here), which the tolerance adds."""
+    model = tiny(boundary, rate=target)
+    setting = set_rate(model, target, VAL_TEXT)
+    assert setting.note == "" and abs(setting.reached - target) <= 0.005
+    reached, n = measured_rate(model, text_batches(TEST_TEXT, 256))
+    shift = 0.0
+    if boundary == "whitespace":
+        natural = [float(whitespace_boundaries(encode(t).unsqueeze(0))[0, 1:].mean()) for t in (VAL_TEXT, TEST_TEXT)]
+        shift = abs(natural[0] - natural[1])
+    assert n > 20_000 and abs(reached - target) <= 0.005 + shift, (boundary, target, reached)
+
+
+def test_learned_offset_moves_the_rate_monotonically_and_calibrates():
+    model = tiny("learned", w=8)
+    batches = text_batches(VAL_TEXT[:8000], 256)
+    rates = []
+    for offset in (-6.0, -3.0, -1.0, 0.0, 1.0, 3.0, 6.0):
+        model.strategy.rate_offset.fill_(offset)
+        rates.append(measured_rate(model, batches)[0])
+    assert rates == sorted(rates) and rates[0] < 0.05 and rates[-1] > 0.9
+    for target in (0.12, 0.25, 0.4):
+        offset, reached, _ = calibrate(model, batches, target)
+        assert abs(reached - target) <= 0.01
+        assert model.strategy.rate_offset.item() == pytest.approx(offset, abs=1e-6)  # the knob is left at the calibrated offset
+        assert abs(measured_rate(model, batches)[0] - reached) < 1e-9  # the full model decides as the strategy alone did
+
+
+def test_strategy_inputs_are_what_the_forward_hands_the_strategy():
+    model = tiny("learned")
+    x = text_batches(VAL_TEXT[:2000], 128)[0]
+    (h, x2, early), = strategy_inputs(model, [x])
+    with torch.no_grad():
+        out = model(x)
+    assert torch.equal(x2, x) and torch.equal(early, out.early_logits) and h.shape == (*x.shape, 32)
+
+
+def test_set_rate_errors():
+    bare = types.SimpleNamespace(strategy=nn.Module(), cfg=types.SimpleNamespace(boundary="plain"))
+    with pytest.raises(ConfigError, match="no inference-time rate knob"):
+        set_rate(bare, 0.2, VAL_TEXT)
+    with pytest.raises(ConfigError, match="must be in"):
+        set_rate(tiny("uniform"), 1.0)
+    with pytest.raises(ConfigError, match="held-out text"):
+        set_rate(tiny("learned"), 0.2)
+    far = set_rate(tiny("fixed"), 0.25)                          # a rule needs no text
+    assert far.knob == "rule" and far.reached == 0.25
+
+
+@pytest.mark.parametrize("target", [0.08, 0.3, 0.6])
+def test_whitespace_fit_reaches_the_target_on_its_sample(target):
+    model = tiny("whitespace", rate=target)
+    x = encode(TRAIN_TEXT[:1023]).unsqueeze(0)
+    fitted = model.strategy.fit([TRAIN_TEXT])
+    assert abs(fitted["whitespace_fit_rate"] - target) <= 0.005
+    assert torch.equal(model(x).boundaries, whitespace_at_rate(x, fitted["whitespace_theta"]))
+
+
+def test_whitespace_checkpoints_from_before_the_knob_load_as_the_plain_rule():
+    model = tiny("whitespace", rate=0.3)
+    assert model.strategy.rate_offset.item() > 0
+    state = {k: v for k, v in model.state_dict().items() if not k.endswith("rate_offset")}
+    model.load_state_dict(state)
+    assert model.strategy.rate_offset.item() == 0.0
+
+
+def test_compare_variants_at_rates():
+    assert parse_variant("learned+w=1@0.2")[1] == ["model.boundary=learned", "model.policy_window=1",
+                                                    "model.target_rate=0.2"]
+    assert variants_from_args("learned,uniform", False, "0.1, 0.33") == ["learned@0.1", "learned@0.33",
+                                                                        "uniform@0.1", "uniform@0.33"]
+    with pytest.raises(ConfigError, match="must be in"):
+        variants_from_args("learned", False, "0.1,1.2")
+    with pytest.raises(ConfigError, match="not a number"):
+        parse_variant("learned@fast")
