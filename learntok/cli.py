@@ -68,7 +68,7 @@ def add_segment(sub) -> None:
     p.add_argument("text", nargs="?", help="text to segment (or --file, or --held-out)")
     p.add_argument("--file", help="read the text from this file (bytes as they are)")
     p.add_argument("--held-out", action="store_true", help="a passage of the run's test split, with the run's validation figures")
-    p.add_argument("--html", metavar="OUT", help="also write an HTML page")
+    p.add_argument("--html", metavar="OUT", help="also write an HTML page (with the learned policy: a compression slider)")
     p.add_argument("--greedy", action="store_true", help="decide p > 0.5 instead of sampling")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
     p.add_argument("--window", type=int, default=4096, help="read long texts in pieces of this many bytes (BOS included)")
@@ -82,7 +82,8 @@ def cmd_segment(args) -> None:
     from learntok.config import ConfigError
     from learntok.data import ByteData
     from learntok.rate import set_rate_for_run
-    from learntok.segment import held_out_passage, last_validation, render_html, render_terminal, segment_text
+    from learntok.segment import (held_out_passage, last_validation, page_data, render_html, render_terminal,
+                                  segment_text)
 
     if sum(x is not None and x is not False for x in (args.text, args.file, args.held_out)) != 1:
         raise ConfigError("give one of: a text, --file F, --held-out")
@@ -111,7 +112,7 @@ def cmd_segment(args) -> None:
         print(" ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in stats.items()),
               file=sys.stderr)
     if args.html:
-        render_html(chunks, args.html)
+        render_html(chunks, args.html, view=page_data(model, data, seed=args.seed, window=args.window))
     write_json(args.json, {**stats, "chunks": [c.decode("utf-8", errors="replace") for c in chunks]})
 
 
