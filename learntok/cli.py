@@ -263,6 +263,8 @@ def add_compare(sub) -> None:
     p.add_argument("--eval-bytes", type=int, help="cap on bytes per split in the final evaluation (default: all)")
     p.add_argument("--rates", help="comma-separated target rates: every variant at every rate (variant@rate), "
                    "plus the bpb-vs-rate frontier (docs/rate.md)")
+    p.add_argument("--sweep", metavar="VARIANT", help="with --rates: run this variant's model at every rate by "
+                   "calibration, against the models trained at each rate")
     p.add_argument("--json", help="also write the results to this JSON file")
     p.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides shared by every variant")
     p.set_defaults(func=cmd_compare)
@@ -273,7 +275,8 @@ def cmd_compare(args) -> None:
 
     overrides = list(args.overrides) + ([f"train.steps={args.steps}"] if args.steps else [])
     out = args.out or f"runs/compare-{args.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
-    records = compare(variants_from_args(args.strategies, args.ablations, args.rates), out, args.preset, overrides, args.eval_bytes)
+    records = compare(variants_from_args(args.strategies, args.ablations, args.rates), out, args.preset, overrides,
+                      args.eval_bytes, sweep=args.sweep)
     print(format_table(records))
     print(f"results in {out}", file=sys.stderr)
     write_json(args.json, {"results": records})

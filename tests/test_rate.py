@@ -213,3 +213,36 @@ def test_page_slider_recuts_in_headless_chromium(tmp_path):
         assert int(found.group(1)) == 1 + sum(a[1:])              # the first byte always starts a chunk
         counts.append(int(found.group(1)))
     assert counts[0] < counts[1] < counts[2] and counts[1] == len(chunks)
+
+
+# ---------------------------------------------------------------- frontiers
+
+
+def test_compare_at_rates_writes_the_frontier_and_the_sweep(tmp_path):
+    import json
+
+    from learntok.compare import compare, window_nats
+    from learntok.checkpoint import load_run
+    from learntok.data import ByteData
+    from learntok.evaluate import EvalOptions, evaluate_bpb
+    from tests.test_compare import TINY
+    variants = variants_from_args("learned,uniform", False, "0.2,0.33")
+    compare(variants, tmp_path, preset="tiny", overrides=TINY, eval_bytes=2048, progress=False, sweep="learned@0.2")
+    front = json.loads((tmp_path / "frontier.json").read_text())
+    assert [r["variant"] for r in front["frontier"]] == variants
+    uni = {r["target_rate"]: r for r in front["frontier"] if r["family"] == "uniform"}
+    assert all(abs(r["rate"] - r["target_rate"]) < 0.01 and r["vs_uniform"] == 0.0 for r in uni.values())
+    flops = [r["flops_per_byte"] for r in front["frontier"] if r["family"] == "learned"]
+    assert flops[0] < flops[1]                                   # more tokens per byte cost more
+    sweep = {r["target_rate"]: r for r in front["sweep"]}
+    assert set(sweep) == {0.2, 0.33} and abs(sweep[0.33]["rate"] - 0.33) < 0.05
+    for name in ("frontier.md", "frontier.png", "flops.png"):
+        assert (tmp_path / name).is_file()
+    # the per-window figures add up to the one evaluation's bpb
+    model, cfg = load_run(tmp_path / "learned@0.33")
+    data, tc = ByteData.from_config(cfg.data), cfg.train
+    opts = EvalOptions(tc.batch_size, tc.seq_len, 2048, seed=tc.seed)
+    w = window_nats(model, data, "test", opts)
+    r = evaluate_bpb(model, data, "test", opts)
+    assert abs(w["nats"].sum() / (0.6931471805599453 * w["bytes"].sum()) - r["bpb"]) < 1e-9
+    assert abs(w["rate"] - r["boundary_rate"]) < 1e-9
