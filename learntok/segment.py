@@ -185,13 +185,17 @@ def render_html(chunks: list[bytes], path: str | Path, title: str = "learntok se
     """Write a self-contained HTML page (inline script and style, no network): the text with its
     chunks coloured, each byte's boundary probability on hover and, with a policy's `view`, a
     compression slider that moves the policy's offset and re-cuts the text live (the slider's
-    value may be preset with `#offset=D` in the address). Without a view, the chunks alone."""
+    value may be preset with `#offset=D` in the address). Without a view, the chunks alone. The
+    chunks are also written as plain spans, which the script redraws (readable without it)."""
     if view is None:
         data = b"".join(chunks)
         starts = [0] * len(data)
         for i in itertools.accumulate(len(c) for c in chunks[:-1]):
             starts[i] = 1
         view = PageData(data, starts, [float(s) for s in starts], list(range(1, len(data) + 1)))
+    drawn = chunks_from_boundaries(view.data, torch.tensor([1, *view.decisions]))  # what the page first shows
+    spans = "".join(f'<span class="chunk" style="background:{_HTML_COLOURS[i % len(_HTML_COLOURS)]}">'
+                    f"{html.escape(c.decode('utf-8', errors='replace'))}</span>" for i, c in enumerate(drawn))
     payload = {**{k: v for k, v in dataclasses.asdict(view).items() if k != "data"},
                "bytes": base64.b64encode(view.data).decode("ascii")}
     slider = ('<label>compression: more boundaries &larr; <input id="offset" type="range" min="-8" max="8" step="0.05" '
@@ -200,7 +204,7 @@ def render_html(chunks: list[bytes], path: str | Path, title: str = "learntok se
             "<style>body{font:14px/1.5 sans-serif;margin:2em} pre{white-space:pre-wrap;font:14px/1.7 monospace}"
             " .chunk{border-right:1px solid #999} #stats{color:#444}</style>\n"
             f"<h3>{html.escape(title)}</h3>\n<div>{slider}<span id=\"stats\"></span></div>\n"
-            f"<p style=\"color:#666\">{html.escape(view.note)}</p>\n<pre id=\"text\"></pre>\n"
+            f"<p style=\"color:#666\">{html.escape(view.note)}</p>\n<pre id=\"text\">{spans}</pre>\n"
             f"<script type=\"application/json\" id=\"data\">{json.dumps(payload)}</script>\n"
             f"<script>{_PAGE_SCRIPT % json.dumps(list(_HTML_COLOURS))}</script>\n")
     path = Path(path)
