@@ -122,10 +122,13 @@ def run_variant(spec: str, preset: str | None, overrides: list[str], out: Path, 
 
 
 def relative_step_time(records: list[dict], reference: str = "uniform") -> None:
-    """Add `step_time_rel`: training seconds per byte relative to the reference strategy
-    (same batch shape, so the same ratio per step). None without a reference run."""
-    ref = next((r for r in records if r["variant"] == reference), None)
+    """Add `step_time_rel`: training seconds per byte relative to the reference strategy at the
+    same rate suffix (`uniform`, or `uniform@0.2` for `learned@0.2`; same batch shape, so the
+    same ratio per step). None without a reference run."""
+    by_name = {r["variant"]: r for r in records}
     for r in records:
+        _, at, rate = r["variant"].partition("@")
+        ref = by_name.get(reference + at + rate)
         ok = ref is not None and ref["bytes_per_s"] > 0 and r["bytes_per_s"] > 0
         r["step_time_rel"] = ref["bytes_per_s"] / r["bytes_per_s"] if ok else None
 
@@ -356,7 +359,7 @@ def _plot_frontier(out: Path, rows: list[dict], sweep_rows: list[dict], sweep: s
         if sweep_rows and x_key == "rate":
             ax.errorbar([r["rate"] for r in sweep_rows], [r["test_bpb"] for r in sweep_rows],
                         yerr=[r.get("vs_per_rate_se", 0.0) for r in sweep_rows], ls="--", marker="s", ms=4,
-                        capsize=3, color="k", label=f"{sweep}, calibrated to each rate")
+                        capsize=3, color="k", label=f"{sweep}, calibrated to each rate (error bars: paired against the per-rate model)")
         ax.set_xlabel(x_label)
         ax.set_ylabel("test bits per byte")
         ax.grid(alpha=0.3)
