@@ -246,3 +246,29 @@ def test_compare_at_rates_writes_the_frontier_and_the_sweep(tmp_path):
     r = evaluate_bpb(model, data, "test", opts)
     assert abs(w["nats"].sum() / (0.6931471805599453 * w["bytes"].sum()) - r["bpb"]) < 1e-9
     assert abs(w["rate"] - r["boundary_rate"]) < 1e-9
+
+
+# ---------------------------------------------------------------- the commands
+
+
+def test_rate_options_of_eval_segment_and_sample(tmp_path, capsys):
+    import json
+
+    from learntok.cli import main
+    from tests.test_compare import TINY
+    run = tmp_path / "run"
+    assert main(["train", "--out", str(run), *TINY]) == 0
+    capsys.readouterr()
+    assert main(["eval", str(run), "--rate", "0.3", "--max-bytes", "4096", "--json", str(tmp_path / "e.json")]) == 0
+    report = json.loads((tmp_path / "e.json").read_text())
+    assert report["rate_setting"]["target"] == 0.3 and abs(report["rate_setting"]["reached"] - 0.3) <= 0.01
+    assert "rate: target 0.300" in capsys.readouterr().out
+    text = "A text to cut into tokens, at a chosen rate of boundaries per byte."
+    assert main(["segment", str(run), text, "--rate", "0.5", "--greedy", "--html", str(tmp_path / "p.html"),
+                 "--json", str(tmp_path / "s.json")]) == 0
+    assert "rate: target 0.500" in capsys.readouterr().err
+    assert 'id="offset"' in (tmp_path / "p.html").read_text()
+    assert main(["sample", str(run), "--prompt", "AB", "--max-bytes", "8", "--seed", "1", "--rate", "0.1"]) == 0
+    assert "rate: target 0.100" in capsys.readouterr().err
+    assert main(["eval", str(run), "--rate", "1.5"]) == 2
+    assert "learntok: error: rate 1.5 must be in (0, 1)" in capsys.readouterr().err
