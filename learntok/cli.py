@@ -138,10 +138,11 @@ def add_segment(sub) -> None:
     p.add_argument("text", nargs="?", help="text to segment (or --file, or --held-out)")
     p.add_argument("--file", help="read the text from this file (bytes as they are)")
     p.add_argument("--held-out", action="store_true", help="a passage of the run's test split, with the run's validation figures")
-    p.add_argument("--html", metavar="OUT", help="also write an HTML page")
+    p.add_argument("--html", metavar="OUT", help="also write an HTML page (with the learned policy: a compression slider)")
     p.add_argument("--greedy", action="store_true", help="decide p > 0.5 instead of sampling")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
     p.add_argument("--window", type=WINDOW, default=4096, help="read long texts in pieces of this many bytes (BOS included)")
+    p.add_argument("--rate", type=PROBABILITY, help="cut at this boundary rate, calibrated on the run's val split (docs/rate.md)")
     p.add_argument("--json", help="write chunks and stats to this JSON file")
     p.set_defaults(func=cmd_segment)
 
@@ -150,7 +151,9 @@ def cmd_segment(args) -> None:
     from learntok.checkpoint import load_run
     from learntok.config import ConfigError
     from learntok.data import ByteData
-    from learntok.segment import held_out_passage, last_validation, render_html, render_terminal, segment_text
+    from learntok.rate import set_rate_for_run
+    from learntok.segment import (held_out_passage, last_validation, page_data, render_html, render_terminal,
+                                  segment_text)
 
     if sum(x is not None and x is not False for x in (args.text, args.file, args.held_out)) != 1:
         raise ConfigError("give one of: a text, --file F, --held-out")
@@ -162,6 +165,8 @@ def cmd_segment(args) -> None:
         data, run_figures = held_out_passage(ByteData.from_config(run_cfg.data)), last_validation(args.model)
     else:
         data = Path(args.file).read_bytes() if args.file else args.text
+    if args.rate is not None:
+        print(set_rate_for_run(model, run_cfg, args.rate, data, args.greedy, args.seed).describe(), file=sys.stderr)
     chunks, stats = segment_text(model, data, greedy=args.greedy, seed=args.seed, window=args.window)
     if args.held_out:
         print("-- a held-out passage (test split), cut into the model's chunks --")
@@ -177,7 +182,7 @@ def cmd_segment(args) -> None:
         print(" ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in stats.items()),
               file=sys.stderr)
     if args.html:
-        render_html(chunks, args.html)
+        render_html(chunks, args.html, view=page_data(model, data, seed=args.seed, window=args.window))
     write_json(args.json, {**stats, "chunks": [c.decode("utf-8", errors="replace") for c in chunks]})
 
 
@@ -196,6 +201,7 @@ def add_eval(sub) -> None:
     p.add_argument("--max-bytes", type=POSITIVE, help="score at most this many bytes")
     p.add_argument("--bpe-vocab", type=POSITIVE, default=4096, help="vocabulary of the BPE reference trained on the fly")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
+    p.add_argument("--rate", type=PROBABILITY, help="run at this boundary rate, calibrated on the val split (docs/rate.md)")
     p.add_argument("--device", default="cpu", type=device_arg)
     p.add_argument("--json", help="write every figure to this JSON file")
     p.set_defaults(func=cmd_eval)
@@ -205,7 +211,7 @@ def cmd_eval(args) -> None:
     from learntok.evaluate import format_report, run_eval
 
     report = run_eval(args.model, args.split, args.source, args.samples, args.greedy, args.batch_size,
-                      args.seq_len, args.max_bytes, args.seed, args.bpe_vocab, args.device)
+                      args.seq_len, args.max_bytes, args.seed, args.bpe_vocab, args.device, args.rate)
     print(format_report(report))
     write_json(args.json, report)
 
@@ -288,16 +294,21 @@ def add_sample(sub) -> None:
     p.add_argument("--seed", type=int, help="seed of the sampled bytes and boundaries")
     p.add_argument("--boundaries", choices=["sample", "greedy"], default="sample", help="sample boundaries or take p > 0.5")
     p.add_argument("--show-boundaries", action="store_true", help="mark chunks: colours on a terminal, | otherwise")
+    p.add_argument("--rate", type=PROBABILITY, help="generate at this boundary rate, calibrated on the run's val split (docs/rate.md)")
     p.add_argument("--device", default="cpu", type=device_arg)
     p.add_argument("--json", help="write bytes, seconds, bytes/s and boundary rate to this JSON file")
     p.set_defaults(func=cmd_sample)
 
 
 def cmd_sample(args) -> None:
-    from learntok.model.aunet import AUNet
+    from learntok.checkpoint import load_run
+    from learntok.rate import set_rate_for_run
     from learntok.sample import sample
 
-    model = AUNet.from_pretrained(args.model, map_location=args.device)
+    model, run_cfg = load_run(args.model, args.device)
+    if args.rate is not None:
+        print(set_rate_for_run(model, run_cfg, args.rate, args.prompt, args.boundaries == "greedy", args.seed or 0).describe(),
+              file=sys.stderr)
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(errors="replace")                 # a non-UTF-8 terminal shows "?", no crash
     stats = sample(model, args.prompt, args.max_bytes, args.temperature, args.top_k, args.top_p, args.seed,
@@ -321,6 +332,10 @@ def add_compare(sub) -> None:
                    "baseline, no early-exit reward, w=1, no rate loss)")
     p.add_argument("--eval-bytes", type=POSITIVE, help="cap on bytes per split in the final evaluation (default: all)")
     p.add_argument("--jobs", type=POSITIVE, default=1, help="train this many variants at once, one CPU thread each")
+    p.add_argument("--rates", help="comma-separated target rates: every variant at every rate (variant@rate), "
+                   "plus the bpb-vs-rate frontier (docs/rate.md)")
+    p.add_argument("--sweep", metavar="VARIANT", help="with --rates: run this variant's model at every rate by "
+                   "calibration, against the models trained at each rate")
     p.add_argument("--json", help="also write the results to this JSON file")
     p.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides shared by every variant")
     p.set_defaults(func=cmd_compare)
@@ -331,8 +346,8 @@ def cmd_compare(args) -> None:
 
     overrides = list(args.overrides) + ([f"train.steps={args.steps}"] if args.steps is not None else [])
     out = args.out or f"runs/compare-{args.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
-    records = compare(variants_from_args(args.strategies, args.ablations), out, args.preset, overrides, args.eval_bytes,
-                      jobs=args.jobs)
+    records = compare(variants_from_args(args.strategies, args.ablations, args.rates), out, args.preset, overrides,
+                      args.eval_bytes, jobs=args.jobs, sweep=args.sweep)
     print(format_table(records))
     print(f"results in {out}", file=sys.stderr)
     write_json(args.json, {"results": records})

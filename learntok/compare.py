@@ -22,8 +22,9 @@ from learntok.boundaries import strategy_names
 from learntok.checkpoint import latest_checkpoint, load_run
 from learntok.config import ConfigError, RunConfig, load_config
 from learntok.data import ByteData
-from learntok.evaluate import EvalOptions, evaluate_bpb
 from learntok.distributed import DistEnv, barrier, init_distributed, shutdown
+from learntok.evaluate import EvalOptions, evaluate_bpb
+from learntok.frontier import write_frontier
 from learntok.plots import pyplot, read_metrics, save_curves, series
 from learntok.runtime import resolve_dtype
 from learntok.train import train
@@ -59,15 +60,30 @@ PAPER = {
 
 
 def parse_variant(spec: str) -> tuple[str, list[str]]:
-    """`learned+gamma=1.0` -> ("learned", ["model.boundary=learned", "objective.gamma=1.0"])."""
-    strategy, *parts = spec.strip().split("+")
+    """`learned+gamma=1.0` -> ("learned", ["model.boundary=learned", "objective.gamma=1.0"]);
+    a rate suffix `@0.2` (`learned@0.2`, `learned+w=1@0.2`) sets model.target_rate last."""
+    body, at, rate = spec.strip().partition("@")
+    strategy, *parts = body.split("+")
     overrides = [f"model.boundary={strategy}"]
     for part in parts:
         key, eq, value = part.partition("=")
         if not eq:
             raise ConfigError(f"variant {spec!r}: {part!r} is not key=value")
         overrides.append(f"{ALIASES.get(key, key)}={value}")
+    if at:
+        overrides.append(f"model.target_rate={parse_rate(rate, spec)}")
     return strategy, overrides
+
+
+def parse_rate(text: str, where: str) -> float:
+    """A target rate rho* in (0, 1) from `text`, or a ConfigError naming `where`."""
+    try:
+        rate = float(text)
+    except ValueError:
+        raise ConfigError(f"{where}: rate {text!r} is not a number") from None
+    if not 0.0 < rate < 1.0:
+        raise ConfigError(f"{where}: rate {rate} must be in (0, 1)")
+    return rate
 
 
 def variant_config(spec: str, preset: str | None, overrides: list[str]) -> RunConfig:
@@ -122,10 +138,13 @@ def run_variant(spec: str, preset: str | None, overrides: list[str], out: Path, 
 
 
 def relative_step_time(records: list[dict], reference: str = "uniform") -> None:
-    """Add `step_time_rel`: training seconds per byte relative to the reference strategy
-    (same batch shape, so the same ratio per step). None without a reference run."""
-    ref = next((r for r in records if r["variant"] == reference), None)
+    """Add `step_time_rel`: training seconds per byte relative to the reference strategy at the
+    same rate suffix (`uniform`, or `uniform@0.2` for `learned@0.2`; same batch shape, so the
+    same ratio per step). None without a reference run."""
+    by_name = {r["variant"]: r for r in records}
     for r in records:
+        _, at, rate = r["variant"].partition("@")
+        ref = by_name.get(reference + at + rate)
         ok = ref is not None and ref["bytes_per_s"] > 0 and r["bytes_per_s"] > 0
         r["step_time_rel"] = ref["bytes_per_s"] / r["bytes_per_s"] if ok else None
 
@@ -181,10 +200,12 @@ def run_parallel(variants: list[str], out: Path, preset: str | None, overrides: 
 
 
 def compare(variants: list[str], out: str | Path, preset: str | None = "tiny", overrides: list[str] = (),
-            eval_bytes: int | None = None, progress: bool = True, jobs: int = 1) -> list[dict]:
-    """Run every variant (skipping finished ones) and write results.md, results.json, curves.png.
-    Under torchrun every rank calls it: each variant trains on every rank, evaluation is shared,
-    and rank 0 writes the files."""
+            eval_bytes: int | None = None, progress: bool = True, jobs: int = 1, sweep: str | None = None) -> list[dict]:
+    """Run every variant (skipping finished ones) and write results.md, results.json, curves.png;
+    with variants at rates (`variant@rate`), also the frontier (`write_frontier`), and with
+    `sweep` (a finished variant) that one model run at every rate by calibration. Under torchrun
+    every rank calls it: each variant trains on every rank, evaluation is shared, and rank 0
+    writes the files."""
     out = Path(out)
     if not variants:
         raise ConfigError("no variants to compare: --strategies names no strategy (e.g. learned,uniform)")
@@ -205,6 +226,9 @@ def compare(variants: list[str], out: str | Path, preset: str | None = "tiny", o
     relative_step_time(records)
     if not env.is_main:
         return records
+    if any("@" in spec for spec in variants):
+        write_frontier(out, records, [variant_config(spec, preset, list(overrides)) for spec in variants],
+                       eval_bytes, sweep, progress)
     command = " ".join(["learntok compare", f"--preset {preset}" if preset else "",
                         f"--strategies {','.join(variants)}", *overrides]).replace("  ", " ")
     (out / "results.json").write_text(json.dumps({"command": command, "results": records}, indent=2) + "\n",
@@ -217,8 +241,12 @@ def compare(variants: list[str], out: str | Path, preset: str | None = "tiny", o
     return records
 
 
-def variants_from_args(strategies: str, ablations: bool) -> list[str]:
-    """`--strategies a,b+k=v` and `--ablations` -> the variant list (ablations appended once)."""
+def variants_from_args(strategies: str, ablations: bool, rates: str | None = None) -> list[str]:
+    """`--strategies a,b+k=v` and `--ablations` -> the variant list (ablations appended once);
+    with `--rates 0.1,0.2`, every variant at every rate: `a@0.1, a@0.2, b+k=v@0.1, ...`."""
     specs = [s.strip() for s in strategies.split(",") if s.strip()]
-    return specs + [a for a in ABLATIONS if ablations and a not in specs]
-
+    specs += [a for a in ABLATIONS if ablations and a not in specs]
+    if not rates:
+        return specs
+    values = [parse_rate(r.strip(), "--rates") for r in rates.split(",") if r.strip()]
+    return [f"{spec}@{rate:g}" for spec in specs for rate in values]

@@ -31,6 +31,7 @@ from learntok.data.dataset import ALL
 from learntok.distributed import DistEnv, all_reduce
 from learntok.model.pretrained import resolve
 from learntok.objective import LN2, boundary_counts, boundary_rates, token_ce
+from learntok.rate import RateSetting, held_out_batches, set_rate
 from learntok.runtime import autocast, inference, resolve_device, resolve_dtype
 
 
@@ -68,6 +69,7 @@ class EvalOptions:
                                          # periodic figures and `eval`/`compare` agree
     per_document: bool = False           # per-document bpb (mean and standard error)
     quality: bool = False                # chunk lengths and P/R/F1 against word and space starts
+    per_window: bool = False             # each window's CE nats and scored bytes (pairs two models on the same windows; one process)
     reference_starts: Callable[[torch.Tensor], torch.Tensor] | None = None  # x -> (B, T) bool, e.g. BPE starts
 
 
@@ -88,6 +90,9 @@ def evaluate_bpb(model, data: ByteData, split: str, opts: EvalOptions, env: Dist
     nats_k, bound, counts = zeros(K), zeros(1), zeros(4)          # per sample; K-sample bound; boundary counts
     n_target, doc_nats, doc_bytes = zeros(1), zeros(n_docs), zeros(n_docs)
     quality = zeros(3 * 3 + bq.HIST_MAX + 1)                     # word, space, reference P/R/F1 counts; histogram
+    windows: list[torch.Tensor] = []                             # per_window: (2, B) nats and bytes per batch
+    if opts.per_window and world > 1:
+        raise ConfigError("per-window figures are for one process (they pair two models' windows)")
     with inference(model, opts.seed, device):
         batches = data.eval_batches(split, opts.batch_size, opts.seq_len, max_bytes=opts.max_bytes)
         for i, (x, doc_ids) in enumerate(batches):
@@ -115,10 +120,16 @@ def evaluate_bpb(model, data: ByteData, split: str, opts: EvalOptions, env: Dist
                 doc_bytes.index_add_(0, ids, n_row)
             if opts.quality:
                 quality += _quality_counts(x, a, opts.reference_starts)
+            if opts.per_window:
+                windows.append(torch.stack([ce_k.mean(0), n_row]))
     sums = torch.cat([nats_k, bound, counts, n_target, doc_nats, doc_bytes, quality])
     if world > 1:
         sums = all_reduce(sums, env)
-    return _report(sums.cpu().numpy(), K, n_docs, opts)         # the one host sync
+    result = _report(sums.cpu().numpy(), K, n_docs, opts)       # the one host sync
+    if opts.per_window:
+        per = torch.cat(windows, dim=1).cpu().numpy() if windows else np.zeros((2, 0))
+        result.update(window_nats=per[0], window_bytes=per[1])
+    return result
 
 
 def _quality_counts(x: torch.Tensor, a: torch.Tensor, reference_starts) -> torch.Tensor:
@@ -189,9 +200,10 @@ FIT_BYTES = 4_000_000  # bytes of training text the reference BPE is trained on
 def run_eval(path: str | Path, split: str = "test", source: str | None = None, samples: int = 1,
              greedy: bool = False, batch_size: int | None = None, seq_len: int | None = None,
              max_bytes: int | None = None, seed: int = 0, bpe_vocab: int = 4096,
-             device: str = "cpu") -> dict:
+             device: str = "cpu", rate: float | None = None) -> dict:
     """Everything `learntok eval` reports, as one JSON-ready dict. The data is the run's own
-    (`data.source`, its split), read through ByteData as training read it, or `source`."""
+    (`data.source`, its split), read through ByteData as training read it, or `source`. With
+    `rate`, the model runs at that boundary rate, calibrated on the val split (learntok.rate)."""
     if samples < 1:
         raise ConfigError(f"--samples {samples} must be >= 1")
     dev = resolve_device(device)
@@ -207,7 +219,13 @@ def run_eval(path: str | Path, split: str = "test", source: str | None = None, s
                        seq_len or (run_cfg.train.seq_len if run_cfg else 1024), max_bytes, samples, greedy, seed,
                        amp=resolve_dtype(run_cfg.system.dtype if run_cfg else "auto", dev),
                        per_document=True, quality=True, reference_starts=reference)
+    setting = None
+    if rate is not None:
+        calibration = held_out_batches(data, opts.seq_len, split="val" if "val" in data.split_names else split)
+        setting = dataclasses.asdict(set_rate(model, rate, calibration, greedy, seed))
     result = evaluate_bpb(model, data, split, opts)
+    if setting is not None:
+        result["rate_setting"] = setting
     doc_nats, doc_bytes = result.pop("doc_nats"), result.pop("doc_bytes")
     report = {"checkpoint": str(resolve(path)), "split": split, "source": data_cfg.source,
               "strategy": model.cfg.boundary, "seq_len": opts.seq_len, "batch_size": opts.batch_size, "seed": seed,
@@ -224,6 +242,8 @@ def format_report(r: dict) -> str:
              f"bpb {r['bpb']:.4f}  (per document {r['doc_bpb_mean']:.4f} +- {r['doc_bpb_se']:.4f} s.e.)"]
     if r["samples"] > 1:
         lines.append(f"K = {r['samples']} samples: mean bpb {r['bpb']:.4f}, log-mean-exp bound {r['bpb_bound']:.4f}")
+    if "rate_setting" in r:
+        lines.append(RateSetting(**r["rate_setting"]).describe().replace("held-out", "val"))
     lines.append(f"boundaries{' (greedy)' if r['greedy'] else ''}: rate {r['boundary_rate']:.3f}  whitespace rate "
                  f"{r['whitespace_rate']:.3f}  mean chunk {r['mean_chunk_length']:.2f} bytes")
     for ref in ("word_starts", "space_starts", "bpe_starts"):

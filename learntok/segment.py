@@ -5,7 +5,13 @@ the sequence, i.e. at text byte t - 1. The first chunk always starts at the firs
 """
 from __future__ import annotations
 
+import base64
+import dataclasses
 import html
+import itertools
+import json
+import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -34,6 +40,12 @@ def chunks_from_boundaries(data: bytes, boundaries: torch.Tensor) -> list[bytes]
     return [data[a:b] for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
 
 
+def pieces(data: bytes, window: int | None) -> list[bytes]:
+    """The text in pieces of window - 1 bytes (each read after its own BOS); one piece without a window."""
+    piece = max(1, window - 1) if window else max(1, len(data))
+    return [data[i:i + piece] for i in range(0, len(data), piece)]
+
+
 def segment_text(model, text: str | bytes, greedy: bool = False, seed: int = 0,
                  window: int | None = None) -> tuple[list[bytes], dict[str, float]]:
     """Segment one text with the model's boundary strategy. With `window`, the text is cut
@@ -43,11 +55,10 @@ def segment_text(model, text: str | bytes, greedy: bool = False, seed: int = 0,
     Returns (chunks, stats) with stats boundary_rate, whitespace_rate, n_bytes, n_chunks."""
     data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
     device = next(model.parameters()).device
-    piece = max(1, window - 1) if window else max(1, len(data))
     decisions = [torch.ones(1)]                                  # BOS
     with inference(model, seed, device):
-        for i in range(0, len(data), piece):
-            x = encode(data[i:i + piece]).unsqueeze(0).to(device)  # (1, T)
+        for piece in pieces(data, window):
+            x = encode(piece).unsqueeze(0).to(device)            # (1, T)
             decisions.append(model(x, greedy=greedy).boundaries[0, 1:].float().cpu())
     a = torch.cat(decisions)                                     # (1 + len(data),)
     chunks = chunks_from_boundaries(data, a)
@@ -65,14 +76,143 @@ def render_terminal(chunks: list[bytes], color: bool) -> str:
     return "".join(f"{background(i)}{t}{RESET}" for i, t in enumerate(texts))
 
 
-def render_html(chunks: list[bytes], path: str | Path, title: str = "learntok segmentation") -> Path:
-    """Write a standalone HTML page with one coloured span per chunk (hover: its byte count)."""
-    spans = "".join(
-        f'<span style="background:{_HTML_COLOURS[i % len(_HTML_COLOURS)]}" title="{len(c)} bytes">'
-        f"{html.escape(c.decode('utf-8', errors='replace'))}</span>"
-        for i, c in enumerate(chunks))
+@dataclass
+class PageData:
+    """What the HTML page draws, per text byte i (BOS excluded). With a policy, the page
+    re-decides greedily for any slider offset d (`greedy_from_terms`, which the page's script
+    mirrors): l[i] = softcap(base[i] + sum_k mix[i][k-1] a[i-k] + offset + d, cap), a[i] = l[i] > 0,
+    where a before a piece's first byte is BOS (1) and then nothing (0)."""
+    data: bytes
+    decisions: list[int]                # a[i] the model used (0/1); the first byte always starts a chunk
+    probs: list[float]                  # P(a[i] = 1) of those decisions
+    piece_pos: list[int]                # position of byte i in its piece (1 = first byte after BOS)
+    base: list[float] | None = None     # the learned policy's terms (None: no policy, no slider)
+    mix: list[list[float]] | None = None
+    offset: float = 0.0
+    cap: float = 0.0
+    note: str = ""                      # a line shown under the text
+
+
+def page_data(model, text: str | bytes, greedy: bool = True, seed: int = 0, window: int | None = None) -> PageData:
+    """PageData of one text: the model's decisions and probabilities and, for the learned policy,
+    the per-byte terms of its logit (captured from the strategy's input, `LearnedPolicy.terms`)."""
+    data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    device = next(model.parameters()).device
+    strategy, captured = model.strategy, []
+    hook = strategy.register_forward_hook(lambda mod, args, out: captured.append(args[0]))
+    decisions, probs, pos, base, mix = [], [], [], [], []
+    try:
+        with inference(model, seed, device):
+            for piece in pieces(data, window):
+                x = encode(piece).unsqueeze(0).to(device)        # (1, T)
+                out = model(x, greedy=greedy)
+                decisions += out.boundaries[0, 1:].int().tolist()
+                probs += out.boundary_probs[0, 1:].float().tolist()
+                pos += list(range(1, len(piece) + 1))
+                if strategy.has_policy:
+                    terms = strategy.terms(captured.pop())
+                    base += terms.base[0, 1:].tolist()
+                    mix += terms.mix[0, 1:].tolist()
+    finally:
+        hook.remove()
+    if not strategy.has_policy:
+        return PageData(data, decisions, probs, pos, note=f"strategy {model.cfg.boundary}: no policy logit to move, so "
+                        "no slider (set its rate with --rate)")
+    return PageData(data, decisions, probs, pos, base, mix, terms.offset, terms.cap,
+                    note="greedy boundaries (p > 0.5); the slider adds d to every logit")
+
+
+def greedy_from_terms(view: PageData, delta: float) -> list[int]:
+    """The page script's re-decision at slider offset `delta`, in plain Python (its reference)."""
+    a: list[int] = []
+    for i, b in enumerate(view.base):
+        z = b + view.offset + delta
+        for k, m in enumerate(view.mix[i], start=1):
+            p = view.piece_pos[i] - k                            # piece position of the byte k back
+            z += m * (1 if p == 0 else a[i - k] if p > 0 else 0)
+        a.append(int(view.cap * math.tanh(z / view.cap) > 0))
+    return a
+
+
+_PAGE_SCRIPT = """
+const D = JSON.parse(document.getElementById('data').textContent);
+const bytes = Uint8Array.from(atob(D.bytes), c => c.charCodeAt(0));
+const colours = %s, dec = new TextDecoder('utf-8');
+function decide(delta) {
+  if (!D.base) return {a: D.decisions, p: D.probs};
+  const a = [], p = [];
+  for (let i = 0; i < D.base.length; i++) {
+    let z = D.base[i] + D.offset + delta;
+    for (let k = 1; k <= D.mix[i].length; k++) {
+      const q = D.piece_pos[i] - k;
+      z += D.mix[i][k - 1] * (q === 0 ? 1 : q > 0 ? a[i - k] : 0);
+    }
+    const l = D.cap * Math.tanh(z / D.cap);
+    a.push(l > 0 ? 1 : 0); p.push(1 / (1 + Math.exp(-l)));
+  }
+  return {a, p};
+}
+function charLength(b) { return b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1; }
+function render(delta) {
+  const {a, p} = decide(delta), pre = document.getElementById('text');
+  pre.textContent = '';
+  let chunk = null, n = 0, cuts = 0;
+  for (let i = 0; i < bytes.length;) {
+    if (i === 0 || a[i]) {
+      chunk = document.createElement('span');
+      chunk.className = 'chunk'; chunk.style.background = colours[n %% colours.length];
+      pre.appendChild(chunk); n++; cuts += a[i];
+    }
+    let j = i + 1;                                // one character, unless a boundary cuts it
+    while (j < Math.min(i + charLength(bytes[i]), bytes.length) && !a[j]) j++;
+    const c = document.createElement('span');
+    c.textContent = dec.decode(bytes.slice(i, j));
+    c.title = 'byte ' + i + ': P(boundary) = ' + p[i].toFixed(3) + (a[i] ? ' (boundary)' : '');
+    chunk.appendChild(c);
+    i = j;
+  }
+  pre.dataset.chunks = n;
+  const rate = bytes.length ? cuts / bytes.length : 0;
+  document.getElementById('stats').textContent = n + ' chunks, rate ' + rate.toFixed(3) +
+    ', mean chunk ' + (bytes.length / Math.max(n, 1)).toFixed(2) + ' bytes' + (D.base ? ', offset ' + delta.toFixed(2) : '');
+}
+const slider = document.getElementById('offset');
+if (slider) {
+  const m = /offset=(-?[0-9.]+)/.exec(location.hash + location.search);
+  if (m) slider.value = m[1];
+  slider.addEventListener('input', () => render(parseFloat(slider.value)));
+  render(parseFloat(slider.value));
+} else render(0);
+"""
+
+
+def render_html(chunks: list[bytes], path: str | Path, title: str = "learntok segmentation",
+                view: PageData | None = None) -> Path:
+    """Write a self-contained HTML page (inline script and style, no network): the text with its
+    chunks coloured, each byte's boundary probability on hover and, with a policy's `view`, a
+    compression slider that moves the policy's offset and re-cuts the text live (the slider's
+    value may be preset with `#offset=D` in the address). Without a view, the chunks alone. The
+    chunks are also written as plain spans, which the script redraws (readable without it)."""
+    if view is None:
+        data = b"".join(chunks)
+        starts = [0] * len(data)
+        for i in itertools.accumulate(len(c) for c in chunks[:-1]):
+            starts[i] = 1
+        view = PageData(data, starts, [float(s) for s in starts], list(range(1, len(data) + 1)))
+    drawn = chunks_from_boundaries(view.data, torch.tensor([1, *view.decisions]))  # what the page first shows
+    spans = "".join(f'<span class="chunk" style="background:{_HTML_COLOURS[i % len(_HTML_COLOURS)]}">'
+                    f"{html.escape(c.decode('utf-8', errors='replace'))}</span>" for i, c in enumerate(drawn))
+    payload = {**{k: v for k, v in dataclasses.asdict(view).items() if k != "data"},
+               "bytes": base64.b64encode(view.data).decode("ascii")}
+    slider = ('<label>compression: more boundaries &larr; <input id="offset" type="range" min="-8" max="8" step="0.05" '
+              'value="0" style="width:24em; direction:rtl"> &rarr; fewer</label> ' if view.base else "")
     page = (f"<!doctype html>\n<meta charset=\"utf-8\">\n<title>{html.escape(title)}</title>\n"
-            f"<pre style=\"white-space:pre-wrap;font:14px/1.6 monospace\">{spans}</pre>\n")
+            "<style>body{font:14px/1.5 sans-serif;margin:2em} pre{white-space:pre-wrap;font:14px/1.7 monospace}"
+            " .chunk{border-right:1px solid #999} #stats{color:#444}</style>\n"
+            f"<h3>{html.escape(title)}</h3>\n<div>{slider}<span id=\"stats\"></span></div>\n"
+            f"<p style=\"color:#666\">{html.escape(view.note)}</p>\n<pre id=\"text\">{spans}</pre>\n"
+            f"<script type=\"application/json\" id=\"data\">{json.dumps(payload)}</script>\n"
+            f"<script>{_PAGE_SCRIPT % json.dumps(list(_HTML_COLOURS))}</script>\n")
     path = Path(path)
     path.write_text(page, encoding="utf-8")
     return path

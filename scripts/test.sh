@@ -7,4 +7,9 @@ bash scripts/setup.sh
 # The lm-evaluation-harness adapter's test needs the optional `eval` extra; without it the test is skipped.
 python -c "import lm_eval" 2>/dev/null || python -m pip install -q -e ".[eval]" \
   || echo "note: could not install the eval extra (lm-eval); its adapter test will be skipped"
+# The HTML page's slider test drives headless Chromium (a Debian package); without it the test is skipped.
+if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1; } \
+    || echo "note: could not install chromium; the HTML slider test will be skipped"
+fi
 python -m pytest -q "$@"

@@ -22,10 +22,11 @@ LAYERS: list[tuple[str, list[str]]] = [
     # The run config composes the component configs above; the model reads its config through it.
     ("run config", ["learntok.config"]),
     ("model", ["learntok.model.pretrained", "learntok.model.generate", "learntok.model.aunet"]),
-    ("run services", ["learntok.checkpoint", "learntok.runfolder", "learntok.distributed", "learntok.boundary_quality",
+    ("run services", ["learntok.checkpoint", "learntok.runfolder", "learntok.rate", "learntok.distributed",
+                      "learntok.boundary_quality",
                       "learntok.plots"]),
     ("library", ["learntok.evaluate", "learntok.segment", "learntok.train", "learntok.eval_tasks",
-                 "learntok.diagnose", "learntok.sample", "learntok.compare"]),
+                 "learntok.diagnose", "learntok.sample", "learntok.frontier", "learntok.compare"]),
     ("commands", ["learntok.cli", "learntok.__main__", "learntok.lm_eval_adapter"]),
 ]
 

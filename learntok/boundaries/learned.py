@@ -16,6 +16,7 @@ Shapes: B batch, T bytes, D width, W = w.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -122,9 +123,20 @@ def bernoulli_log_prob(logits: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
     return a * F.logsigmoid(logits) + (1.0 - a) * F.logsigmoid(-logits)
 
 
+@dataclass
+class PolicyTerms:
+    """The learned logit's terms per byte, for re-deciding at any offset (segment's HTML page):
+    l[t] = softcap(base[t] + sum_k mix[t, k-1] a[t-k] + offset, cap)."""
+    base: torch.Tensor   # (B, T) fp32 s v[t][w-1]
+    mix: torch.Tensor    # (B, T, W-1) fp32 s v[t][w-1-k], k = 1..w-1
+    offset: float        # logit(rho*) + rate_bias
+    cap: float           # the soft cap
+
+
 @register("learned")
 class LearnedPolicy(BoundaryStrategy):
     has_policy = True
+    rate_offset_range = (-24.0, 24.0)  # logit units; the soft cap (6) saturates well inside
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
@@ -152,6 +164,19 @@ class LearnedPolicy(BoundaryStrategy):
         log_prob = bernoulli_log_prob(logits, a)
         log_prob = torch.cat([torch.zeros_like(log_prob[:, :1]), log_prob[:, 1:]], dim=1)  # 0 at BOS
         return BoundaryOutput(a, logits, torch.sigmoid(logits), log_prob, torch.zeros((), device=h.device))
+
+    @property
+    def rate_offset(self) -> torch.Tensor:
+        """The knob of inference-time rate control (learntok.rate): the controller's own bias,
+        added to every logit. Raising it raises the rate."""
+        return self.rate_bias
+
+    @torch.no_grad()
+    def terms(self, h: torch.Tensor) -> PolicyTerms:
+        """The logit's terms for encoder vectors h (B, T, D) (`policy_logits` from them, tested)."""
+        s = self.cfg.logit_scale
+        v = self.proj(self.norm(h.float())).float()              # (B, T, W)
+        return PolicyTerms(s * v[..., -1], s * v[..., :-1].flip(-1), self.offset + float(self.rate_bias), self.cfg.softcap)
 
     @torch.no_grad()
     def adapt_rate(self, rate: torch.Tensor, gain: float) -> None:

@@ -185,12 +185,23 @@ class HNetRouting(BoundaryStrategy):
     boundary iff p[t] > 0.5 (deterministic; `greedy` changes nothing). De-chunking: the token
     stream after the mid blocks is smoothed by an EMA with each token's p (`ema_scan`).
     Confidence: byte t's upsampled vector is multiplied by c[t] = p[t] (boundary) or 1 - p[t]
-    (not) through a straight-through one. Aux loss: the ratio loss toward 1/rho*."""
+    (not) through a straight-through one. Aux loss: the ratio loss toward 1/rho*.
+
+    Inference-time rate control (learntok.rate): `rate_offset` (logit units, 0 unless
+    calibrated, not saved) moves the routing threshold: boundary iff logit(p) + offset > 0,
+    i.e. p > sigmoid(-offset) (0.5 at offset 0, H-Net's rule)."""
+
+    rate_offset_range = (-12.0, 12.0)  # logit units
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
         self.q = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         self.k = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+        self.register_buffer("rate_offset", torch.zeros(()), persistent=False)  # raising it raises the rate
+
+    def threshold(self) -> torch.Tensor:
+        """The routing threshold on p: sigmoid(-rate_offset)."""
+        return torch.sigmoid(-self.rate_offset)
 
     def init_weights(self) -> None:
         # identity: at first the router compares consecutive encoder vectors directly (H-Net)
@@ -200,7 +211,7 @@ class HNetRouting(BoundaryStrategy):
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
         p = routing_probs(self.q(h), self.k(h))                  # (B, T) fp32, differentiable
         if boundaries is None:
-            boundaries = (p > 0.5).float()
+            boundaries = (p > self.threshold()).float()
         a = boundaries.float().clone()
         a[:, 0] = 1.0
         aux = self.opts.ratio_weight * ratio_loss(a, p, real_bytes(x), self.cfg.target_rate)
@@ -219,7 +230,7 @@ class HNetRouting(BoundaryStrategy):
         p = ((1.0 - F.cosine_similarity(state["q"], k, dim=-1)) / 2.0).clamp(0.0, 1.0)  # (B,)
         if t == 0:
             p = torch.ones_like(p)
-        a = (p > 0.5).float() if boundaries is None else boundaries.float()
+        a = (p > self.threshold()).float() if boundaries is None else boundaries.float()
         return a, p, {"q": q}
 
     def dechunk_step(self, z: torch.Tensor, probs: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:

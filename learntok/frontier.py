@@ -1,0 +1,169 @@
+"""Frontiers (docs/rate.md): bits per byte against the boundary rate each variant of a
+`learntok compare --rates ...` reached, with error bars from paired per-window differences
+against `uniform` at the same target rate, and against training FLOPs per byte; and one model
+run at every rate by calibration (`--sweep`) against the models trained at each rate."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from learntok.checkpoint import load_run
+from learntok.config import ConfigError, RunConfig
+from learntok.data import ByteData
+from learntok.evaluate import EvalOptions, evaluate_bpb
+from learntok.model.aunet import AUNet
+from learntok.objective import LN2
+from learntok.plots import pyplot
+from learntok.rate import held_out_batches, set_rate
+from learntok.runtime import resolve_device, resolve_dtype
+
+def window_nats(model, data: ByteData, split: str, opts: EvalOptions) -> dict[str, np.ndarray | float]:
+    """Per window (row) of `split`: CE nats summed and scored bytes (evaluate_bpb's per-window
+    figures, so their totals give its bpb), and the boundary rate. They pair two models on the
+    same windows."""
+    r = evaluate_bpb(model, data, split, dataclasses.replace(opts, per_window=True))
+    return {"nats": r["window_nats"], "bytes": r["window_bytes"], "rate": r["boundary_rate"]}
+
+
+def paired_difference(a: dict, b: dict) -> tuple[float, float]:
+    """bpb of `a` minus bpb of `b` on the same windows (corpus level), and the standard error of
+    the mean per-window difference (windows of one document are not independent: a lower bound)."""
+    diff = (a["nats"] - b["nats"]) / (LN2 * np.maximum(a["bytes"], 1))
+    mean = float((a["nats"].sum() - b["nats"].sum()) / (LN2 * a["bytes"].sum()))
+    return mean, float(diff.std(ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else 0.0
+
+
+def train_flops_per_byte(cfg, rate: float, seq_len: int) -> float:
+    """Training FLOPs per byte, forward and backward: 6 per weight per position it acts on
+    (Kaplan et al. 2020), byte-level weights (encoder, decoder, both heads) on every byte, token-level
+    ones (mid) on a fraction `rate` of them; attention adds 12 D per (query, key) pair: the byte
+    window at byte level, on average half the rate * seq_len tokens at token level. An estimate
+    that is the same for every strategy (the boundary strategy's few weights are left out)."""
+    with torch.device("meta"):
+        model = AUNet(cfg)
+    count = lambda *mods: sum(p.numel() for m in mods for p in m.parameters())  # noqa: E731
+    byte_w = count(model.encoder, model.decoder, model.head, model.early_head)
+    token_w = count(model.mid)
+    attn = 12 * cfg.d_model * (cfg.attn_window * (cfg.n_down + cfg.n_up) + cfg.n_mid * rate * (rate * seq_len / 2))
+    return 6.0 * (byte_w + rate * token_w) + attn
+
+
+def _windows(run_dir: Path, cfg: RunConfig, data: ByteData, opts: EvalOptions, rate: float | None = None) -> dict:
+    """window_nats on the test split of a run's model (at `rate` by calibration on val when
+    given), cached in the run folder."""
+    path = run_dir / (f"windows-test@{rate:g}.npz" if rate is not None else "windows-test.npz")
+    if path.is_file():
+        z = np.load(path)
+        return {"nats": z["nats"], "bytes": z["bytes"], "rate": float(z["rate"]), "offset": float(z["offset"])}
+    model, _ = load_run(run_dir, resolve_device(cfg.system.device))
+    offset = math.nan
+    if rate is not None:
+        offset = set_rate(model, rate, held_out_batches(data, opts.seq_len), opts.greedy, opts.seed).value
+    w = {**window_nats(model, data, "test", opts), "offset": offset}
+    np.savez(path, **w)
+    return w
+
+
+def write_frontier(out: Path, records: list[dict], cfgs: list[RunConfig], eval_bytes: int | None,
+                   sweep: str | None = None, progress: bool = True) -> list[dict]:
+    """frontier.md / .json / .png and flops.png: test bpb against the rate each variant reached,
+    with the paired difference from `uniform` at the same target rate (per-window s.e.), and
+    against training FLOPs per byte; with `sweep`, that one model at every rate (calibrated)
+    against the model trained at each rate. Returns the frontier rows."""
+    cfg0 = cfgs[0]
+    data = ByteData.from_config(cfg0.data)
+    tc = cfg0.train
+    opts = EvalOptions(tc.batch_size, tc.seq_len, eval_bytes, seed=tc.seed,
+                       amp=resolve_dtype(cfg0.system.dtype, resolve_device(cfg0.system.device)))
+    windows = {r["variant"]: _windows(out / r["variant"], c, data, opts) for r, c in zip(records, cfgs)}
+    rows = []
+    for r, c in zip(records, cfgs):
+        name, _, _ = r["variant"].partition("@")
+        rate = c.model.target_rate
+        ref = next((v for v, cc in zip(records, cfgs) if cc.model.boundary == "uniform"
+                    and cc.model.target_rate == rate and "+" not in v["variant"]), None)
+        diff, se = paired_difference(windows[r["variant"]], windows[ref["variant"]]) if ref else (math.nan, math.nan)
+        rows.append({"variant": r["variant"], "family": name, "target_rate": rate, "rate": r["test_boundary_rate"],
+                     "test_bpb": r["test_bpb"], "vs_uniform": diff, "vs_uniform_se": se,
+                     "flops_per_byte": train_flops_per_byte(c.model, rate, c.train.seq_len)})
+    sweep_rows = _sweep_rows(out, sweep, records, cfgs, windows, data, opts) if sweep else []
+    (out / "frontier.json").write_text(json.dumps({"frontier": rows, "sweep": sweep_rows}, indent=2) + "\n",
+                                       encoding="utf-8")
+    _plot_frontier(out, rows, sweep_rows, sweep)
+    (out / "frontier.md").write_text(frontier_markdown(rows, sweep_rows, sweep), encoding="utf-8")
+    return rows
+
+
+def _sweep_rows(out: Path, sweep: str, records, cfgs, windows, data, opts) -> list[dict]:
+    """The `sweep` variant's model at every target rate of the comparison, calibrated on val."""
+    by_name = {r["variant"]: (r, c) for r, c in zip(records, cfgs)}
+    if sweep not in by_name:
+        raise ConfigError(f"--sweep {sweep!r} is not one of the variants: {', '.join(by_name)}")
+    family = sweep.partition("@")[0]
+    rows = []
+    for rate in sorted({c.model.target_rate for c in cfgs}):
+        w = _windows(out / sweep, by_name[sweep][1], data, opts, rate)
+        own = next((v for v, (r, c) in by_name.items() if v.partition("@")[0] == family and c.model.target_rate == rate), None)
+        uni = next((v for v, (r, c) in by_name.items() if v.partition("@")[0] == "uniform" and c.model.target_rate == rate), None)
+        row = {"target_rate": rate, "rate": w["rate"], "offset": w["offset"],
+               "test_bpb": float(w["nats"].sum() / (LN2 * w["bytes"].sum()))}
+        if own:
+            row["per_rate_bpb"] = by_name[own][0]["test_bpb"]
+            row["vs_per_rate"], row["vs_per_rate_se"] = paired_difference(w, windows[own])
+            if uni:
+                gain = by_name[uni][0]["test_bpb"] - row["per_rate_bpb"]
+                row["kept"] = (by_name[uni][0]["test_bpb"] - row["test_bpb"]) / gain if gain > 0 else math.nan
+        rows.append(row)
+    return rows
+
+
+def frontier_markdown(rows: list[dict], sweep_rows: list[dict], sweep: str | None) -> str:
+    lines = ["# bits per byte against compression\n",
+             "| variant | target rate | reached rate (test) | test bpb | bpb - uniform's at this rate (paired s.e.) | "
+             "train FLOPs / byte |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        vs = "" if math.isnan(r["vs_uniform"]) else f"{r['vs_uniform']:+.4f} ({r['vs_uniform_se']:.4f})"
+        lines.append(f"| {r['variant']} | {r['target_rate']:g} | {r['rate']:.4f} | {r['test_bpb']:.4f} | {vs} | "
+                     f"{r['flops_per_byte']:.3g} |")
+    if sweep_rows:
+        lines += [f"\n## one model ({sweep}) at every rate, by calibration on val\n",
+                  "| target rate | reached (test) | offset | test bpb | per-rate model's bpb | one - per-rate (paired s.e.) | "
+                  "kept of the per-rate model's gain over uniform |", "|---|---|---|---|---|---|---|"]
+        for r in sweep_rows:
+            per = f"{r['per_rate_bpb']:.4f}" if "per_rate_bpb" in r else ""
+            vs = f"{r['vs_per_rate']:+.4f} ({r['vs_per_rate_se']:.4f})" if "vs_per_rate" in r else ""
+            kept = f"{r['kept']:.2f}" if not math.isnan(r.get("kept", math.nan)) else ""
+            lines.append(f"| {r['target_rate']:g} | {r['rate']:.4f} | {r['offset']:+.3f} | {r['test_bpb']:.4f} | {per} | "
+                         f"{vs} | {kept} |")
+    lines.append("\n![bpb against rate](frontier.png)\n\n![bpb against training FLOPs per byte](flops.png)\n")
+    return "\n".join(lines)
+
+
+def _plot_frontier(out: Path, rows: list[dict], sweep_rows: list[dict], sweep: str | None) -> None:
+    plt = pyplot()
+    families = list(dict.fromkeys(r["family"] for r in rows))
+    for x_key, x_label, name in (("rate", "boundary rate reached (test)", "frontier.png"),
+                                 ("flops_per_byte", "training FLOPs per byte (estimate)", "flops.png")):
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for i, fam in enumerate(families):
+            pts = sorted((r for r in rows if r["family"] == fam), key=lambda r: r[x_key])
+            err = [0.0 if math.isnan(r["vs_uniform_se"]) else r["vs_uniform_se"] for r in pts]
+            ax.errorbar([r[x_key] for r in pts], [r["test_bpb"] for r in pts], yerr=err, marker="o", ms=4,
+                        capsize=3, color=f"C{i % 10}", label=fam)
+        if sweep_rows and x_key == "rate":
+            ax.errorbar([r["rate"] for r in sweep_rows], [r["test_bpb"] for r in sweep_rows],
+                        yerr=[r.get("vs_per_rate_se", 0.0) for r in sweep_rows], ls="--", marker="s", ms=4,
+                        capsize=3, color="k", label=f"{sweep}, calibrated to each rate (error bars: paired against the per-rate model)")
+        ax.set_xlabel(x_label)
+        ax.set_ylabel("test bits per byte")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        ax.set_title("error bars: s.e. of the paired per-window difference from uniform", fontsize=9)
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=120)
+        plt.close(fig)

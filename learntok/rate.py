@@ -1,0 +1,178 @@
+"""Compression as a dial (issue 13, docs/rate.md): run a trained model at another boundary rate
+with no retraining.
+
+Each strategy exposes one of two knobs (structural protocols, below):
+- a rule that places boundaries at a given rate exactly (`rule_rate`: uniform, fixed): set it;
+- a scalar offset whose rise raises the rate (`rate_offset`, a 0-d buffer, with the bracket
+  `rate_offset_range`): the learned policy's logit offset (the buffer the rate controller
+  turns, so the policy's ranking of bytes is kept and only its cut moves), entropy's and
+  H-Net's thresholds, the whitespace rule's knob. `calibrate` finds the offset that hits the
+  requested rate on held-out text by bisection: the rate is measured with the same seeded
+  draws at every offset (common random numbers), so it is nondecreasing in the offset (exactly
+  so for w = 1 and the thresholds; for w > 1 a rise can in principle cut a later boundary, and
+  the bisection still converges to a crossing).
+A strategy with neither (bpe: its rate is its vocabulary, fitted before training) says so.
+
+Shapes: B batch, T bytes (BOS at t = 0).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import torch
+
+from learntok.boundaries.fixed import bisect_rate
+from learntok.config import ConfigError
+from learntok.data import ByteData
+from learntok.data.vocab import PAD, encode
+from learntok.objective import boundary_counts, boundary_rates
+from learntok.runtime import inference
+
+CALIBRATION_BYTES = 1 << 16  # held-out bytes a calibration reads by default
+TOLERANCE = 0.005            # |reached - target| beyond which `set_rate` reports the target missed
+
+
+@runtime_checkable
+class RuleRate(Protocol):
+    rule_rate: float  # the rate the strategy's rule places exactly
+
+
+@runtime_checkable
+class OffsetRate(Protocol):
+    rate_offset: torch.Tensor                # () the knob; raising it raises the rate
+    rate_offset_range: tuple[float, float]   # bisection bracket
+
+
+@dataclass
+class RateSetting:
+    strategy: str   # model.cfg.boundary
+    target: float   # the requested rate
+    knob: str       # "rule" or "offset"
+    value: float    # the rule's rate or the offset set
+    reached: float  # the rate measured on the calibration text (the target itself for a rule without text)
+    n_bytes: int    # real bytes of calibration text (0 when none was read)
+    note: str = ""  # why the target is out of reach, when it is
+
+    def describe(self) -> str:
+        where = f"on {self.n_bytes:,} held-out bytes" if self.n_bytes else "(exact rule)"
+        line = (f"rate: target {self.target:.3f}, reached {self.reached:.4f} {where}; "
+                f"{self.strategy} {self.knob} {self.value:+.4f}")
+        return line + (f"; {self.note}" if self.note else "")
+
+
+def text_batches(text: str | bytes, seq_len: int, batch_size: int = 8) -> list[torch.Tensor]:
+    """Calibration rows from one text: pieces of seq_len - 1 bytes, each after its own BOS."""
+    data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    rows = [encode(data[i:i + seq_len - 1]) for i in range(0, len(data), seq_len - 1)]
+    x = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=PAD)
+    return list(x.split(batch_size))
+
+
+def held_out_batches(data: ByteData, seq_len: int, batch_size: int = 8, split: str = "val",
+                     max_bytes: int = CALIBRATION_BYTES) -> list[torch.Tensor]:
+    """The first max_bytes of a held-out split as (B, T) rows, as evaluation reads them."""
+    return [x for x, _ in data.eval_batches(split, batch_size, seq_len, max_bytes=max_bytes)]
+
+
+@torch.no_grad()
+def measured_rate(model, batches: Iterable[torch.Tensor], greedy: bool = False, seed: int = 0) -> tuple[float, int]:
+    """(boundaries per real byte, real bytes) of the model's decisions on the batches, batch i
+    drawn under seed + i as in evaluate_bpb. The caller's RNG is left alone."""
+    device = next(model.parameters()).device
+    counts = torch.zeros(4, dtype=torch.float64, device=device)
+    with inference(model, seed, device):
+        for i, x in enumerate(batches):
+            torch.manual_seed(seed + i)
+            x = x.to(device)
+            counts += boundary_counts(x, model(x, greedy=greedy).boundaries).double()
+    return float(boundary_rates(counts)["boundary_rate"]), int(counts[1])
+
+
+@torch.no_grad()
+def strategy_inputs(model, batches: Iterable[torch.Tensor]) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """(h, x, early_logits) that the model's forward hands its strategy, per batch: the encoder
+    does not depend on the boundaries, so a calibration re-decides from these alone."""
+    device = next(model.parameters()).device
+    captured = []
+    hook = model.strategy.register_forward_hook(
+        lambda mod, args, kwargs, out: captured.append((args[0], args[1], kwargs["early_logits"])), with_kwargs=True)
+    try:
+        with inference(model, 0, device):
+            for x in batches:
+                model(x.to(device))
+    finally:
+        hook.remove()
+    return captured
+
+
+@torch.no_grad()
+def decided_rate(strategy, inputs, greedy: bool = False, seed: int = 0) -> tuple[float, int]:
+    """`measured_rate` from `strategy_inputs`: the strategy alone, batch i under seed + i (the
+    forward draws nothing before its strategy, so the decisions are the full model's; tested)."""
+    counts = torch.zeros(4, dtype=torch.float64, device=inputs[0][0].device)
+    with inference(strategy, seed, counts.device):
+        for i, (h, x, early) in enumerate(inputs):
+            torch.manual_seed(seed + i)
+            counts += boundary_counts(x, strategy(h, x, early_logits=early, greedy=greedy).decisions).double()
+    return float(boundary_rates(counts)["boundary_rate"]), int(counts[1])
+
+
+def calibrate(model, batches: list[torch.Tensor], target: float, greedy: bool = False, seed: int = 0,
+              iters: int = 30) -> tuple[float, float, int]:
+    """The offset of the model's OffsetRate strategy that hits `target` on the batches, by
+    bisection in its bracket; the knob is left at it. Returns (offset, rate reached, bytes)."""
+    knob, inputs = model.strategy, strategy_inputs(model, batches)
+    n_bytes = 0
+
+    def rate_of(offset: float) -> float:
+        nonlocal n_bytes
+        knob.rate_offset.fill_(offset)
+        rate, n_bytes = decided_rate(knob, inputs, greedy, seed)
+        return rate
+
+    offset, reached = bisect_rate(rate_of, target, *knob.rate_offset_range, iters=iters)
+    knob.rate_offset.fill_(offset)
+    return float(knob.rate_offset), reached, n_bytes
+
+
+def set_rate(model, target: float, batches: list[torch.Tensor] | str | bytes | None = None, greedy: bool = False,
+             seed: int = 0, seq_len: int = 256) -> RateSetting:
+    """Run `model` at boundary rate `target` from now on: the Python API of `--rate`. `batches`
+    is held-out text (a list of (B, T) rows, or a str / bytes cut into rows of seq_len), needed by
+    strategies with an offset; calibrate with the `greedy` flag the model will then be run with."""
+    if not 0.0 < target < 1.0:
+        raise ConfigError(f"rate {target} must be in (0, 1)")
+    strategy, name = model.strategy, model.cfg.boundary
+    if isinstance(batches, (str, bytes)):
+        batches = text_batches(batches, seq_len)
+    if isinstance(strategy, RuleRate):
+        strategy.rule_rate = target
+        reached, n = measured_rate(model, batches, greedy, seed) if batches else (target, 0)
+        return RateSetting(name, target, "rule", target, reached, n)
+    if not isinstance(strategy, OffsetRate):
+        raise ConfigError(f"strategy {name!r} has no inference-time rate knob (its rate is fixed when it is "
+                          "trained, e.g. bpe's vocabulary): train it at this rate instead (compare --rates)")
+    if not batches:
+        raise ConfigError(f"strategy {name!r} calibrates its rate on held-out text: give some")
+    offset, reached, n = calibrate(model, batches, target, greedy, seed)
+    note = ""
+    if abs(reached - target) > TOLERANCE:
+        low, high = strategy.rate_offset_range
+        note = (f"target out of reach: the rate spans only what offsets {low:g}..{high:g} give on this text"
+                if offset in (low, high) else "the rate moves in steps larger than the tolerance on this text")
+    return RateSetting(name, target, "offset", offset, reached, n, note)
+
+
+def set_rate_for_run(model, run_cfg, target: float, text: str | bytes | None = None, greedy: bool = False,
+                     seed: int = 0) -> RateSetting:
+    """`--rate` of the commands: calibrate on the run's validation split (the first
+    CALIBRATION_BYTES), or on `text` for a bare model folder (no run config, no data)."""
+    if run_cfg is not None:
+        batches = held_out_batches(ByteData.from_config(run_cfg.data), run_cfg.train.seq_len)
+    elif text is not None:
+        batches = text_batches(text, 256)
+    else:
+        batches = None
+    return set_rate(model, target, batches, greedy, seed)
