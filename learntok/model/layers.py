@@ -73,7 +73,10 @@ def local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: i
     q, k, v = (F.pad(t, (0, 0, 0, pad)).view(B, H, n, window, E) for t in (q, k, v))  # (B, H, n, W, E)
     prev = lambda t: F.pad(t, (0, 0, 0, 0, 1, 0))[:, :, :-1]    # noqa: E731  block i-1 (zeros for block 0)
     k2, v2 = torch.cat([prev(k), k], dim=3), torch.cat([prev(v), v], dim=3)  # (B, H, n, 2W, E)
-    y = F.scaled_dot_product_attention(q, k2, v2, attn_mask=block_window_mask(n, window, q.device))
+    # 4-D with the blocks as "heads" and a (1, n, W, 2W) mask: the shapes the CPU flash kernel
+    # accepts (a 5-D call falls back to the math path, 1.3-1.7x slower forward + backward)
+    q, k2, v2 = q.flatten(0, 1), k2.flatten(0, 1), v2.flatten(0, 1)  # (B H, n, W or 2W, E)
+    y = F.scaled_dot_product_attention(q, k2, v2, attn_mask=block_window_mask(n, window, q.device)[None])
     return y.reshape(B, H, n * window, E)[:, :, :L]
 
 
