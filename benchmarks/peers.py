@@ -10,7 +10,8 @@ nearest the target; depths fixed below) and run in its own Python process, one a
 other, so that no two share the cores and none inherits another's allocator state. A step is
 forward + loss + backward + AdamW in fp32 on real text (the built-in Shakespeare corpus,
 training windows of T bytes, BOS first); the figure is the median over `--steps` steps after
-2 warm-up steps. Peers get the learntok byte vocabulary (256 bytes + BOS, EOS, PAD, padded to
+2 warm-up steps (with `--rounds R`, every model runs R times round-robin and the median of
+its R figures is reported, so that changes in background load hit every model alike). Peers get the learntok byte vocabulary (256 bytes + BOS, EOS, PAD, padded to
 320) and the same cross-entropy on next-byte targets; learntok uses its own objective
 (both heads, policy and rate losses). `--minutes M` instead trains each model for M minutes
 of wall-clock time (AdamW, lr 2e-3 after 20 warm-up steps, then constant) and reports the
@@ -117,15 +118,14 @@ def n_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def sized(kind: str, target: float, T: int, rate: float):
-    """The model `kind` with the width (a multiple of 8) whose parameter count is nearest target."""
+def width_for(kind: str, target: float, T: int, rate: float) -> int:
+    """The width (a multiple of 8) whose parameter count is nearest target (0: fixed by LEARNTOK)."""
     if kind.startswith("learntok") or kind == "plain":
-        return build(kind, 0, T, rate)
+        return 0
     counts = {d: n_params(build(kind, d, T, rate)) for d in range(64, 513, 32)}  # coarse, then fine
     coarse = min(counts, key=lambda d: abs(counts[d] - target))
     fine = {d: n_params(build(kind, d, T, rate)) for d in range(max(32, coarse - 24), coarse + 32, 8)}
-    best = min(fine, key=lambda d: abs(fine[d] - target))
-    return build(kind, best, T, rate)
+    return min(fine, key=lambda d: abs(fine[d] - target))
 
 
 def step_fn(model: nn.Module, data: ByteData, B: int, T: int, lr: float, warmup: int = 0):
@@ -175,9 +175,12 @@ def worker(job: dict) -> dict:
     torch.manual_seed(0)
     B, T = job["B"], job["T"]
     rate = 1 / 8 if job["model"].endswith("1/8") else 0.2
-    model = sized(job["model"], job["target"], T, rate)
+    width = job.get("width")
+    if width is None:
+        width = width_for(job["model"], job["target"], T, rate)
+    model = build(job["model"], width, T, rate)
     data = ByteData.from_config(DataConfig(source=job["source"]))
-    out = {**job, "params": n_params(model)}
+    out = {**job, "width": width, "params": n_params(model)}
     if job.get("minutes"):
         run = step_fn(model, data, B, T, lr=2e-3, warmup=20)
         t0, i = time.perf_counter(), 0
@@ -207,6 +210,16 @@ def run_job(job: dict) -> dict:
         last = (p.stderr.strip().splitlines() or ["no output"])[-1]
         return {**job, "error": last}
     return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def median_round(results: list[dict]) -> dict:
+    """One model's rounds -> one row: the median step time over rounds (each a median of steps)."""
+    ok = [r for r in results if "step_s" in r]
+    if not ok:
+        return results[-1]
+    step = statistics.median(r["step_s"] for r in ok)
+    return {**ok[0], "step_s": step, "bytes_per_s": ok[0]["B"] * (ok[0]["T"] - 1) / step,
+            "round_step_s": [r["step_s"] for r in ok]}
 
 
 def shapes(spec: str) -> list[tuple[int, int]]:
@@ -260,7 +273,8 @@ def main() -> None:
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--target", type=float, default=4.03e6, help="parameter count to size the peers to")
     p.add_argument("--shapes", default="1024x8,4096x2", help="T x B pairs, comma-separated")
-    p.add_argument("--steps", type=int, default=10, help="timed steps per model and shape (median)")
+    p.add_argument("--steps", type=int, default=10, help="timed steps per model, shape and round (median)")
+    p.add_argument("--rounds", type=int, default=1, help="rounds over all models (median of rounds; a fresh process each)")
     p.add_argument("--minutes", type=float, default=0.0, help="time-to-quality mode: train each model this long")
     p.add_argument("--val-bytes", type=int, default=65536)
     p.add_argument("--threads", type=int, default=2)
@@ -280,10 +294,14 @@ def main() -> None:
                 minutes=args.minutes, val_bytes=args.val_bytes)
     rows = []
     for T, B in shape_list:
-        for m in models:
-            r = run_job({**base, "model": m, "T": T, "B": B})
-            print(json.dumps(r), file=sys.stderr, flush=True)
-            rows.append(r)
+        rounds = {m: [] for m in models}
+        for _ in range(1 if args.minutes else args.rounds):   # round-robin: load changes hit every model alike
+            for m in models:
+                prev = rounds[m][-1] if rounds[m] else {}
+                r = run_job({**base, "model": m, "T": T, "B": B, "width": prev.get("width")})
+                print(json.dumps(r), file=sys.stderr, flush=True)
+                rounds[m].append(r)
+        rows += [median_round(rs) for rs in rounds.values()]
     load = os.getloadavg()
     print(f"torch {torch.__version__}, {args.threads} threads, fp32 CPU, load average {load[0]:.1f} at the end\n")
     if args.minutes:
