@@ -10,7 +10,8 @@ nearest the target; depths fixed below) and run in its own Python process, one a
 other, so that no two share the cores and none inherits another's allocator state. A step is
 forward + loss + backward + AdamW in fp32 on real text (the built-in Shakespeare corpus,
 training windows of T bytes, BOS first); the figure is the median over `--steps` steps after
-2 warm-up steps (with `--rounds R`, every model runs R times round-robin and the median of
+2 warm-up steps, in wall-clock time and in the process's CPU time (on a machine shared with
+other jobs, bytes per CPU-second at 1 thread is the figure that the load does not move) (with `--rounds R`, every model runs R times round-robin and the median of
 its R figures is reported, so that changes in background load hit every model alike). Peers get the learntok byte vocabulary (256 bytes + BOS, EOS, PAD, padded to
 320) and the same cross-entropy on next-byte targets; learntok uses its own objective
 (both heads, policy and rate losses). `--minutes M` instead trains each model for M minutes
@@ -192,13 +193,14 @@ def worker(job: dict) -> dict:
     run = step_fn(model, data, B, T, lr=1e-4)
     for i in range(2):
         run(i)
-    times = []
+    wall, cpu = [], []
     for i in range(2, 2 + job["steps"]):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         run(i)
-        times.append(time.perf_counter() - t0)
-    step = statistics.median(times)
-    out.update(step_s=step, bytes_per_s=B * (T - 1) / step)
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    step, cpu_step = statistics.median(wall), statistics.median(cpu)
+    out.update(step_s=step, bytes_per_s=B * (T - 1) / step, cpu_s=cpu_step, bytes_per_cpu_s=B * (T - 1) / cpu_step)
     return out
 
 
@@ -217,8 +219,9 @@ def median_round(results: list[dict]) -> dict:
     ok = [r for r in results if "step_s" in r]
     if not ok:
         return results[-1]
-    step = statistics.median(r["step_s"] for r in ok)
-    return {**ok[0], "step_s": step, "bytes_per_s": ok[0]["B"] * (ok[0]["T"] - 1) / step,
+    step, cpu = statistics.median(r["step_s"] for r in ok), statistics.median(r["cpu_s"] for r in ok)
+    n = ok[0]["B"] * (ok[0]["T"] - 1)
+    return {**ok[0], "step_s": step, "bytes_per_s": n / step, "cpu_s": cpu, "bytes_per_cpu_s": n / cpu,
             "round_step_s": [r["step_s"] for r in ok]}
 
 
@@ -227,24 +230,25 @@ def shapes(spec: str) -> list[tuple[int, int]]:
     return [tuple(int(v) for v in s.split("x")) for s in spec.split(",")]
 
 
-def throughput_table(rows: list[dict], shape_list) -> str:
-    head = "| model | params | " + " | ".join(f"bytes/s, T = {T}, B = {B}" for T, B in shape_list) + " |"
+def throughput_table(rows: list[dict], shape_list, key: str = "bytes_per_s") -> str:
+    unit = "bytes/s" if key == "bytes_per_s" else "bytes per CPU-second"
+    head = "| model | params | " + " | ".join(f"{unit}, T = {T}, B = {B}" for T, B in shape_list) + " |"
     lines = [head, "|---|---|" + "---|" * len(shape_list)]
     for m in dict.fromkeys(r["model"] for r in rows):
         cells, params = [], "-"
         for T, B in shape_list:
             r = next(r for r in rows if r["model"] == m and r["T"] == T and r["B"] == B)
             params = f"{r['params'] / 1e6:.2f}M" if "params" in r else params
-            cells.append(f"{r['bytes_per_s']:,.0f}" if "bytes_per_s" in r else f"error: {r['error'][:60]}")
+            cells.append(f"{r[key]:,.0f}" if key in r else f"error: {r['error'][:60]}")
         lines.append(f"| {m} | {params} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def ratios(rows: list[dict], shape_list) -> str:
+def ratios(rows: list[dict], shape_list, key: str = "bytes_per_s") -> str:
     """learntok learned over the fastest peer, and over uniform, at each shape."""
     lines = []
     for T, B in shape_list:
-        at = {r["model"]: r.get("bytes_per_s") for r in rows if r["T"] == T and r["B"] == B}
+        at = {r["model"]: r.get(key) for r in rows if r["T"] == T and r["B"] == B}
         peers = {m: v for m, v in at.items() if not m.startswith("learntok") and v}
         if not peers:
             continue
@@ -309,8 +313,9 @@ def main() -> None:
             print(f"Validation bits per byte after {args.minutes:g} min of training, T = {T}, B = {B}\n")
             print(ttq_table([r for r in rows if r["T"] == T and r["B"] == B]) + "\n")
     else:
-        print(throughput_table(rows, shape_list) + "\n")
-        print(ratios(rows, shape_list))
+        for key in ("bytes_per_s", "bytes_per_cpu_s"):
+            print(throughput_table(rows, shape_list, key) + "\n")
+            print(ratios(rows, shape_list, key) + "\n")
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "args": vars(args), "load": load}, indent=2))
 
