@@ -4,7 +4,9 @@ level, decoder, final head, loss, optimizer.
     python benchmarks/profile_levels.py [--size tiny|4M] [--batch B --seq T] [--reps 5]
                                         [--token-level packed|padded] [--json out.json]
 
-Each level is timed on its own, forward + backward, on the inputs the real step feeds it
+Times are the process's CPU time (time.process_time) at 1 thread by default: on a machine
+shared with other jobs that is the figure the background load does not move (wall-clock time
+under load varied 3-10x here). Each level is timed on its own, forward + backward, on the inputs the real step feeds it
 (captured from one forward pass), with a random upstream gradient; the loss is timed on
 leaf logits (so it holds both heads' cross-entropies and the policy terms); the optimizer
 step is AdamW over every parameter. Levels are interleaved rep by rep and medians reported,
@@ -26,7 +28,7 @@ from unittest import mock
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from throughput import batch, interleaved  # noqa: E402  (sibling benchmark script)
+from throughput import batch  # noqa: E402  (sibling benchmark script)
 
 from learntok import AUNet, ModelConfig, ObjectiveConfig  # noqa: E402
 from learntok.model.aunet import token_level_padded  # noqa: E402
@@ -97,6 +99,20 @@ def full_step(model: AUNet, x: torch.Tensor, ocfg: ObjectiveConfig):
     return run
 
 
+def cpu_interleaved(fns: list, reps: int, warmup: int = 1) -> list[float]:
+    """Median CPU seconds per call of each fn, calls interleaved."""
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    times = [[] for _ in fns]
+    for _ in range(reps):
+        for t, fn in zip(times, fns):
+            c0 = time.process_time()
+            fn()
+            t.append(time.process_time() - c0)
+    return [statistics.median(t) for t in times]
+
+
 def profile(size: str, B: int, T: int, reps: int, strategy: str = "learned") -> dict:
     torch.manual_seed(0)
     model = AUNet(ModelConfig(**SIZES[size], boundary=strategy))
@@ -104,8 +120,7 @@ def profile(size: str, B: int, T: int, reps: int, strategy: str = "learned") -> 
     ocfg = ObjectiveConfig()
     fns = level_closures(model, x, ocfg)
     fns["full step"] = full_step(model, x, ocfg)
-    cpu = torch.device("cpu")
-    times = dict(zip(fns, interleaved(list(fns.values()), reps, cpu)))
+    times = dict(zip(fns, cpu_interleaved(list(fns.values()), reps)))
     return {"size": size, "params": model.num_params(), "B": B, "T": T, "strategy": strategy,
             "ms": {k: 1e3 * v for k, v in times.items()}}
 
@@ -115,7 +130,7 @@ def table(r: dict) -> str:
     total = ms["full step"]
     levels = sum(v for k, v in ms.items() if k != "full step")
     lines = [f"{r['size']} ({r['params'] / 1e6:.2f}M), {r['strategy']}, B = {r['B']}, T = {r['T']}",
-             "| level | ms | share of step |", "|---|---:|---:|"]
+             "| level | CPU ms | share of step |", "|---|---:|---:|"]
     lines += [f"| {k} | {v:.1f} | {100 * v / total:.0f}% |" for k, v in ms.items() if k != "full step"]
     lines += [f"| sum of levels | {levels:.1f} | {100 * levels / total:.0f}% |",
               f"| **full step** | **{total:.1f}** | 100% |"]
@@ -129,7 +144,7 @@ def main() -> None:
     p.add_argument("--seq", type=int, default=256)
     p.add_argument("--strategy", default="learned")
     p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1)
     p.add_argument("--token-level", choices=("packed", "padded"), default="packed")
     p.add_argument("--json", default=None)
     args = p.parse_args()
