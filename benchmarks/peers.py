@@ -3,7 +3,7 @@ and bits per byte after a fixed training time.
 
     pip install -e '.[bench]'          # pinned peers: MEGABYTE-pytorch, h-net-dynamic-chunking, x-transformers
     python benchmarks/peers.py --target 4.03e6 --shapes 1024x8,4096x2 --steps 10 [--json out.json]
-    python benchmarks/peers.py --minutes 2 --shapes 512x8 [--json ttq.json]     # time to quality
+    python benchmarks/peers.py --minutes 2 --shapes 512x8 [--clock cpu --parallel] [--json ttq.json]  # time to quality
 
 Every model is sized to the parameter target (its width searched in steps of 8 for the count
 nearest the target; depths fixed below) and run in its own Python process, one after the
@@ -15,7 +15,9 @@ other jobs, bytes per CPU-second at 1 thread is the figure that the load does no
 its R figures is reported, so that changes in background load hit every model alike). Peers get the learntok byte vocabulary (256 bytes + BOS, EOS, PAD, padded to
 320) and the same cross-entropy on next-byte targets; learntok uses its own objective
 (both heads, policy and rate losses). `--minutes M` instead trains each model for M minutes
-of wall-clock time (AdamW, lr 2e-3 after 20 warm-up steps, then constant) and reports the
+of wall-clock time, or of its own CPU time with `--clock cpu` (then `--parallel` may run
+them all at once, fairly: each stops at the same CPU budget) (AdamW, lr 2e-3 after 20
+warm-up steps, then constant) and reports the
 validation bits per byte over the first `--val-bytes` bytes of the validation split
 (learntok: sampled boundaries, as a run reports them).
 
@@ -184,8 +186,9 @@ def worker(job: dict) -> dict:
     out = {**job, "width": width, "params": n_params(model)}
     if job.get("minutes"):
         run = step_fn(model, data, B, T, lr=2e-3, warmup=20)
-        t0, i = time.perf_counter(), 0
-        while time.perf_counter() - t0 < 60 * job["minutes"]:
+        clock = time.process_time if job["clock"] == "cpu" else time.perf_counter
+        t0, i = clock(), 0
+        while clock() - t0 < 60 * job["minutes"]:
             run(i)
             i += 1
         out.update(steps_done=i, bytes_seen=i * B * (T - 1), val_bpb=val_bpb(model, data, B, T, job["val_bytes"]))
@@ -204,14 +207,23 @@ def worker(job: dict) -> dict:
     return out
 
 
-def run_job(job: dict) -> dict:
-    """`worker(job)` in a fresh Python process; an error (e.g. a peer not installed) is reported, not raised."""
+def start_job(job: dict) -> subprocess.Popen:
+    """`worker(job)` in a fresh Python process."""
     env = {**os.environ, "OMP_NUM_THREADS": str(job["threads"]), "MKL_NUM_THREADS": str(job["threads"])}
-    p = subprocess.run([sys.executable, __file__, "--worker", json.dumps(job)], capture_output=True, text=True, env=env)
+    return subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(job)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def finish_job(job: dict, p: subprocess.Popen) -> dict:
+    """The worker's result; an error (e.g. a peer not installed) is reported, not raised."""
+    out, err = p.communicate()
     if p.returncode:
-        last = (p.stderr.strip().splitlines() or ["no output"])[-1]
-        return {**job, "error": last}
-    return json.loads(p.stdout.strip().splitlines()[-1])
+        return {**job, "error": (err.strip().splitlines() or ["no output"])[-1]}
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def run_job(job: dict) -> dict:
+    return finish_job(job, start_job(job))
 
 
 def median_round(results: list[dict]) -> dict:
@@ -281,6 +293,10 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=1, help="rounds over all models (median of rounds; a fresh process each)")
     p.add_argument("--minutes", type=float, default=0.0, help="time-to-quality mode: train each model this long")
     p.add_argument("--val-bytes", type=int, default=65536)
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="time-to-quality budget in wall-clock or in the process's CPU time (fair under background load)")
+    p.add_argument("--parallel", action="store_true",
+                   help="time to quality: run every model at once (use with --clock cpu)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--source", default="shakespeare")
     p.add_argument("--json", default=None)
@@ -295,9 +311,13 @@ def main() -> None:
         p.error(f"unknown models {unknown}; known: {', '.join(MODELS)}")
     shape_list = shapes(args.shapes)
     base = dict(target=args.target, threads=args.threads, source=args.source, steps=args.steps,
-                minutes=args.minutes, val_bytes=args.val_bytes)
+                minutes=args.minutes, val_bytes=args.val_bytes, clock=args.clock)
     rows = []
-    for T, B in shape_list:
+    if args.minutes and args.parallel:                           # side by side, each on a CPU-time budget
+        jobs = [{**base, "model": m, "T": T, "B": B} for T, B in shape_list for m in models]
+        procs = [start_job(j) for j in jobs]
+        rows = [finish_job(j, p) for j, p in zip(jobs, procs)]
+    for T, B in [] if rows else shape_list:
         rounds = {m: [] for m in models}
         for _ in range(1 if args.minutes else args.rounds):   # round-robin: load changes hit every model alike
             for m in models:
@@ -310,7 +330,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, {args.threads} threads, fp32 CPU, load average {load[0]:.1f} at the end\n")
     if args.minutes:
         for T, B in shape_list:
-            print(f"Validation bits per byte after {args.minutes:g} min of training, T = {T}, B = {B}\n")
+            print(f"Validation bits per byte after {args.minutes:g} min ({args.clock} clock) of training, T = {T}, B = {B}\n")
             print(ttq_table([r for r in rows if r["T"] == T and r["B"] == B]) + "\n")
     else:
         for key in ("bytes_per_s", "bytes_per_cpu_s"):
