@@ -40,24 +40,6 @@ def autocast(device: torch.device, dtype: torch.dtype | None):
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
-def set_threads(n: int | None) -> int:
-    """Use n CPU threads for torch's intra-op parallelism (and at most n for inter-op), or
-    leave torch's default (every core) when n is None. Returns the intra-op count in effect.
-    Two processes that each take every core of a small machine thrash: a `tiny` step measured
-    2-4 s instead of 0.14-0.2 s alone on 2 shared cores (issue 12); give each its share.
-    torch fixes the inter-op pool at its first parallel call, so a late call changes only the
-    intra-op count."""
-    if n is None:
-        return torch.get_num_threads()
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ConfigError(f"threads {n!r} must be a positive integer")
-    torch.set_num_threads(n)
-    if torch.get_num_interop_threads() > n:
-        with contextlib.suppress(RuntimeError):                  # already started: keep it
-            torch.set_num_interop_threads(n)
-    return torch.get_num_threads()
-
-
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
