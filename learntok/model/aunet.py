@@ -14,10 +14,9 @@ import torch
 from torch import nn
 
 import learntok.boundaries  # noqa: F401  (registers the strategies)
-from learntok.boundaries.base import build_strategy
+from learntok.boundaries.base import BoundaryOutput, build_strategy
 from learntok.model.config import ModelConfig
 from learntok.model.layers import RMSNorm, Stack
-from learntok.boundaries.base import BoundaryOutput
 from learntok.model.pooling import downsample, num_tokens, pack_rows, upsample
 
 

@@ -24,14 +24,13 @@ def token_index(a: torch.Tensor) -> torch.Tensor:
     return a.long().cumsum(1) - 1
 
 
-def num_tokens(a: torch.Tensor, multiple: int = 1) -> int:
-    """The batch's largest token count, rounded up to `multiple` (one host sync per forward)."""
-    s = int(a.sum(1).max().item())
-    return -(-s // multiple) * multiple
-
-
 def round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
+
+
+def num_tokens(a: torch.Tensor, multiple: int = 1) -> int:
+    """The batch's largest token count, rounded up to `multiple` (one host sync per forward)."""
+    return round_up(int(a.sum(1).max().item()), multiple)
 
 
 @dataclass
