@@ -87,12 +87,14 @@ def peer_loss(model: PeerLM, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
     return ce + model.aux(), ce.detach() / LN2
 
 
-def build(kind: str, d: int, T: int, rate: float):
-    """The model `kind` at width d (learntok and plain: fixed width; d ignored)."""
+def build(kind: str, d: int, T: int, rate: float, layout: dict | None = None):
+    """The model `kind` at width d (learntok and plain: fixed width; d ignored). `layout`
+    overrides learntok's block counts (n_down, n_mid, n_up)."""
     heads = max(2, d // 32)                                      # head size 32 (x-transformers skips the output projection at 1 head)
     if kind.startswith("learntok"):
         _, strategy, r = kind.split("-")
-        return AUNet(ModelConfig(**LEARNTOK, boundary=strategy, target_rate=1 / 8 if r == "1/8" else float(r)))
+        return AUNet(ModelConfig(**{**LEARNTOK, **(layout or {})}, boundary=strategy,
+                                 target_rate=1 / 8 if r == "1/8" else float(r)))
     if kind == "plain":
         from throughput import plain_like
         return PeerLM(plain_like(ModelConfig(**LEARNTOK))[0], kind)
@@ -181,7 +183,8 @@ def worker(job: dict) -> dict:
     width = job.get("width")
     if width is None:
         width = width_for(job["model"], job["target"], T, rate)
-    model = build(job["model"], width, T, rate)
+    layout = dict(zip(("n_down", "n_mid", "n_up"), map(int, job["layout"].split("-")))) if job.get("layout") else None
+    model = build(job["model"], width, T, rate, layout)
     data = ByteData.from_config(DataConfig(source=job["source"]))
     out = {**job, "width": width, "params": n_params(model)}
     if job.get("minutes"):
@@ -299,6 +302,7 @@ def main() -> None:
                    help="time to quality: run every model at once (use with --clock cpu)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--source", default="shakespeare")
+    p.add_argument("--learntok-layout", default=None, help="learntok's down-mid-up blocks, e.g. 1-4-1 (default 2-3-2)")
     p.add_argument("--json", default=None)
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -311,7 +315,7 @@ def main() -> None:
         p.error(f"unknown models {unknown}; known: {', '.join(MODELS)}")
     shape_list = shapes(args.shapes)
     base = dict(target=args.target, threads=args.threads, source=args.source, steps=args.steps,
-                minutes=args.minutes, val_bytes=args.val_bytes, clock=args.clock)
+                minutes=args.minutes, val_bytes=args.val_bytes, clock=args.clock, layout=args.learntok_layout)
     rows = []
     if args.minutes and args.parallel:                           # side by side, each on a CPU-time budget
         jobs = [{**base, "model": m, "T": T, "B": B} for T, B in shape_list for m in models]
