@@ -3,7 +3,11 @@
 1. Training step (forward + loss + backward + AdamW) with the learned policy sampling its
    boundaries, against the same model given prescribed boundaries at the same rate
    (goal: at most 1.05x), for w = 1 and w = 8.
-2. The boundary sampler (sample_scan) against a naive Python loop over bytes and rows.
+2. The learned policy against `uniform` boundaries (goal: at most 1.02x), with the token level
+   on packed rows (the model's path) and on rows padded to the batch's largest token count
+   (the reference it replaced): sampled boundaries vary in count by row, uniform ones do not,
+   so padding charged the learned policy for the longest row.
+3. The boundary sampler (sample_scan) against a naive Python loop over bytes and rows.
 
     python benchmarks/policy_overhead.py [--preset tiny] [--batch 16] [--seq 256] [--reps 20]
 
@@ -16,18 +20,20 @@ import argparse
 import json
 import statistics
 import time
+from unittest import mock
 
 import torch
 
 from learntok import AUNet, ModelConfig, ObjectiveConfig
 from learntok.boundaries.learned import sample_reference, sample_scan
+from learntok.model.aunet import token_level_padded
 from learntok.objective import loss
 
 
-def make_model(w: int, d: int, heads: int, layers: tuple[int, int, int]) -> AUNet:
+def make_model(w: int, d: int, heads: int, layers: tuple[int, int, int], boundary: str = "learned") -> AUNet:
     torch.manual_seed(0)
     return AUNet(ModelConfig(d_model=d, n_heads=heads, n_down=layers[0], n_mid=layers[1], n_up=layers[2],
-                             boundary="learned", policy_window=w))
+                             boundary=boundary, policy_window=w))
 
 
 def step_fn(model, opt, x, boundaries):
@@ -40,10 +46,14 @@ def step_fn(model, opt, x, boundaries):
     return run
 
 
+CLOCK = {"wall": time.perf_counter, "cpu": time.process_time}
+clock = CLOCK["wall"]                                            # set once from --clock in main()
+
+
 def timed(fn) -> float:
-    t0 = time.perf_counter()
+    t0 = clock()
     fn()
-    return time.perf_counter() - t0
+    return clock() - t0
 
 
 def step_ratio(w, args) -> dict:
@@ -64,6 +74,34 @@ def step_ratio(w, args) -> dict:
     return {"w": w, "learned_ms": 1e3 * ml, "prescribed_ms": 1e3 * mp, "ratio": ml / mp}
 
 
+def padded(fn):
+    """The same step with the token level on padded rows (the reference `token_level_padded`)."""
+    def run():
+        with mock.patch.object(AUNet, "token_level", token_level_padded):
+            fn()
+    return run
+
+
+def versus_uniform(w, args) -> dict:
+    """Learned (sampling) against uniform boundaries, token level packed and padded, interleaved."""
+    x = torch.randint(0, 256, (args.batch, args.seq))
+    x[:, 0] = 256
+    fns = []
+    for boundary in ("learned", "uniform"):
+        model = make_model(w, args.d_model, args.heads, (1, 2, 1), boundary)
+        fns.append(step_fn(model, torch.optim.AdamW(model.parameters(), lr=1e-4), x, None))
+    fns += [padded(f) for f in fns]
+    for f in fns:
+        f()
+    times = [[] for _ in fns]
+    for _ in range(args.reps):
+        for t, f in zip(times, fns):
+            t.append(timed(f))
+    lp, up, ld, ud = (statistics.median(t) for t in times)
+    return {"w": w, "learned_ms": 1e3 * lp, "uniform_ms": 1e3 * up, "ratio": lp / up,
+            "padded_learned_ms": 1e3 * ld, "padded_uniform_ms": 1e3 * ud, "padded_ratio": ld / ud}
+
+
 def sampler_ratio(w, args) -> dict:
     g = torch.Generator().manual_seed(0)
     v = torch.randn(args.batch, args.seq, w, generator=g) * 20
@@ -82,20 +120,30 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--json", default=None)
+    p.add_argument("--clock", choices=sorted(CLOCK), default="wall",
+                   help="cpu: the process's CPU time (use with --threads 1 on a machine shared with other jobs)")
     args = p.parse_args()
+    global clock
+    clock = CLOCK[args.clock]
     torch.set_num_threads(args.threads)
     steps = [step_ratio(w, args) for w in (1, 8)]
+    uniform = [versus_uniform(w, args) for w in (1, 8)]
     samplers = [sampler_ratio(w, args) for w in (1, 4, 8)]
-    print(f"B={args.batch} T={args.seq} D={args.d_model}, torch {torch.__version__}, {args.threads} threads\n")
+    print(f"B={args.batch} T={args.seq} D={args.d_model}, torch {torch.__version__}, {args.threads} threads, {args.clock} clock\n")
     print("| w | learned step (ms) | prescribed step (ms) | ratio |\n|---|---|---|---|")
     for r in steps:
         print(f"| {r['w']} | {r['learned_ms']:.1f} | {r['prescribed_ms']:.1f} | {r['ratio']:.3f}x |")
+    print("\n| w | learned step (ms) | uniform step (ms) | learned / uniform | padded: learned (ms) | padded: uniform (ms) | padded: learned / uniform |")
+    print("|---|---|---|---|---|---|---|")
+    for r in uniform:
+        print(f"| {r['w']} | {r['learned_ms']:.1f} | {r['uniform_ms']:.1f} | {r['ratio']:.3f}x | "
+              f"{r['padded_learned_ms']:.1f} | {r['padded_uniform_ms']:.1f} | {r['padded_ratio']:.3f}x |")
     print("\n| w | sample_scan (ms) | Python loop (ms) | speed-up |\n|---|---|---|---|")
     for r in samplers:
         print(f"| {r['w']} | {r['scan_ms']:.2f} | {r['python_loop_ms']:.0f} | {r['speedup']:.0f}x |")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"step": steps, "sampler": samplers, "args": vars(args)}, f, indent=2)
+            json.dump({"step": steps, "versus_uniform": uniform, "sampler": samplers, "args": vars(args)}, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ LAYERS: list[tuple[str, list[str]]] = [
 
 # Imports allowed inside functions: optional or heavy dependencies, and torch APIs that older
 # supported torch versions lack (imported only on the path that uses them).
-LAZY_OK = ("matplotlib", "pyarrow", "tokenizers", "lm_eval", "torch.distributed.fsdp", "torch.distributed.checkpoint")
+LAZY_OK = ("matplotlib", "pyarrow", "tokenizers", "lm_eval", "torch.distributed.fsdp", "torch.distributed.checkpoint",
+           "torch.nn.attention.varlen")
 LAZY_EXEMPT = {"learntok.cli"}
 
 

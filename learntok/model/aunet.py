@@ -14,11 +14,11 @@ import torch
 from torch import nn
 
 import learntok.boundaries  # noqa: F401  (registers the strategies)
-from learntok.boundaries.base import build_strategy
+from learntok.boundaries.base import BoundaryOutput, build_strategy
 from learntok.model.config import ModelConfig
 from learntok.model.generate import generate, stream
 from learntok.model.layers import RMSNorm, Stack
-from learntok.model.pooling import downsample, num_tokens, upsample
+from learntok.model.pooling import downsample, num_tokens, pack_rows, upsample
 from learntok.model.pretrained import WEIGHTS, load_weights, read_model, save_model
 
 
@@ -33,6 +33,14 @@ class ModelOutput:
     aux_loss: torch.Tensor           # () the strategy's own (weighted) loss
     target_rate: float               # rho*, for the rate loss
     n_tokens: torch.Tensor           # (B,) tokens per sequence
+
+
+def token_level_padded(model: "AUNet", h: torch.Tensor, b: BoundaryOutput) -> torch.Tensor:
+    """Reference for `AUNet.token_level`: the mid blocks on (B, S) rows padded to the batch's
+    largest token count (padding is last, so causal masking hides it)."""
+    S = num_tokens(b.decisions, model.cfg.token_pad_multiple)
+    z, tok_pos, _ = downsample(h, b.decisions, S)                # (B, S, D), (B, S) byte offsets
+    return model.strategy.dechunk(model.mid(z, tok_pos), b, tok_pos)
 
 
 class Head(nn.Module):
@@ -83,10 +91,7 @@ class AUNet(nn.Module):
         h = self.encoder(self.embed(x), pos)                     # (B, T, D)
         early = self.early_head(h)                               # (B, T, V)
         b = self.strategy(h, x, boundaries=boundaries, early_logits=early, greedy=greedy)
-        S = num_tokens(b.decisions, self.cfg.token_pad_multiple)
-        z, tok_pos, _ = downsample(h, b.decisions, S)            # (B, S, D), (B, S) byte offsets
-        z = self.mid(z, tok_pos)                                 # (B, S, D); padding is last: causal masking hides it
-        z = self.strategy.dechunk(z, b, tok_pos)
+        z = self.token_level(h, b)                               # (B, S, D)
         y = h + self.strategy.confidence(upsample(z, b.decisions), b)  # (B, T, D)
         logits = self.head(self.decoder(y, pos))                 # (B, T, V)
         return ModelOutput(
@@ -95,6 +100,15 @@ class AUNet(nn.Module):
             aux_loss=b.aux_loss, target_rate=self.cfg.target_rate,
             n_tokens=b.decisions.sum(1),
         )
+
+    def token_level(self, h: torch.Tensor, b: BoundaryOutput) -> torch.Tensor:
+        """Downsample -> mid -> dechunk on packed tokens: h (B, T, D) -> (B, S, D) padded rows.
+        The mid blocks run on the N tokens of all rows packed into one sequence (attention
+        stays within each row: learntok.model.layers.packed_attention); `token_level_padded`
+        is the plain reference it is tested against."""
+        packing = pack_rows(b.decisions, self.cfg.token_pad_multiple)  # the forward's one host sync
+        z = self.mid(packing.pack(h), packing.pos, packing)     # (N, D); RoPE at each token's byte offset
+        return self.strategy.dechunk(packing.to_padded(z), b, packing.padded_pos())
 
     def generate(self, prompt, max_bytes: int = 256, **kwargs):
         """Sample bytes after a prompt with cached incremental decoding: see learntok.model.generate."""

@@ -1,12 +1,22 @@
-"""Select-downsampling and distribute-then-add upsampling (DESIGN §2.5, §2.7).
+"""Select-downsampling and distribute-then-add upsampling (DESIGN §2.5, §2.7), and token packing.
 
-Shapes: B batch, T bytes, S tokens (padded to the batch's largest count), D width.
+Shapes: B batch, T bytes, S tokens (padded to the batch's largest count), N packed tokens
+(every row's tokens one after another, padded at the end), D width (any trailing width X).
 Token k of a sequence is the encoder vector at its k-th boundary byte; byte t reads token
 k(t) = (number of boundaries at positions <= t) - 1, the latest boundary at or before t.
+
+Packing: the token level runs on the N = sum of counts tokens of all rows rather than on
+B x (largest count), so rows with few boundaries cost no padding in its linear layers (a
+sampled policy's counts vary by row; uniform boundaries' do not). `Packing` holds the index
+maps between the three layouts (bytes, padded rows, packed), all computed on the device from
+the decisions after one host sync for the two sizes N and S.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
+import torch.nn.functional as F
 
 
 def token_index(a: torch.Tensor) -> torch.Tensor:
@@ -14,10 +24,65 @@ def token_index(a: torch.Tensor) -> torch.Tensor:
     return a.long().cumsum(1) - 1
 
 
+def round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
 def num_tokens(a: torch.Tensor, multiple: int = 1) -> int:
     """The batch's largest token count, rounded up to `multiple` (one host sync per forward)."""
-    s = int(a.sum(1).max().item())
-    return -(-s // multiple) * multiple
+    return round_up(int(a.sum(1).max().item()), multiple)
+
+
+@dataclass
+class Packing:
+    """Where the tokens of B rows lie in one packed sequence of N slots: row 0's tokens in
+    order, then row 1's, ..., then padding (N is the total rounded up to a multiple)."""
+    byte_index: torch.Tensor    # (N,) long flat byte b * T + t of each slot's boundary byte; B * T for padding
+    pos: torch.Tensor           # (N,) long byte offset t of each slot (T for padding): the token-level RoPE positions
+    padded_index: torch.Tensor  # (B, S) long packed slot of row b's k-th token; N past the row's count
+    packed_index: torch.Tensor  # (N,) long flat padded slot b * S + k of each packed token; B * S for padding
+    cu_seqlens: torch.Tensor    # (B + 2,) long row starts, then the total, then N (varlen attention; the tail is its own row)
+    max_len: int                # the longest "row" of cu_seqlens (S, or the tail padding if longer)
+    n_bytes: int                # T
+
+    def pack(self, h: torch.Tensor) -> torch.Tensor:
+        """Boundary bytes' vectors, packed: h (B, T, D) -> (N, D), zeros at padding."""
+        return F.pad(h.flatten(0, 1), (0, 0, 0, 1))[self.byte_index]
+
+    def to_padded(self, z: torch.Tensor) -> torch.Tensor:
+        """(N, X) packed -> (B, S, X), zeros past each row's count."""
+        return F.pad(z, (0, 0, 0, 1))[self.padded_index]
+
+    def to_packed(self, y: torch.Tensor) -> torch.Tensor:
+        """(B, S, X) padded rows -> (N, X), zeros at padding."""
+        return F.pad(y.flatten(0, 1), (0, 0, 0, 1))[self.packed_index]
+
+    def padded_pos(self) -> torch.Tensor:
+        """(B, S) long byte offset of each row's k-th token, T past the count (as `downsample`)."""
+        return F.pad(self.pos, (0, 1), value=self.n_bytes)[self.padded_index]
+
+
+def pack_rows(a: torch.Tensor, multiple: int = 1) -> Packing:
+    """The packing of the boundary bytes of a (B, T) 0/1. One host sync, for the sizes N (the
+    total count) and S (the largest), each rounded up to `multiple` so that shapes, and hence
+    compiled graphs, take few distinct values."""
+    B, T = a.shape
+    counts = a.long().sum(1)                                     # (B,)
+    total, longest = torch.stack([counts.sum(), counts.max()]).tolist()  # the one host sync
+    N, S = round_up(total, multiple), round_up(longest, multiple)
+    ends = counts.cumsum(0)                                      # (B,)
+    starts = ends - counts                                       # (B,) first slot of each row
+    dev = a.device
+    slot = torch.where(a.bool(), starts[:, None] + token_index(a), N)  # (B, T) packed slot of each boundary byte; N = dropped
+    flat = torch.arange(B * T, device=dev)
+    byte_index = torch.full((N + 1,), B * T, device=dev).scatter(0, slot.flatten(), flat)[:N]  # (N,)
+    pos = torch.where(byte_index < B * T, byte_index % T, T)     # (N,)
+    k = torch.arange(S, device=dev)
+    padded_index = torch.where(k < counts[:, None], starts[:, None] + k, N)  # (B, S)
+    packed_index = torch.full((N + 1,), B * S, device=dev).scatter(
+        0, padded_index.flatten(), torch.arange(B * S, device=dev))[:N]  # (N,)
+    cu_seqlens = torch.cat([ends.new_zeros(1), ends, ends.new_full((1,), N)])  # (B + 2,)
+    return Packing(byte_index, pos, padded_index, packed_index, cu_seqlens, max(S, N - total), T)
 
 
 def downsample(h: torch.Tensor, a: torch.Tensor, S: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
