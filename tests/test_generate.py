@@ -35,7 +35,7 @@ def tiny(boundary="learned", w=8) -> AUNet:
     cfg = ModelConfig(d_model=32, n_heads=2, n_down=1, n_mid=2, n_up=1, attn_window=WINDOW,
                       boundary=boundary, policy_window=w, target_rate=0.2)
     model = AUNet(cfg)
-    if boundary == "bpe":
+    if boundary.startswith("bpe"):
         with warnings.catch_warnings():                          # a BPE of 20 words cannot reach rho*: no matter
             warnings.simplefilter("ignore")
             model.strategy.fit([b" ".join(p.encode() if isinstance(p, str) else p for p in PROMPTS) * 20])

@@ -118,7 +118,7 @@ def test_whitespace_rule(text, expected):
 
 
 def test_bpe_reference_starts_are_the_tokenizers_offsets(models):
-    tok = models["bpe"].strategy.tokenizer()
+    tok = models["bpe-causal"].strategy.tokenizer()
     for word in bpe.split_pretokens(shakespeare(400)):
         enc = tok.encode(bpe.to_chars(word))
         assert bpe.token_starts(tok, word) == [s for s, _ in enc.offsets]
@@ -128,7 +128,7 @@ def test_bpe_reference_starts_are_the_tokenizers_offsets(models):
 def test_bpe_causal_rule_mostly_agrees_with_the_tokenizer(models):
     """Boundaries of the causal greedy rule vs the tokenizer's own token starts on whole
     pre-tokens, on held-out text; and the rule is a pure function of the prefix."""
-    strategy = models["bpe"].strategy
+    strategy = models["bpe-causal"].strategy
     tok, prefixes = strategy.tokenizer(), bpe.token_prefixes(strategy.tokenizer())
     agree = total = 0
     for word in bpe.split_pretokens(shakespeare(5000, skip=200_000)):
@@ -144,7 +144,7 @@ def test_bpe_causal_rule_mostly_agrees_with_the_tokenizer(models):
 
 
 def test_bpe_forward_matches_word_rule(models):
-    strategy = models["bpe"].strategy
+    strategy = models["bpe-causal"].strategy
     text = shakespeare(200, skip=9000)
     a = strategy.boundaries(encode(text).unsqueeze(0))[0, 1:].tolist()
     prefixes = bpe.token_prefixes(strategy.tokenizer())
@@ -153,17 +153,17 @@ def test_bpe_forward_matches_word_rule(models):
 
 
 def test_bpe_fit_reaches_rate_and_is_saved(models, tmp_path):
-    strategy = models["bpe"].strategy
+    strategy = models["bpe-causal"].strategy
     words = bpe.sample_words([TRAIN_TEXT])
     assert abs(bpe.causal_rate(strategy.tokenizer(), words) - 0.2) < 0.01
-    models["bpe"].save_pretrained(tmp_path)
+    models["bpe-causal"].save_pretrained(tmp_path)
     loaded = AUNet.from_pretrained(tmp_path)
     x = encode(shakespeare(100)).unsqueeze(0)
     assert torch.equal(loaded.strategy.boundaries(x), strategy.boundaries(x))
 
 
 def test_bpe_unreachable_rate_warns():
-    strategy = build_strategy(ModelConfig(boundary="bpe", target_rate=0.05))
+    strategy = build_strategy(ModelConfig(boundary="bpe-causal", target_rate=0.05))
     with pytest.warns(UserWarning, match=r"cannot reach boundary rate 0.05: .* gives 0\.2"):
         info = strategy.fit([b"the cat sat on the mat, " * 50 + b"a bb ccc dddd"])
     assert info["bpe_rate"] > 0.2                               # every pre-token costs a boundary

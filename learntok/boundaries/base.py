@@ -41,6 +41,7 @@ class BoundaryStrategy(nn.Module):
 
     has_policy: bool = False          # log_prob is a score-function term (the objective's L_pi acts on it)
     has_reference: bool = False       # `reference_starts` gives the strategy's own reference boundaries
+    causal: bool = True               # a[t] reads bytes <= t only (False: it sees the whole sequence; no generation)
     Config: type = StrategyConfig     # the strategy's own options ([strategy] section), set by `register`
 
     def __init__(self, cfg: ModelConfig):
