@@ -1,7 +1,7 @@
 """The autoregressive U-Net over bytes (DESIGN §2).
 
     embed -> encoder (bytes, sliding window) -> early-exit head
-          -> boundary strategy -> downsample (select boundary bytes) -> mid (tokens, causal)
+          -> boundary strategy -> downsample (strategy.pool: select boundary bytes) -> mid (tokens, causal)
           -> upsample (byte t reads its latest boundary's token) + skip -> decoder -> head
 
 Shapes: B batch, T bytes (BOS at t = 0), S tokens, D width, V vocabulary.
@@ -17,7 +17,7 @@ import learntok.boundaries  # noqa: F401  (registers the strategies)
 from learntok.boundaries.base import build_strategy
 from learntok.model.config import ModelConfig
 from learntok.model.layers import RMSNorm, Stack
-from learntok.model.pooling import downsample, num_tokens, upsample
+from learntok.model.pooling import num_tokens, upsample
 
 
 @dataclass
@@ -82,7 +82,7 @@ class AUNet(nn.Module):
         early = self.early_head(h)                               # (B, T, V)
         b = self.strategy(h, x, boundaries=boundaries, early_logits=early, greedy=greedy)
         S = num_tokens(b.decisions, self.cfg.token_pad_multiple)
-        z, tok_pos, _ = downsample(h, b.decisions, S)            # (B, S, D), (B, S) byte offsets
+        z, tok_pos = self.strategy.pool(h, b, S)                 # (B, S, D), (B, S) byte offsets
         z = self.mid(z, tok_pos)                                 # (B, S, D); padding is last: causal masking hides it
         z = self.strategy.dechunk(z, b, tok_pos)
         y = h + self.strategy.confidence(upsample(z, b.decisions), b)  # (B, T, D)
