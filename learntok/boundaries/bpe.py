@@ -133,22 +133,27 @@ def truncate_bpe(tokenizer, n_merges: int):
     return Tokenizer(models.BPE(vocab=vocab, merges=merges))
 
 
-def fit_bpe(words: Counter, target_rate: float, max_vocab: int = MAX_VOCAB):
-    """Bisect the number of merges so that the causal rate is closest to target_rate.
-    Returns (tokenizer, info) with info = {bpe_vocab_size, bpe_rate, bpe_target_rate}."""
-    full = train_bpe(words, max_vocab)
-    n_max = len(json.loads(full.to_str())["model"]["merges"])
-    rate = lambda m: causal_rate(truncate_bpe(full, m), words)  # noqa: E731
-    lo, hi, r_hi = 0, n_max, rate(n_max)
-    tried = {n_max: r_hi}
-    if r_hi <= target_rate:
+def bisect_merges(n_max: int, rate, target_rate: float) -> tuple[int, float]:
+    """The number of merges m in [0, n_max] whose rate(m) is closest to target_rate, by bisection
+    (the rate falls as merges are added). Returns (m, rate(m))."""
+    lo, hi, tried = 0, n_max, {n_max: rate(n_max)}
+    if tried[n_max] <= target_rate:
         while hi - lo > 1:                                       # invariant: rate(lo) > target >= rate(hi)
             mid = (lo + hi) // 2
             tried[mid] = rate(mid)
             lo, hi = (mid, hi) if tried[mid] > target_rate else (lo, mid)
     best = min(tried, key=lambda m: abs(tried[m] - target_rate))
+    return best, tried[best]
+
+
+def fit_bpe(words: Counter, target_rate: float, max_vocab: int = MAX_VOCAB):
+    """Bisect the number of merges so that the causal rate is closest to target_rate.
+    Returns (tokenizer, info) with info = {bpe_vocab_size, bpe_rate, bpe_target_rate}."""
+    full = train_bpe(words, max_vocab)
+    n_max = len(json.loads(full.to_str())["model"]["merges"])
+    best, rate = bisect_merges(n_max, lambda m: causal_rate(truncate_bpe(full, m), words), target_rate)
     tok = truncate_bpe(full, best)
-    return tok, {"bpe_vocab_size": tok.get_vocab_size(), "bpe_rate": tried[best], "bpe_target_rate": target_rate}
+    return tok, {"bpe_vocab_size": tok.get_vocab_size(), "bpe_rate": rate, "bpe_target_rate": target_rate}
 
 
 def sample_words(documents: list[bytes], max_bytes: int = FIT_SAMPLE_BYTES) -> Counter:

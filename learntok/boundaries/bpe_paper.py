@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from learntok.boundaries.base import register
-from learntok.boundaries.bpe import RATE_TOLERANCE, TokenizerStrategy
+from learntok.boundaries.bpe import RATE_TOLERANCE, TokenizerStrategy, bisect_merges
 from learntok.errors import ConfigError
 
 MAX_VOCAB = 32768  # vocabulary of the BPE that fit truncates when vocab_size is 0
@@ -136,17 +136,11 @@ def bpe_rate(tokenizer, documents: list[bytes]) -> float:
 
 
 def fit_merges(tokenizer, documents: list[bytes], target_rate: float) -> tuple[object, float]:
-    """Bisect the number of merges for the rate closest to target_rate: (tokenizer, rate)."""
+    """The tokenizer truncated to the number of merges whose rate is closest to target_rate:
+    (tokenizer, rate)."""
     n_max = len(json.loads(tokenizer.to_str())["model"]["merges"])
-    tried = {n_max: bpe_rate(tokenizer, documents)}
-    lo, hi = 0, n_max
-    if tried[n_max] <= target_rate:
-        while hi - lo > 1:                                       # invariant: rate(lo) > target >= rate(hi)
-            mid = (lo + hi) // 2
-            tried[mid] = bpe_rate(truncate_merges(tokenizer, mid), documents)
-            lo, hi = (mid, hi) if tried[mid] > target_rate else (lo, mid)
-    best = min(tried, key=lambda m: abs(tried[m] - target_rate))
-    return truncate_merges(tokenizer, best), tried[best]
+    best, rate = bisect_merges(n_max, lambda m: bpe_rate(truncate_merges(tokenizer, m), documents), target_rate)
+    return truncate_merges(tokenizer, best), rate
 
 
 def load_tokenizer(path: str):
