@@ -53,6 +53,11 @@ def relaxed_bernoulli(logits: torch.Tensor, u: torch.Tensor, temperature: float)
     return torch.sigmoid((logits + torch.log(u) - torch.log1p(-u)) / temperature)
 
 
+def straight_through(a: torch.Tensor, soft: torch.Tensor) -> torch.Tensor:
+    """Value a (hard 0/1), gradient of the relaxed sample soft (Nawrot's hard_boundaries)."""
+    return a + (soft - soft.detach())
+
+
 def binomial_prior_loss(hard: torch.Tensor, mask: torch.Tensor, rate: float) -> torch.Tensor:
     """Nawrot et al.'s prior: -log Binomial(#boundaries | #bytes, rho*) / #bytes, mean over rows.
     hard (B, T) carries the straight-through gradient; mask (B, T) marks scored bytes."""
@@ -157,8 +162,3 @@ class DynamicPooling(BoundaryStrategy):
 
     def pool_step(self, h: torch.Tensor, state: dict) -> torch.Tensor:
         return (state["sum"] / state["count"][:, None]).to(h.dtype)
-
-
-def straight_through(a: torch.Tensor, soft: torch.Tensor) -> torch.Tensor:
-    """Value a (hard 0/1), gradient of the relaxed sample soft (Nawrot's hard_boundaries)."""
-    return a + (soft - soft.detach())
