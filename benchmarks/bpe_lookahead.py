@@ -14,12 +14,19 @@ Reported, over real bytes:
 
 A causal rule (bpe-causal) gives 0 everywhere; the script checks it as a control.
 
-    python benchmarks/bpe_lookahead.py RUN_DIR [RUN_DIR ...] [--windows 64] [--seq-len 256]
+With --bpb, what the leak is worth to a trained model: its bits per byte on the val and test
+splits with its own decisions against the same model given the decisions made from the prefix
+alone (a[t] as if the window ended at t: the same tokenizer, no lookahead), on the same windows.
+The model was trained with the leaky decisions, so the difference bounds from above what the
+leak buys it (it also pays for the mismatch); training the causal rule is the other side.
+
+    python benchmarks/bpe_lookahead.py RUN_DIR [RUN_DIR ...] [--windows 64] [--seq-len 256] [--bpb]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 
 import numpy as np
 import torch
@@ -27,6 +34,7 @@ import torch
 from learntok.checkpoint import load_run
 from learntok.data import ByteData
 from learntok.data.vocab import PAD
+from learntok.objective import token_ce
 
 
 def cut_batches(x: torch.Tensor, other: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -68,11 +76,35 @@ def lookahead_stats(boundaries, windows: torch.Tensor) -> dict:
             "needs_future": float((la > 0).mean()), "decisions": int(la.size)}
 
 
+def prefix_decisions(boundaries, x: torch.Tensor) -> torch.Tensor:
+    """(B, T) ids -> (B, T) decisions a[t] made from x[<= t] alone (the bytes after t removed)."""
+    rows = [boundaries(cut_batches(x[b], x[b])[0]).diagonal() for b in range(x.size(0))]  # (T,) each
+    return torch.stack(rows)
+
+
+def leak_bpb(model, data: ByteData, split: str, seq_len: int) -> dict:
+    """Bits per byte of the model with its own decisions and with `prefix_decisions`, same windows."""
+    nats_own = nats_prefix = n = 0.0
+    with torch.no_grad():
+        for x, _ in data.eval_batches(split, 16, seq_len):
+            for key, a in (("own", None), ("prefix", prefix_decisions(model.strategy.boundaries, x))):
+                ce, mask = token_ce(model(x, boundaries=a).logits, x)
+                if key == "own":
+                    nats_own += float(ce.sum())
+                    n += float(mask.sum())
+                else:
+                    nats_prefix += float(ce.sum())
+    bits = math.log(2) * n
+    return {f"{split}_bpb_own": nats_own / bits, f"{split}_bpb_prefix": nats_prefix / bits,
+            f"{split}_leak_bpb": (nats_prefix - nats_own) / bits, f"{split}_bytes": int(n)}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", help="run folders of tokenizer-guided strategies (bpe, bpe-causal)")
     p.add_argument("--windows", type=int, default=64, help="held-out windows (the first of the val split)")
     p.add_argument("--seq-len", type=int, default=256, help="window length T (BOS included)")
+    p.add_argument("--bpb", action="store_true", help="also the val/test bits per byte with prefix-made decisions")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args()
     results = {}
@@ -82,6 +114,9 @@ def main() -> None:
         windows = torch.cat([x for x, _ in data.eval_batches("val", 64, args.seq_len)])[:args.windows]
         with torch.no_grad():
             results[run] = {"strategy": cfg.model.boundary, **lookahead_stats(model.strategy.boundaries, windows)}
+        if args.bpb:
+            for split in ("val", "test"):
+                results[run].update(leak_bpb(model, data, split, args.seq_len))
         print(json.dumps(results[run]))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:

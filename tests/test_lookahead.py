@@ -38,3 +38,10 @@ def test_one_byte_of_lookahead_is_measured_as_one():
     assert stats["decisions"] == scored.numel() and stats["lookahead_max"] == 1
     assert abs(stats["needs_future"] - spaces_next) < 1e-6       # exactly the bytes followed by a space
     assert abs(stats["final_at_t"] - spaces_next) < 1e-6         # each is wrong when cut right after it
+
+
+def test_prefix_decisions_read_no_later_byte():
+    """A causal rule's decisions are its prefix decisions; a rule that reads byte t+1 sees PAD there."""
+    torch.testing.assert_close(lookahead.prefix_decisions(whitespace_boundaries, WINDOWS), whitespace_boundaries(WINDOWS))
+    a = lookahead.prefix_decisions(before_space, WINDOWS)
+    assert a[:, 0].eq(1).all() and a[:, 1:].eq(0).all()
