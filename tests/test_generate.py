@@ -33,7 +33,7 @@ def one_thread():
 
 def tiny(boundary="learned", w=8) -> AUNet:
     model = tiny_model(boundary, n_mid=2, attn_window=WINDOW, policy_window=w)
-    if boundary == "bpe":
+    if boundary.startswith("bpe"):
         with warnings.catch_warnings():                          # a BPE of 20 words cannot reach rho*: no matter
             warnings.simplefilter("ignore")
             model.strategy.fit([b" ".join(p.encode() if isinstance(p, str) else p for p in PROMPTS) * 20])

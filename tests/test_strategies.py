@@ -8,11 +8,15 @@ import pytest
 import torch
 
 from learntok import AUNet, ModelConfig, ObjectiveConfig
-from learntok.boundaries import bpe, strategy_names
-from learntok.boundaries.base import build_strategy
+from learntok.boundaries import bpe, bpe_paper, strategy_names
+from learntok.boundaries.base import build_strategy, strategy_class
 from learntok.boundaries.fixed import EntropyBoundaries, whitespace_boundaries
-from learntok.boundaries.ste import binomial_log_prob, ema_reference, ema_scan, ratio_loss, relaxed_bernoulli
-from learntok.data import encode
+from learntok.boundaries.dynamic_pooling import binomial_log_prob, mean_pool, mean_pool_reference, relaxed_bernoulli
+from learntok.boundaries.ste import ema_reference, ema_scan, ratio_loss
+from learntok.config import load_config
+from learntok.data import EOS, encode
+from learntok.errors import ConfigError
+from learntok.model.generate import generate
 from learntok.objective import loss
 
 from conftest import shakespeare, tiny_model
@@ -21,8 +25,8 @@ TRAIN_TEXT = shakespeare(60_000, skip=20_000)
 
 
 def tiny(boundary: str, w: int = 8) -> AUNet:
-    model = tiny_model(boundary, policy_window=w)
-    model.strategy.fit([TRAIN_TEXT])
+    model = tiny_model(boundary, policy_window=w, target_rate=0.3 if boundary == "bpe" else 0.2)
+    model.strategy.fit([TRAIN_TEXT])                             # bpe: 0.3, which its pre-tokenizer can reach here
     return model
 
 
@@ -32,7 +36,7 @@ def models() -> dict[str, AUNet]:
 
 
 def test_every_strategy_is_tested():
-    assert {"learned", "uniform", "fixed", "whitespace", "bpe", "entropy", "nawrot", "hnet"} <= set(strategy_names())
+    assert {"learned", "uniform", "fixed", "whitespace", "bpe", "bpe-causal", "entropy", "nawrot", "hnet"} <= set(strategy_names())
 
 
 @pytest.mark.parametrize("name", strategy_names())
@@ -40,6 +44,8 @@ def test_every_strategy_is_tested():
 def test_causality(models, name, train_mode):
     """Decisions, policy logits and outputs at positions <= t never change when a byte after t
     changes (same random draws, same strategy state), for decided and prescribed boundaries."""
+    if not strategy_class(name).causal:
+        pytest.skip(f"{name} sees the whole sequence by design (the paper's rule): its lookahead is measured instead")
     model = models[name]
     model.train(train_mode)
     x = encode(shakespeare(90) + "é ü—!".encode()).unsqueeze(0).repeat(2, 1)
@@ -80,7 +86,7 @@ def test_trainable_strategies_get_gradients(name, params):
 
 
 def test_unknown_strategy_lists_known():
-    with pytest.raises(ValueError, match="known: .*bpe.*hnet.*learned.*nawrot.*uniform"):
+    with pytest.raises(ValueError, match="known: .*bpe.*bpe-causal.*hnet.*learned.*nawrot.*uniform"):
         build_strategy(ModelConfig(boundary="wordpiece"))
 
 
@@ -101,11 +107,92 @@ def test_whitespace_rule(text, expected):
     assert "".join(str(int(v)) for v in a[1:].tolist()) == expected
 
 
-# ---------------------------------------------------------------- bpe
+# ---------------------------------------------------------------- bpe (the paper's)
+
+
+def byte_starts_by_offsets(tok, text: str) -> list[int]:
+    """Reference for ASCII text: the tokenizer's own character offsets are byte offsets."""
+    enc = tok.encode(text, add_special_tokens=False)
+    return sorted({s for s, e in enc.offsets if e > s})
+
+
+def test_paper_bpe_boundaries_are_the_first_bytes_of_the_tokens(models):
+    """Boundary at 1 + the byte offset of every token of the whole window's BPE (BOS at 0)."""
+    strategy = models["bpe"].strategy
+    tok = strategy.tokenizer()
+    text = shakespeare(300, skip=9000).decode("ascii")
+    a = strategy.boundaries(encode(text.encode()).unsqueeze(0))[0]
+    assert a[0] == 1 and a[1] == 1
+    assert torch.nonzero(a[1:]).flatten().tolist() == byte_starts_by_offsets(tok, text)
+
+
+def test_paper_bpe_maps_multibyte_and_invalid_bytes():
+    """Token starts inside a character split into byte tokens land on the right byte; invalid
+    UTF-8 (a window cut inside a character) is left out and never a boundary."""
+    text, src = bpe_paper.utf8_text(b"\xa9ab\xc3\xa9\xe2")          # a cut-off char, "ab", "é", a cut-off char
+    assert text == "ab\u00e9" and src == [1, 2, 3, 4]
+    assert bpe_paper.token_byte_starts(["\u0120ab", "\u00c3", "\u00a9"], src) == [1, 3, 4]  # prefix space, é split
+    assert bpe_paper.token_byte_starts(["\u0120", "a", "b\u00c3\u00a9"], src) == [1, 2]
+    with pytest.raises(ConfigError, match="not a byte-level BPE"):
+        bpe_paper.token_byte_starts(["abcdefg"], src)
+
+
+def test_paper_bpe_special_symbols_split_runs(models):
+    strategy = models["bpe"].strategy
+    one = encode(b"the king").tolist()
+    x = torch.tensor([one + [EOS] + one[1:]])                    # BOS the king EOS the king
+    a = strategy.boundaries(x)[0]
+    n = len(one)
+    assert a[n] == 1 and a[n + 1] == 1                             # EOS and the byte after it
+    assert torch.equal(a[1:n], a[n + 1:])                          # each run tokenized on its own
+
+
+def test_paper_bpe_looks_ahead(models):
+    """Not causal: some decision at a byte <= t changes with the bytes after t (the reason it is
+    skipped by the causality test and refused by generation)."""
+    strategy = models["bpe"].strategy
+    x = encode(shakespeare(400, skip=3000)).unsqueeze(0)
+    full = strategy.boundaries(x)[0]
+    changed = sum(int(not torch.equal(strategy.boundaries(x[:, :t + 1])[0], full[:t + 1])) for t in range(1, 400))
+    assert changed > 10
+
+
+def test_paper_bpe_fit_bisects_rate_and_is_saved(models, tmp_path):
+    strategy = models["bpe"].strategy
+    assert abs(bpe_paper.bpe_rate(strategy.tokenizer(), [TRAIN_TEXT]) - 0.3) < 0.01  # closest to rho* = 0.3 it can get
+    models["bpe"].save_pretrained(tmp_path)
+    loaded = AUNet.from_pretrained(tmp_path)
+    x = encode(shakespeare(100)).unsqueeze(0)
+    assert torch.equal(loaded.strategy.boundaries(x), strategy.boundaries(x))
+
+
+def test_paper_bpe_tokenizer_and_vocab_options(models, tmp_path):
+    path = tmp_path / "tokenizer.json"
+    models["bpe"].strategy.tokenizer().save(str(path))
+    cfg = load_config(overrides=["model.boundary=bpe", "model.target_rate=0.3", f"strategy.tokenizer={path}"]).model
+    given = build_strategy(cfg)
+    info = given.fit([TRAIN_TEXT])                               # loaded, not trained: the sample only measures the rate
+    x = encode(shakespeare(200)).unsqueeze(0)
+    assert torch.equal(given.boundaries(x), models["bpe"].strategy.boundaries(x))
+    assert info["bpe_vocab_size"] == models["bpe"].strategy.tokenizer().get_vocab_size()
+    sized = build_strategy(load_config(overrides=["model.boundary=bpe", "strategy.vocab_size=400"]).model)
+    with pytest.warns(UserWarning, match="boundaries per byte"):
+        assert sized.fit([TRAIN_TEXT])["bpe_vocab_size"] == 400
+    missing = build_strategy(load_config(overrides=["model.boundary=bpe", "strategy.tokenizer=nope.json"]).model)
+    with pytest.raises(ConfigError, match="nope.json"):
+        missing.fit([TRAIN_TEXT])
+
+
+def test_paper_bpe_refuses_generation(models):
+    with pytest.raises(ConfigError, match="cannot decide boundaries byte by byte"):
+        generate(models["bpe"], "To be", max_bytes=4)
+
+
+# ---------------------------------------------------------------- bpe-causal
 
 
 def test_bpe_reference_starts_are_the_tokenizers_offsets(models):
-    tok = models["bpe"].strategy.tokenizer()
+    tok = models["bpe-causal"].strategy.tokenizer()
     for word in bpe.split_pretokens(shakespeare(400)):
         enc = tok.encode(bpe.to_chars(word))
         assert bpe.token_starts(tok, word) == [s for s, _ in enc.offsets]
@@ -115,7 +202,7 @@ def test_bpe_reference_starts_are_the_tokenizers_offsets(models):
 def test_bpe_causal_rule_mostly_agrees_with_the_tokenizer(models):
     """Boundaries of the causal greedy rule vs the tokenizer's own token starts on whole
     pre-tokens, on held-out text; and the rule is a pure function of the prefix."""
-    strategy = models["bpe"].strategy
+    strategy = models["bpe-causal"].strategy
     tok, prefixes = strategy.tokenizer(), bpe.token_prefixes(strategy.tokenizer())
     agree = total = 0
     for word in bpe.split_pretokens(shakespeare(5000, skip=200_000)):
@@ -131,7 +218,7 @@ def test_bpe_causal_rule_mostly_agrees_with_the_tokenizer(models):
 
 
 def test_bpe_forward_matches_word_rule(models):
-    strategy = models["bpe"].strategy
+    strategy = models["bpe-causal"].strategy
     text = shakespeare(200, skip=9000)
     a = strategy.boundaries(encode(text).unsqueeze(0))[0, 1:].tolist()
     prefixes = bpe.token_prefixes(strategy.tokenizer())
@@ -140,17 +227,17 @@ def test_bpe_forward_matches_word_rule(models):
 
 
 def test_bpe_fit_reaches_rate_and_is_saved(models, tmp_path):
-    strategy = models["bpe"].strategy
+    strategy = models["bpe-causal"].strategy
     words = bpe.sample_words([TRAIN_TEXT])
     assert abs(bpe.causal_rate(strategy.tokenizer(), words) - 0.2) < 0.01
-    models["bpe"].save_pretrained(tmp_path)
+    models["bpe-causal"].save_pretrained(tmp_path)
     loaded = AUNet.from_pretrained(tmp_path)
     x = encode(shakespeare(100)).unsqueeze(0)
     assert torch.equal(loaded.strategy.boundaries(x), strategy.boundaries(x))
 
 
 def test_bpe_unreachable_rate_warns():
-    strategy = build_strategy(ModelConfig(boundary="bpe", target_rate=0.05))
+    strategy = build_strategy(ModelConfig(boundary="bpe-causal", target_rate=0.05))
     with pytest.warns(UserWarning, match=r"cannot reach boundary rate 0.05: .* gives 0\.2"):
         info = strategy.fit([b"the cat sat on the mat, " * 50 + b"a bb ccc dddd"])
     assert info["bpe_rate"] > 0.2                               # every pre-token costs a boundary
@@ -187,6 +274,63 @@ def test_entropy_rate_holds_while_entropy_falls():
 
 
 # ---------------------------------------------------------------- nawrot
+
+
+@pytest.mark.parametrize("S_extra", [0, 3])
+def test_mean_pool_matches_loop(S_extra):
+    g = torch.Generator().manual_seed(S_extra)
+    h = torch.randn(3, 40, 6, generator=g, dtype=torch.float64)
+    a = (torch.rand(3, 40, generator=g) < 0.3).double()
+    a[:, 0] = 1
+    a[2, 30:] = 0                                                # trailing bytes after the last boundary: no token
+    S = int(a.sum(1).max()) + S_extra
+    torch.testing.assert_close(mean_pool(h, a, S), mean_pool_reference(h, a, S))
+
+
+def test_mean_pool_gradient_is_nawrots():
+    """d z_k / d a_j through the pooling weights: a boundary moved changes which segment a byte
+    is averaged into. Against the analytic gradient of the weights w / sum(w) with
+    w = 1 + (seg - stopgrad(seg)): dL/dw[k, t] = <dL/dz_k, h_t - z_k> / n_k, and
+    dL/da_j = sum_{t > j} dL/dw[seg(t), t] (seg(t) counts a_j for t > j)."""
+    g = torch.Generator().manual_seed(0)
+    h = torch.randn(1, 12, 4, generator=g, dtype=torch.float64)
+    a = torch.tensor([[1, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 1]], dtype=torch.float64, requires_grad=True)
+    S = 5
+    z = mean_pool(h, a, S)
+    gz = torch.randn(z.shape, generator=g, dtype=torch.float64)
+    (z * gz).sum().backward()
+    seg = (a.detach().cumsum(1) - a.detach()).long()[0]
+    zr, n = z.detach()[0], torch.bincount(seg, minlength=S + 1)[:S]
+    dw = torch.stack([(gz[0, k] * (h[0, t] - zr[k])).sum() / n[k] if k < S else torch.zeros((), dtype=h.dtype)
+                      for t, k in enumerate(seg.tolist())])  # (T,) dL/dw of each byte in its own token
+    expected = torch.stack([dw[j + 1:].sum() for j in range(12)])
+    torch.testing.assert_close(a.grad[0], expected)
+
+
+def test_nawrot_gradient_reaches_the_predictor_through_pooling():
+    """With the prior off, the predictor's only gradient is the straight-through one inside the
+    mean-pooling weights."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16, boundary="nawrot",
+                      target_rate=0.2, strategy={"temperature": 1.0, "prior_weight": 0.0})
+    model = AUNet(cfg)
+    x = torch.stack([encode(shakespeare(64, skip=1000 + 64 * i)) for i in range(4)])
+    out = model(x)
+    assert out.aux_loss.item() == 0.0
+    loss(out, x, ObjectiveConfig())[0].backward()
+    assert model.strategy.mlp[2].weight.grad.abs().sum() > 0
+
+
+def test_nawrot_tokens_are_segment_means():
+    model = tiny("nawrot")
+    x = encode(shakespeare(50)).unsqueeze(0)
+    h = torch.randn(1, x.size(1), 32)
+    out = model.strategy(h, x)
+    S = int(out.decisions.sum())
+    z, pos = model.strategy.pool(h, out, S)
+    torch.testing.assert_close(z, mean_pool_reference(h, out.decisions, S))
+    assert pos[0].tolist() == torch.nonzero(out.decisions[0]).flatten().tolist()
+
 
 
 def test_binomial_log_prob_matches_torch():

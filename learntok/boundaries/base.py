@@ -2,8 +2,9 @@
 
 A strategy maps encoder vectors (and the raw bytes) to a BoundaryOutput. The model, the
 objective and the tools never know which strategy runs: they see decisions, probabilities,
-log-probabilities and an auxiliary loss. Strategies that change how tokens are mixed back
-(H-Net's EMA de-chunking and confidence) override `dechunk` / `confidence`.
+log-probabilities and an auxiliary loss. Strategies that change how tokens are formed (dynamic
+pooling's segment means) override `pool` / `pool_step`; those that change how tokens are mixed
+back (H-Net's EMA de-chunking and confidence) override `dechunk` / `confidence`.
 
 Shapes: B batch, T bytes (BOS at t = 0), S tokens, D width.
 """
@@ -17,6 +18,7 @@ import torch
 from torch import nn
 
 from learntok.model.config import ModelConfig
+from learntok.model.pooling import downsample
 
 
 @dataclass
@@ -48,6 +50,7 @@ class BoundaryStrategy(nn.Module):
 
     has_policy: bool = False          # log_prob is a score-function term (the objective's L_pi acts on it)
     has_reference: bool = False       # `reference_starts` gives the strategy's own reference boundaries
+    causal: bool = True               # a[t] reads bytes <= t only (False: it sees the whole sequence; no generation)
     Config: type = StrategyConfig     # the strategy's own options ([strategy] section), set by `register`
 
     def __init__(self, cfg: ModelConfig):
@@ -75,6 +78,19 @@ class BoundaryStrategy(nn.Module):
         """(B, T) bool: the strategy's own reference boundaries for boundary-quality scores (when
         `has_reference`), e.g. the bpe strategy's token starts."""
         raise NotImplementedError(f"strategy {type(self).__name__} has no reference boundaries")
+
+    def pool(self, h: torch.Tensor, out: BoundaryOutput, S: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Downsample hook: h (B, T, D) -> tokens z (B, S, D) (zeros past each row's count) and their
+        boundary byte offsets (B, S) (T past the count). Default: select the boundary bytes' vectors
+        (DESIGN §2.5); dynamic pooling takes each segment's mean."""
+        z, pos, _ = downsample(h, out.decisions, S)
+        return z, pos
+
+    def pool_step(self, h: torch.Tensor, state: dict) -> torch.Tensor:
+        """`pool` of one new token per row during generation: the vector (B, D) that becomes the token
+        when a[t] = 1, given the encoder output h (B, D) at byte t and the state after `step`.
+        Default: h itself (selection)."""
+        return h
 
     def dechunk(self, z: torch.Tensor, out: BoundaryOutput, token_pos: torch.Tensor) -> torch.Tensor:
         """Hook on the token-level output z (B, S, D) before upsampling; token_pos (B, S) is each

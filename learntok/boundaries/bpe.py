@@ -1,9 +1,10 @@
-"""BPE guidance (the paper's "BPE" baseline): a boundary at the first byte of each token of a
-byte-level BPE trained locally with `tokenizers` on the run's training documents.
+"""Causal BPE guidance (`bpe-causal`): a boundary at the first byte of each token of a byte-level
+BPE trained locally with `tokenizers` on the run's training documents, segmented without
+lookahead. (The paper's own BPE guidance, which sees the whole sequence, is `bpe`: bpe_paper.py.)
 
 Causality. Plain BPE looks ahead: merges are applied by rank over a whole pre-token, so the
 split of "he" can change when "r" arrives ("he" vs "h|er"), and GPT-2's pre-tokenizer regex
-has a lookahead at whitespace runs. learntok uses a causal variant, tested:
+has a lookahead at whitespace runs. This rule is causal, tested:
 1. pre-tokens are SpaceByte's words (`pretoken_starts`: a pre-token starts at a space-like
    byte that follows a word byte, and at special symbols), so "the end, " splits as
    "the| end|, ": it reads x[t-1] and x[t] only. The BPE is trained on these pre-tokens;
@@ -132,22 +133,27 @@ def truncate_bpe(tokenizer, n_merges: int):
     return Tokenizer(models.BPE(vocab=vocab, merges=merges))
 
 
-def fit_bpe(words: Counter, target_rate: float, max_vocab: int = MAX_VOCAB):
-    """Bisect the number of merges so that the causal rate is closest to target_rate.
-    Returns (tokenizer, info) with info = {bpe_vocab_size, bpe_rate, bpe_target_rate}."""
-    full = train_bpe(words, max_vocab)
-    n_max = len(json.loads(full.to_str())["model"]["merges"])
-    rate = lambda m: causal_rate(truncate_bpe(full, m), words)  # noqa: E731
-    lo, hi, r_hi = 0, n_max, rate(n_max)
-    tried = {n_max: r_hi}
-    if r_hi <= target_rate:
+def bisect_merges(n_max: int, rate, target_rate: float) -> tuple[int, float]:
+    """The number of merges m in [0, n_max] whose rate(m) is closest to target_rate, by bisection
+    (the rate falls as merges are added). Returns (m, rate(m))."""
+    lo, hi, tried = 0, n_max, {n_max: rate(n_max)}
+    if tried[n_max] <= target_rate:
         while hi - lo > 1:                                       # invariant: rate(lo) > target >= rate(hi)
             mid = (lo + hi) // 2
             tried[mid] = rate(mid)
             lo, hi = (mid, hi) if tried[mid] > target_rate else (lo, mid)
     best = min(tried, key=lambda m: abs(tried[m] - target_rate))
+    return best, tried[best]
+
+
+def fit_bpe(words: Counter, target_rate: float, max_vocab: int = MAX_VOCAB):
+    """Bisect the number of merges so that the causal rate is closest to target_rate.
+    Returns (tokenizer, info) with info = {bpe_vocab_size, bpe_rate, bpe_target_rate}."""
+    full = train_bpe(words, max_vocab)
+    n_max = len(json.loads(full.to_str())["model"]["merges"])
+    best, rate = bisect_merges(n_max, lambda m: causal_rate(truncate_bpe(full, m), words), target_rate)
     tok = truncate_bpe(full, best)
-    return tok, {"bpe_vocab_size": tok.get_vocab_size(), "bpe_rate": tried[best], "bpe_target_rate": target_rate}
+    return tok, {"bpe_vocab_size": tok.get_vocab_size(), "bpe_rate": rate, "bpe_target_rate": target_rate}
 
 
 def sample_words(documents: list[bytes], max_bytes: int = FIT_SAMPLE_BYTES) -> Counter:
@@ -161,15 +167,62 @@ def sample_words(documents: list[bytes], max_bytes: int = FIT_SAMPLE_BYTES) -> C
     return words
 
 
-@register("bpe")
-class BPEGuidance(BoundaryStrategy):
-    """Boundaries at the first byte of each (causal) BPE token; `fit` trains the tokenizer."""
+class TokenizerStrategy(BoundaryStrategy):
+    """A strategy whose boundaries come from a `tokenizers` tokenizer fitted (or loaded) before
+    training: the tokenizer's JSON is kept in a uint8 buffer, so it is saved with the weights.
+    Subclasses parse what they need from `tokenizer()` and clear it in `_forget_tokenizer`."""
 
     has_reference = True  # boundary quality is scored against the run's own tokenizer
 
     def __init__(self, cfg):
         super().__init__(cfg)
         self.register_buffer("tokenizer_json", torch.zeros(0, dtype=torch.uint8))  # the tokenizer, UTF-8 JSON
+
+    def _forget_tokenizer(self) -> None:
+        """Drop what was parsed from the previous tokenizer (caches)."""
+
+    def set_tokenizer(self, tokenizer) -> None:
+        raw = bytearray(tokenizer.to_str().encode("utf-8"))
+        self.tokenizer_json = torch.frombuffer(raw, dtype=torch.uint8).clone().to(self.tokenizer_json.device)
+        self._forget_tokenizer()
+
+    def tokenizer(self):
+        """The trained tokenizer, parsed from the buffer."""
+        if self.tokenizer_json.numel() == 0:
+            raise RuntimeError(f"the {self.name} strategy has no tokenizer: call model.strategy.fit(train_documents) "
+                               "(learntok's train does so on a fresh run)")
+        from tokenizers import Tokenizer
+        return Tokenizer.from_str(bytes(self.tokenizer_json.cpu().numpy()).decode("utf-8"))
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # the tokenizer's size is not known at construction: take the saved buffer's shape
+        saved = state_dict.get(prefix + "tokenizer_json")
+        if saved is not None:
+            self.tokenizer_json = torch.empty_like(saved, device=self.tokenizer_json.device)
+            self._forget_tokenizer()
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def reference_starts(self, x: torch.Tensor) -> torch.Tensor:
+        return self.boundaries(x) > 0.5
+
+    def boundaries(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T) ids -> (B, T) float decisions."""
+        raise NotImplementedError
+
+    def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
+        return fixed_output(self.boundaries(x) if boundaries is None else boundaries)
+
+
+@register("bpe-causal")
+class CausalBPE(TokenizerStrategy):
+    """Boundaries at the first byte of each causal BPE token (the greedy prefix rule above):
+    learntok's causal stand-in for the paper's BPE guidance (`bpe`). `fit` trains the tokenizer."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self._forget_tokenizer()
+
+    def _forget_tokenizer(self) -> None:
         self._prefixes: frozenset[str] | None = None            # the tokenizer's token prefixes (a cache of the buffer)
         self._word_cache: dict[bytes, list[int]] = {}
 
@@ -180,27 +233,6 @@ class BPEGuidance(BoundaryStrategy):
                           f"{info['bpe_vocab_size']} tokens, gives {info['bpe_rate']:.4f}", stacklevel=2)
         self.set_tokenizer(tok)
         return info
-
-    def set_tokenizer(self, tokenizer) -> None:
-        raw = bytearray(tokenizer.to_str().encode("utf-8"))
-        self.tokenizer_json = torch.frombuffer(raw, dtype=torch.uint8).clone().to(self.tokenizer_json.device)
-        self._prefixes, self._word_cache = None, {}
-
-    def tokenizer(self):
-        """The trained tokenizer, parsed from the buffer."""
-        if self.tokenizer_json.numel() == 0:
-            raise RuntimeError("the bpe strategy has no tokenizer: call model.strategy.fit(train_documents) "
-                               "(learntok's train does so on a fresh run)")
-        from tokenizers import Tokenizer
-        return Tokenizer.from_str(bytes(self.tokenizer_json.cpu().numpy()).decode("utf-8"))
-
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # the tokenizer's size is not known at construction: take the saved buffer's shape
-        saved = state_dict.get(prefix + "tokenizer_json")
-        if saved is not None:
-            self.tokenizer_json = torch.empty_like(saved, device=self.tokenizer_json.device)
-            self._prefixes, self._word_cache = None, {}
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def word_starts(self, word: bytes) -> list[int]:
         if word not in self._word_cache:
@@ -225,12 +257,6 @@ class BPEGuidance(BoundaryStrategy):
                 else:
                     a[b, s:e] = self.word_starts(bytes(ids[b, s:e].astype(np.uint8)))
         return torch.from_numpy(a).to(x.device)
-
-    def reference_starts(self, x: torch.Tensor) -> torch.Tensor:
-        return self.boundaries(x) > 0.5
-
-    def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
-        return fixed_output(self.boundaries(x) if boundaries is None else boundaries)
 
     # Incremental decoding: the state is the previous byte (for pre-token starts) and, per row,
     # the current token's characters; the greedy causal rule extends it while it stays a prefix.

@@ -1,19 +1,17 @@
-"""Straight-through boundary strategies: dynamic pooling (`nawrot`) and H-Net routing (`hnet`).
+"""Straight-through boundary strategies: H-Net routing (`hnet`) here, dynamic pooling (`nawrot`)
+in dynamic_pooling.py.
 
-Both decide hard boundaries and pass gradients to their boundary parameters with a
-straight-through estimator instead of the score function. Our backbone pools by *selection*
-(a token is its boundary byte's vector), which is not differentiable in the decisions, so each
-strategy routes its gradient through the model's `confidence` hook (and H-Net also through
-`dechunk`): a factor whose forward value is exactly 1 and whose gradient reaches the
-boundary parameters. log_prob is 0 (no score-function term); logits are reported detached,
-so the objective's L_rate does not act on them: each strategy holds its rate with its own
-auxiliary loss (strategy.prior_weight for nawrot, strategy.ratio_weight for hnet).
+H-Net decides hard boundaries and passes gradients to its router with a straight-through
+estimator instead of the score function. Our backbone pools by *selection* (a token is its
+boundary byte's vector), which is not differentiable in the decisions, so H-Net's gradient goes
+through the model's `confidence` and `dechunk` hooks, as in H-Net itself: a factor whose forward
+value is exactly 1 and whose gradient reaches the router. log_prob is 0 (no score-function
+term); the ratio loss (strategy.ratio_weight) holds the rate.
 
 Shapes: B batch, T bytes (BOS at t = 0), S tokens, D width.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -35,93 +33,6 @@ def real_bytes(x: torch.Tensor) -> torch.Tensor:
     m = is_byte(x).float()
     m[:, 0] = 0.0
     return m
-
-
-# ---------------------------------------------------------------- nawrot
-
-
-def binomial_log_prob(k: torch.Tensor, n: torch.Tensor, p: float) -> torch.Tensor:
-    """log Binomial(k | n, p), differentiable in a real-valued k (lgamma form)."""
-    log_choose = torch.lgamma(n + 1) - torch.lgamma(k + 1) - torch.lgamma(n - k + 1)
-    return log_choose + k * math.log(p) + (n - k) * math.log1p(-p)
-
-
-def relaxed_bernoulli(logits: torch.Tensor, u: torch.Tensor, temperature: float) -> torch.Tensor:
-    """Reparameterised relaxed Bernoulli (Maddison et al. 2017; Jang et al. 2017) from uniforms
-    u: s = sigmoid((l + log u - log(1 - u)) / tau). s > 0.5 iff l + logistic noise > 0, so the
-    hard decision is a Bernoulli(sigmoid(l)) sample whatever tau is."""
-    return torch.sigmoid((logits + torch.log(u) - torch.log1p(-u)) / temperature)
-
-
-def binomial_prior_loss(hard: torch.Tensor, mask: torch.Tensor, rate: float) -> torch.Tensor:
-    """Nawrot et al.'s prior: -log Binomial(#boundaries | #bytes, rho*) / #bytes, mean over rows.
-    hard (B, T) carries the straight-through gradient; mask (B, T) marks scored bytes."""
-    n = mask.sum(1)                                              # (B,)
-    k = (hard * mask).sum(1)                                     # (B,)
-    return (-binomial_log_prob(k, n, rate) / n.clamp(min=1)).mean()
-
-
-@dataclass
-class DynamicPoolingConfig:
-    temperature: float = 1.0   # relaxed-Bernoulli (Gumbel-sigmoid) temperature
-    prior_weight: float = 1.0  # weight of the binomial prior loss (aux_loss)
-
-
-@register("nawrot", config=DynamicPoolingConfig)
-class DynamicPooling(BoundaryStrategy):
-    """Dynamic pooling's boundary predictor (Nawrot et al., ACL 2023, "Efficient Transformers
-    with Dynamic Token Pooling"; PiotrNawrot/dynamic-pooling, `BoundaryPredictor`, 'gumbel').
-
-    An MLP (D -> D, GELU, -> 1) gives logits l[t]; a relaxed Bernoulli sample s[t] at
-    temperature strategy.temperature is thresholded at 0.5 into a hard decision a[t] with the
-    straight-through gradient of s. Nawrot's gradient flows through the mean-pooling weights of
-    a segment; our select-pooling has none, so a[t] gates what byte t reads instead: the
-    upsampled stream is multiplied by a[t]^ST (if a[t] = 1) or 1 - a[t]^ST (if 0), value 1,
-    gradient +-<dL/dy[t], y[t]> into s[t]. The binomial prior toward rho* is the aux loss.
-    Greedy: a[t] = l[t] > 0."""
-
-    def __init__(self, cfg: ModelConfig):
-        super().__init__(cfg)
-        self.mlp = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_model), nn.GELU(), nn.Linear(cfg.d_model, 1))
-
-    def init_weights(self) -> None:
-        # small weights and a bias at logit(rho*): the predictor starts at the target rate
-        for layer in (self.mlp[0], self.mlp[2]):
-            nn.init.normal_(layer.weight, std=self.cfg.init_std)
-            nn.init.zeros_(layer.bias)
-        nn.init.constant_(self.mlp[2].bias, target_logit(self.cfg.target_rate))
-
-    def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
-        logits = self.mlp(h.float()).squeeze(-1).float()         # (B, T)
-        u = torch.rand(x.shape, device=x.device).clamp_(1e-6, 1 - 1e-6)  # (B, T) draws
-        soft = relaxed_bernoulli(logits, u, self.opts.temperature)
-        soft = torch.cat([torch.ones_like(soft[:, :1]), soft[:, 1:]], dim=1)  # BOS: constant 1
-        if boundaries is None:
-            boundaries = (logits > 0).float() if greedy else (soft > 0.5).float()
-        a = boundaries.float().clone()
-        a[:, 0] = 1.0
-        hard_st = a + (soft - soft.detach())                     # value a, gradient of s
-        aux = self.opts.prior_weight * binomial_prior_loss(hard_st, real_bytes(x), self.cfg.target_rate)
-        probs = torch.sigmoid(logits.detach())
-        zeros = torch.zeros_like(a)
-        return BoundaryOutput(a, logits.detach(), probs, zeros, aux, relaxed=soft)
-
-    # Incremental decoding: no state; each byte's decision reads h[t] only.
-    def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
-        return {}
-
-    def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
-        logits = self.mlp(h.float()).squeeze(-1).float()         # (B,)
-        if boundaries is None:
-            u = torch.rand(x.shape, device=x.device).clamp_(1e-6, 1 - 1e-6)
-            hard = (logits > 0) if greedy else relaxed_bernoulli(logits, u, self.opts.temperature) > 0.5
-            boundaries = torch.ones_like(logits) if t == 0 else hard.float()
-        return boundaries.float(), torch.sigmoid(logits), state
-
-    def confidence(self, y: torch.Tensor, out: BoundaryOutput) -> torch.Tensor:
-        sign = 2.0 * out.decisions - 1.0                          # (B, T): +1 boundary, -1 not
-        gate = 1.0 + sign * (out.relaxed - out.relaxed.detach())  # (B, T) value exactly 1
-        return y * gate.unsqueeze(-1).to(y.dtype)
 
 
 # ---------------------------------------------------------------- hnet

@@ -1,7 +1,7 @@
 """The autoregressive U-Net over bytes (DESIGN §2).
 
     embed -> encoder (bytes, sliding window) -> early-exit head
-          -> boundary strategy -> downsample (select boundary bytes) -> mid (tokens, causal)
+          -> boundary strategy -> downsample (strategy.pool: select boundary bytes) -> mid (tokens, causal)
           -> upsample (byte t reads its latest boundary's token) + skip -> decoder -> head
 
 Shapes: B batch, T bytes (BOS at t = 0), S tokens, D width, V vocabulary.
@@ -18,7 +18,7 @@ from learntok.boundaries.base import BoundaryOutput, build_strategy
 from learntok.model.config import ModelConfig
 from learntok.model.generate import generate, stream
 from learntok.model.layers import RMSNorm, Stack
-from learntok.model.pooling import downsample, num_tokens, pack_rows, upsample
+from learntok.model.pooling import num_tokens, pack_rows, upsample
 from learntok.model.pretrained import WEIGHTS, load_weights, read_model, save_model
 
 
@@ -39,7 +39,7 @@ def token_level_padded(model: "AUNet", h: torch.Tensor, b: BoundaryOutput) -> to
     """Reference for `AUNet.token_level`: the mid blocks on (B, S) rows padded to the batch's
     largest token count (padding is last, so causal masking hides it)."""
     S = num_tokens(b.decisions, model.cfg.token_pad_multiple)
-    z, tok_pos, _ = downsample(h, b.decisions, S)                # (B, S, D), (B, S) byte offsets
+    z, tok_pos = model.strategy.pool(h, b, S)                    # (B, S, D), (B, S) byte offsets
     return model.strategy.dechunk(model.mid(z, tok_pos), b, tok_pos)
 
 
@@ -107,7 +107,8 @@ class AUNet(nn.Module):
         stays within each row: learntok.model.layers.packed_attention); `token_level_padded`
         is the plain reference it is tested against."""
         packing = pack_rows(b.decisions, self.cfg.token_pad_multiple)  # the forward's one host sync
-        z = self.mid(packing.pack(h), packing.pos, packing)     # (N, D); RoPE at each token's byte offset
+        z, _ = self.strategy.pool(h, b, packing.padded_index.size(1))  # (B, S, D) the strategy's tokens
+        z = self.mid(packing.to_packed(z), packing.pos, packing)  # (N, D); RoPE at each token's byte offset
         return self.strategy.dechunk(packing.to_padded(z), b, packing.padded_pos())
 
     def generate(self, prompt, max_bytes: int = 256, **kwargs):

@@ -32,7 +32,7 @@ import torch
 from learntok.boundaries.base import BoundaryOutput
 from learntok.data.vocab import BOS, EOS, PAD, encode, is_byte
 from learntok.model.cache import ModelCache, TokenKV
-from learntok.model.pooling import downsample, num_tokens, upsample
+from learntok.model.pooling import num_tokens, upsample
 from learntok.runtime import PrivateRNG, eval_mode
 
 BOUNDARY_MODES = ("sample", "greedy")
@@ -66,7 +66,7 @@ def prefill(model, x: torch.Tensor, boundaries: torch.Tensor | None = None,
     early = model.early_head(h)                                  # (B, T, V)
     b = strategy(h, x, boundaries=boundaries, early_logits=early, greedy=greedy)
     counts = b.decisions.sum(1).long()                           # (B,) tokens per row
-    z, tok_pos, _ = downsample(h, b.decisions, num_tokens(b.decisions))  # (B, S, D), (B, S)
+    z, tok_pos = strategy.pool(h, b, num_tokens(b.decisions))   # (B, S, D), (B, S)
     cache.mid = [TokenKV(counts) for _ in range(cfg.n_mid)]
     z = strategy.dechunk(model.mid.forward_cached(z, tok_pos, cache.mid), b, tok_pos)
     y = h + strategy.confidence(upsample(z, b.decisions), b)    # (B, T, D)
@@ -89,11 +89,12 @@ def decode_step(model, state: DecodeState, x: torch.Tensor, boundaries: torch.Te
     a, probs, state.strategy = strategy.step(h[:, 0], x, t, state.strategy, early[:, 0],
                                              greedy=greedy, boundaries=boundaries)
     rows = a.nonzero().flatten()                                 # (R,) rows with a new token
+    tok = strategy.pool_step(h[:, 0], state.strategy)[:, None]   # (B, 1, D) the new token's vector where a = 1
     if rows.numel() == a.numel():                                # every row: no gather
-        z = model.mid.forward_cached(h, pos, state.cache.mid_rows(None))  # (B, 1, D)
+        z = model.mid.forward_cached(tok, pos, state.cache.mid_rows(None))  # (B, 1, D)
         state.token = strategy.dechunk_step(z[:, 0], probs, state.token)
     elif rows.numel():
-        z = model.mid.forward_cached(h[rows], pos, state.cache.mid_rows(rows))  # (R, 1, D)
+        z = model.mid.forward_cached(tok[rows], pos, state.cache.mid_rows(rows))  # (R, 1, D)
         state.token = state.token.clone()
         state.token[rows] = strategy.dechunk_step(z[:, 0], probs[rows], state.token[rows])
     y = h + strategy.confidence(state.token[:, None], _one_byte(a, probs))  # (B, 1, D)
