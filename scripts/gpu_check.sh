@@ -80,17 +80,17 @@ timeout "$LIMIT_TP" "$PY" benchmarks/gpu_check.py throughput --device "$DEVICE" 
 # 3. a short run under torchrun, one process
 if [ "$TOY" = 1 ]; then
   RUN=(--preset tiny model.d_model=32 model.n_heads=2 model.n_mid=1 train.steps=2 train.batch_size=2
-       train.seq_len=64 train.eval_bytes=512 train.log_every=1)
+       train.seq_len=64 log.eval_bytes=512 log.log_every=1)
   LIMIT_RUN=120
 else
-  RUN=(--preset 40M train.steps=30 train.batch_size=8 train.seq_len=4096 train.warmup_steps=5
-       train.eval_bytes=65536 train.log_every=5)
+  RUN=(--preset 40M train.steps=30 train.batch_size=8 train.seq_len=4096 optim.warmup_steps=5
+       log.eval_bytes=65536 log.log_every=5)
   LIMIT_RUN=120
 fi
 rm -rf "$OUT/torchrun_run"
 t0=$(date +%s)
 timeout "$LIMIT_RUN" "$PY" -m torch.distributed.run --standalone --nproc_per_node 1 -m learntok train \
-  "${RUN[@]}" train.device="$DEVICE" train.eval_every=0 train.ckpt_every=0 train.segment_every=0 \
+  "${RUN[@]}" system.device="$DEVICE" log.eval_every=0 checkpoint.every=0 log.segment_every=0 \
   --out "$OUT/torchrun_run" > "$OUT/torchrun.log" 2>&1
 rc=$?
 last=$(tail -n 1 "$OUT/torchrun_run/metrics.jsonl" 2>/dev/null)
