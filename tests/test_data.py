@@ -28,7 +28,8 @@ def test_encode_decode_round_trip_with_non_utf8_bytes():
 
 # --- loaders --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, at_least", [("shakespeare", 40), ("kjv", 66), ("python-stdlib", 100)])
+@pytest.mark.parametrize("name, at_least", [("shakespeare", 40), ("kjv", 66), ("python-stdlib", 100),
+                                             ("python-docs", 60)])
 def test_builtin_corpora_load(name, at_least):
     docs = load_documents(name)
     assert len(docs) >= at_least and all(isinstance(d, bytes) and d for d in docs)
@@ -36,6 +37,12 @@ def test_builtin_corpora_load(name, at_least):
 
 def test_shakespeare_is_shakespeare():
     assert any(b"To be, or not to be" in d for d in load_documents("shakespeare"))
+
+
+def test_python_docs_is_the_reference_documentation():
+    docs = load_documents("python-docs")
+    assert any(b'The "if" statement' in d and b"if_stmt ::=" in d for d in docs)
+    assert all(d.decode("utf-8") for d in docs)  # text, one document per help() topic
 
 
 @pytest.mark.parametrize("name", ["docs.jsonl", "docs.jsonl.gz"])
@@ -80,7 +87,7 @@ def test_parquet(tmp_path):
 
 
 def test_errors_are_data_errors_with_clear_messages(tmp_path):
-    with pytest.raises(DataError, match="neither a built-in corpus .*shakespeare, kjv, python-stdlib"):
+    with pytest.raises(DataError, match="neither a built-in corpus .*shakespeare, kjv, python-stdlib, python-docs"):
         load_documents("shakespear")
     with pytest.raises(DataError, match="neither a built-in corpus"):
         load_documents(str(tmp_path / "missing.txt"))

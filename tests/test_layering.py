@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, list[str]]] = [
 # Imports allowed inside functions: optional or heavy dependencies, and torch APIs that older
 # supported torch versions lack (imported only on the path that uses them).
 LAZY_OK = ("matplotlib", "pyarrow", "tokenizers", "lm_eval", "torch.distributed.fsdp", "torch.distributed.checkpoint",
-           "torch.nn.attention.varlen")
+           "torch.nn.attention.varlen", "pydoc_data")
 LAZY_EXEMPT = {"learntok.cli"}
 
 
