@@ -11,6 +11,7 @@ results.json and curves.png (validation bpb against bytes seen, one curve a vari
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -18,9 +19,9 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from learntok.boundaries import strategy_names
+from learntok.boundaries import strategy_class, strategy_names
 from learntok.checkpoint import latest_checkpoint, load_run
-from learntok.config import ConfigError, RunConfig, load_config
+from learntok.config import STRATEGY, ConfigError, RunConfig, load_config
 from learntok.data import ByteData
 from learntok.distributed import DistEnv, barrier, init_distributed, shutdown
 from learntok.evaluate import EvalOptions, evaluate_bpb
@@ -87,11 +88,26 @@ def parse_rate(text: str, where: str) -> float:
 
 
 def variant_config(spec: str, preset: str | None, overrides: list[str]) -> RunConfig:
-    """The run config of one variant: preset <- the shared overrides <- the variant's own."""
+    """The run config of one variant: preset <- the shared overrides <- the variant's own. A
+    shared strategy option (`strategy.KEY=value`) goes to the variants whose strategy has it, e.g.
+    `strategy.tokenizer=PATH` to `bpe` alone (check_strategy_options refuses one that none has)."""
     strategy, own = parse_variant(spec)
     if strategy not in strategy_names():
         raise ConfigError(f"variant {spec!r}: unknown boundary strategy {strategy!r}; known: {', '.join(strategy_names())}")
-    return load_config(preset, None, [*overrides, *own])
+    options = {f.name for f in dataclasses.fields(strategy_class(strategy).Config)}
+    shared = [o for o in overrides if not o.startswith(f"{STRATEGY}.") or o.partition("=")[0][len(STRATEGY) + 1:] in options]
+    return load_config(preset, None, [*shared, *own])
+
+
+def check_strategy_options(variants: list[str], overrides: list[str]) -> None:
+    """A shared `strategy.KEY=value` must be an option of at least one variant's strategy."""
+    for o in overrides:
+        key = o.partition("=")[0]
+        if key.startswith(f"{STRATEGY}."):
+            name = key[len(STRATEGY) + 1:]
+            if not any(name in {f.name for f in dataclasses.fields(strategy_class(parse_variant(v)[0]).Config)}
+                       for v in variants if parse_variant(v)[0] in strategy_names()):
+                raise ConfigError(f"{key}: no variant's strategy has the option {name!r}")
 
 
 def evaluate_run(run_dir: Path, cfg: RunConfig, max_bytes: int | None, env: DistEnv) -> dict:
@@ -211,6 +227,7 @@ def compare(variants: list[str], out: str | Path, preset: str | None = "tiny", o
         raise ConfigError("no variants to compare: --strategies names no strategy (e.g. learned,uniform)")
     if len(set(variants)) != len(variants):
         raise ConfigError(f"variants repeat: {', '.join(variants)}")
+    check_strategy_options(variants, list(overrides))
     configs = [variant_config(spec, preset, list(overrides)) for spec in variants]  # fail on a bad name before any training
     env = init_distributed(configs[0].system.device)
     if env.is_main:

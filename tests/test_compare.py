@@ -82,3 +82,13 @@ def test_threads_option_is_recorded_and_checked(tmp_path, capsys):
     assert load_config(file=tmp_path / "r" / "config.toml").system.threads == 1
     assert main(["train", "--out", str(tmp_path / "s"), "--threads", "-1", *TINY]) == 2
     assert "--threads: -1 must be >= 0" in capsys.readouterr().err
+
+
+def test_a_shared_strategy_option_goes_to_the_variants_that_have_it():
+    from learntok.compare import check_strategy_options, variant_config
+    shared = [*TINY, "strategy.temperature=0.5"]
+    assert variant_config("nawrot", "tiny", shared).model.strategy["temperature"] == 0.5
+    assert variant_config("learned", "tiny", shared).model.strategy == {}
+    check_strategy_options(["learned", "nawrot"], shared)
+    with pytest.raises(ConfigError, match="no variant's strategy has the option 'temperature'"):
+        check_strategy_options(["learned", "uniform"], shared)
