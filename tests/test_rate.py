@@ -72,7 +72,7 @@ def test_whitespace_knob_adds_above_and_drops_below_the_rule():
     assert bool((above | rule).eq(above).all()) and bool((below & rule).eq(below).all())  # a superset; a subset
 
 
-@pytest.mark.parametrize("boundary", ["uniform", "fixed", "whitespace", "learned", "entropy", "hnet"])
+@pytest.mark.parametrize("boundary", ["uniform", "fixed", "whitespace", "learned", "entropy", "hnet", "nawrot"])
 @pytest.mark.parametrize("target", [0.1, 0.3])
 def test_every_strategy_reaches_the_target_on_held_out_text(boundary, target):
     """Calibrate on one text, then measure on another: within 0.005 of the target. A rule on the

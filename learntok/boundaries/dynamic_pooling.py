@@ -105,11 +105,16 @@ class DynamicPooling(BoundaryStrategy):
     """Dynamic pooling: MLP predictor, Gumbel-sigmoid straight-through sample, mean pooling with
     the straight-through decisions in the pooling matrix, binomial prior. Greedy: a[t] = l[t] > 0.
     log_prob is 0 (no score-function term); logits are reported detached, so the objective's
-    L_rate does not act on them: the prior holds the rate."""
+    L_rate does not act on them: the prior holds the rate. Inference-time rate control
+    (learntok.rate): `rate_offset` (logit units, 0 unless calibrated; not saved) is added to the
+    predictor's logit."""
+
+    rate_offset_range = (-12.0, 12.0)  # logit units
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
         self.mlp = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_model), nn.GELU(), nn.Linear(cfg.d_model, 1))
+        self.register_buffer("rate_offset", torch.zeros(()), persistent=False)  # raising it raises the rate
 
     def init_weights(self) -> None:
         # small weights and a bias at logit(rho*): the predictor starts at the target rate
@@ -119,7 +124,7 @@ class DynamicPooling(BoundaryStrategy):
         nn.init.constant_(self.mlp[2].bias, target_logit(self.cfg.target_rate))
 
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
-        logits = self.mlp(h.float()).squeeze(-1).float()         # (B, T)
+        logits = self.mlp(h.float()).squeeze(-1).float() + self.rate_offset         # (B, T)
         u = torch.rand(x.shape, device=x.device).clamp_(1e-6, 1 - 1e-6)  # (B, T) draws
         soft = relaxed_bernoulli(logits, u, self.opts.temperature)
         soft = torch.cat([torch.ones_like(soft[:, :1]), soft[:, 1:]], dim=1)  # BOS: constant 1
@@ -150,7 +155,7 @@ class DynamicPooling(BoundaryStrategy):
         return {"sum": (h.float() * mask[..., None]).sum(1), "count": mask.sum(1), "closed": decisions[:, -1].float()}
 
     def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
-        logits = self.mlp(h.float()).squeeze(-1).float()         # (B,)
+        logits = self.mlp(h.float()).squeeze(-1).float() + self.rate_offset         # (B,)
         if boundaries is None:
             u = torch.rand(x.shape, device=x.device).clamp_(1e-6, 1 - 1e-6)
             hard = (logits > 0) if greedy else relaxed_bernoulli(logits, u, self.opts.temperature) > 0.5
