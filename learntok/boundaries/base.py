@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from learntok.model.config import ModelConfig
-from learntok.model.pooling import downsample
+from learntok.model.pooling import Packing, downsample
 
 
 @dataclass
@@ -85,6 +85,12 @@ class BoundaryStrategy(nn.Module):
         (DESIGN §2.5); dynamic pooling takes each segment's mean."""
         z, pos, _ = downsample(h, out.decisions, S)
         return z, pos
+
+    def pool_packed(self, h: torch.Tensor, out: BoundaryOutput, packing: Packing) -> torch.Tensor:
+        """`pool` onto the packed token sequence (learntok.model.pooling.Packing): h (B, T, D) ->
+        (N, D), what the model's token level runs on. Default: gather the boundary bytes' vectors
+        straight into their packed slots (no padded (B, S, D) tensor on the way)."""
+        return packing.pack(h)
 
     def pool_step(self, h: torch.Tensor, state: dict) -> torch.Tensor:
         """`pool` of one new token per row during generation: the vector (B, D) that becomes the token

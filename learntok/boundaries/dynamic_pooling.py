@@ -136,6 +136,9 @@ class DynamicPooling(BoundaryStrategy):
         zeros = torch.zeros_like(a)
         return BoundaryOutput(a, logits.detach(), torch.sigmoid(logits.detach()), zeros, aux, relaxed=soft)
 
+    def pool_packed(self, h: torch.Tensor, out: BoundaryOutput, packing) -> torch.Tensor:
+        return packing.to_packed(self.pool(h, out, packing.padded_index.size(1))[0])  # (N, D) segment means
+
     def pool(self, h: torch.Tensor, out: BoundaryOutput, S: int) -> tuple[torch.Tensor, torch.Tensor]:
         _, pos, _ = downsample(h[..., :0], out.decisions, S)     # (B, S) boundary byte offsets (no vectors moved)
         return mean_pool(h, straight_through(out.decisions, out.relaxed), S), pos

@@ -107,8 +107,8 @@ class AUNet(nn.Module):
         stays within each row: learntok.model.layers.packed_attention); `token_level_padded`
         is the plain reference it is tested against."""
         packing = pack_rows(b.decisions, self.cfg.token_pad_multiple)  # the forward's one host sync
-        z, _ = self.strategy.pool(h, b, packing.padded_index.size(1))  # (B, S, D) the strategy's tokens
-        z = self.mid(packing.to_packed(z), packing.pos, packing)  # (N, D); RoPE at each token's byte offset
+        z = self.strategy.pool_packed(h, b, packing)             # (N, D) the strategy's tokens, packed
+        z = self.mid(z, packing.pos, packing)                    # (N, D); RoPE at each token's byte offset
         return self.strategy.dechunk(packing.to_padded(z), b, packing.padded_pos())
 
     def generate(self, prompt, max_bytes: int = 256, **kwargs):
