@@ -182,6 +182,17 @@ CASES = [
     ("eval-tasks-limit-0", lambda t: ["eval-tasks", "run", "--task", "task.jsonl", "--limit", "0"], "--limit"),
     ("train-unknown-argument", lambda t: [*TRAIN, "--bogus", "--out", "new"], "--bogus"),
     ("sample-stray-override", lambda t: ["sample", "run", "--prompt", "a", "train.steps=3"], "train.steps=3"),
+    # options and inputs added by issues 9, 12 and 13
+    ("train-threads-negative", lambda t: [*TRAIN, "--threads", "-1", "--out", "new"], "--threads"),
+    ("train-other-strategys-option", lambda t: [*TRAIN, "strategy.temperature=0.5", "--out", "new"], "temperature"),
+    ("train-steps-0-no-budget", lambda t: [*TRAIN, "train.steps=0", "--out", "new"], "train_bytes"),
+    ("compare-jobs-0", lambda t: ["compare", "--strategies", "uniform", "--jobs", "0", "--out", "c"], "--jobs"),
+    ("compare-rates-out-of-range", lambda t: ["compare", "--strategies", "uniform", "--rates", "1.5", "--out", "c"], "rate"),
+    ("compare-shared-option-of-no-variant", lambda t: ["compare", "--strategies", "uniform", "strategy.temperature=0.5",
+                                                       "--out", "c"], "temperature"),
+    ("eval-rate-out-of-range", lambda t: ["eval", "run", "--rate", "1.5"], "--rate"),
+    ("segment-rate-zero", lambda t: ["segment", "run", "text", "--rate", "0"], "--rate"),
+    ("prepare-piece-bytes-0", lambda t: ["prepare", "corpus.txt", "--out", "new", "--piece-bytes", "0"], "--piece-bytes"),
 ]
 
 
