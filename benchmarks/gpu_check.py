@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from throughput import flops_per_byte  # noqa: E402  (sibling benchmark script)
+from throughput import flops_per_byte, timed  # noqa: E402  (sibling benchmark script)
 
 from learntok import AUNet, ModelConfig, ObjectiveConfig  # noqa: E402
 from learntok.config import load_config  # noqa: E402
@@ -64,18 +64,9 @@ def time_steps(model, x: torch.Tensor, device: torch.device, warmup: int, steps:
         total.backward()
         opt.step()
 
-    def timed() -> float:
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        step()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        return time.perf_counter() - t0
-
     for _ in range(warmup):
         step()
-    return statistics.median(timed() for _ in range(steps))
+    return statistics.median(timed(step, device) for _ in range(steps))
 
 
 def measure(preset: str, strategy: str, compiled: bool, args, device: torch.device) -> dict:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -28,7 +27,7 @@ from unittest import mock
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from throughput import batch  # noqa: E402  (sibling benchmark script)
+from throughput import batch, interleaved  # noqa: E402  (sibling benchmark script)
 
 from learntok import AUNet, ModelConfig, ObjectiveConfig  # noqa: E402
 from learntok.model.aunet import token_level_padded  # noqa: E402
@@ -99,20 +98,6 @@ def full_step(model: AUNet, x: torch.Tensor, ocfg: ObjectiveConfig):
     return run
 
 
-def cpu_interleaved(fns: list, reps: int, warmup: int = 1) -> list[float]:
-    """Median CPU seconds per call of each fn, calls interleaved."""
-    for _ in range(warmup):
-        for fn in fns:
-            fn()
-    times = [[] for _ in fns]
-    for _ in range(reps):
-        for t, fn in zip(times, fns):
-            c0 = time.process_time()
-            fn()
-            t.append(time.process_time() - c0)
-    return [statistics.median(t) for t in times]
-
-
 def profile(size: str, B: int, T: int, reps: int, strategy: str = "learned") -> dict:
     torch.manual_seed(0)
     model = AUNet(ModelConfig(**SIZES[size], boundary=strategy))
@@ -120,7 +105,7 @@ def profile(size: str, B: int, T: int, reps: int, strategy: str = "learned") -> 
     ocfg = ObjectiveConfig()
     fns = level_closures(model, x, ocfg)
     fns["full step"] = full_step(model, x, ocfg)
-    times = dict(zip(fns, cpu_interleaved(list(fns.values()), reps)))
+    times = dict(zip(fns, interleaved(list(fns.values()), reps, torch.device("cpu"), clock="cpu")))
     return {"size": size, "params": model.num_params(), "B": B, "T": T, "strategy": strategy,
             "ms": {k: 1e3 * v for k, v in times.items()}}
 

@@ -122,25 +122,28 @@ def plain_step(model: PlainTransformer, x: torch.Tensor, device: torch.device):
     return run
 
 
-def timed(fn, device) -> float:
+def timed(fn, device, clock: str = "wall") -> float:
+    """Seconds of one call of fn: wall clock (CUDA synchronised), or this process's CPU time
+    (`cpu`: barely moved by other processes on a shared machine)."""
+    now = time.process_time if clock == "cpu" else time.perf_counter
     if device.type == "cuda":
         torch.cuda.synchronize()
-    t0 = time.perf_counter()
+    t0 = now()
     fn()
     if device.type == "cuda":
         torch.cuda.synchronize()
-    return time.perf_counter() - t0
+    return now() - t0
 
 
-def interleaved(fns: list, reps: int, device, warmup: int = 1) -> list[float]:
-    """Median seconds per call of each fn, calls interleaved."""
+def interleaved(fns: list, reps: int, device, warmup: int = 1, clock: str = "wall") -> list[float]:
+    """Median seconds per call of each fn (`timed` by `clock`), calls interleaved."""
     for _ in range(warmup):
         for fn in fns:
             fn()
     times = [[] for _ in fns]
     for _ in range(reps):
         for t, fn in zip(times, fns):
-            t.append(timed(fn, device))
+            t.append(timed(fn, device, clock))
     return [statistics.median(t) for t in times]
 
 
