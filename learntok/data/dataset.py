@@ -74,17 +74,17 @@ class ByteData:
             raise DataError(f"unknown split names {sorted(unknown)}; expected {', '.join(SPLITS)}")
         keep = {name: [(d, n) for d, n in zip(docs, (names or {}).get(name) or [None] * len(docs)) if d]
                 for name, docs in splits.items()}
-        self._names = {name: [n for _, n in pairs] for name, pairs in keep.items()
-                       if names is not None and names.get(name) is not None}
+        kept_names = {name: [n for _, n in pairs] for name, pairs in keep.items()
+                      if names is not None and names.get(name) is not None}
         parts = {name: SplitBytes.from_documents([d for d, _ in pairs]) for name, pairs in keep.items()}
         if ALL not in parts:
             parts = {name: parts.get(name, SplitBytes.from_documents([])) for name in SPLITS}
-        self._init(parts, packed)
+        self._init(parts, packed, kept_names)
 
-    def _init(self, splits: dict[str, SplitBytes], packed: bool) -> None:
+    def _init(self, splits: dict[str, SplitBytes], packed: bool, names: dict[str, list[str]] | None = None) -> None:
         self.packed = packed
         self._splits = splits
-        self._names = getattr(self, "_names", {})
+        self._names = names or {}                                # split -> each document's file name (folders only)
         first = ALL if ALL in splits else "train"
         if not self.n_bytes(first):
             raise DataError(f"the {first} split is empty")
