@@ -407,6 +407,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     alone takes them only as one run of positionals)."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
+    # argparse fills positionals only from the first run of them: an optional one (segment's
+    # text) given after an option is left over; place it.
+    for action in parser._subparsers._group_actions[0].choices[args.command]._get_positional_actions():
+        if action.nargs == "?" and getattr(args, action.dest) is None:
+            plain = [a for a in extra if not a.startswith("-") and (not hasattr(args, "overrides") or "=" not in a)]
+            if plain:
+                setattr(args, action.dest, plain[0])
+                extra.remove(plain[0])
     if hasattr(args, "overrides"):
         args.overrides += [a for a in extra if "=" in a and not a.startswith("-")]
         extra = [a for a in extra if "=" not in a or a.startswith("-")]

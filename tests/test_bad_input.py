@@ -222,3 +222,13 @@ def test_overrides_anywhere_among_the_options(base, tmp_path):
                 "train.steps=2", "log.eval_bytes=512", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads((tmp_path / "s.json").read_text())["step"] == 2
+
+
+def test_optional_positional_after_options():
+    """`segment RUN --rate 0.3 "text"`: the text after an option is still the text (argparse
+    alone leaves it over as an unrecognized argument)."""
+    from learntok.cli import parse_args
+    for argv in (["segment", "R", "--rate", "0.3", "a b"], ["segment", "R", "a b", "--rate", "0.3"]):
+        args = parse_args(argv)
+        assert (args.model, args.text, args.rate) == ("R", "a b", 0.3)
+    assert parse_args(["segment", "R", "--greedy"]).text is None
