@@ -29,7 +29,7 @@ def test_encode_decode_round_trip_with_non_utf8_bytes():
 # --- loaders --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name, at_least", [("shakespeare", 40), ("kjv", 66), ("python-stdlib", 100),
-                                             ("python-docs", 60)])
+                                             ("python-docs", 60), ("python-rst", 300)])
 def test_builtin_corpora_load(name, at_least):
     docs = load_documents(name)
     assert len(docs) >= at_least and all(isinstance(d, bytes) and d for d in docs)
@@ -43,6 +43,12 @@ def test_python_docs_is_the_reference_documentation():
     docs = load_documents("python-docs")
     assert any(b'The "if" statement' in d and b"if_stmt ::=" in d for d in docs)
     assert all(d.decode("utf-8") for d in docs)  # text, one document per help() topic
+
+
+def test_python_rst_is_the_library_reference():
+    docs = load_documents("python-rst")
+    assert any(b".. module:: os" in d and b"os.path" in d for d in docs)
+    assert sum(map(len, docs)) > 6_000_000
 
 
 @pytest.mark.parametrize("name", ["docs.jsonl", "docs.jsonl.gz"])
@@ -87,7 +93,7 @@ def test_parquet(tmp_path):
 
 
 def test_errors_are_data_errors_with_clear_messages(tmp_path):
-    with pytest.raises(DataError, match="neither a built-in corpus .*shakespeare, kjv, python-stdlib, python-docs"):
+    with pytest.raises(DataError, match="neither a built-in corpus .*shakespeare, kjv, python-stdlib, python-docs, python-rst"):
         load_documents("shakespear")
     with pytest.raises(DataError, match="neither a built-in corpus"):
         load_documents(str(tmp_path / "missing.txt"))

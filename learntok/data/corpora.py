@@ -3,7 +3,9 @@
 Built-ins need no download: `shakespeare` and `kjv` ship with the package (see docs/data.md for
 their attribution) and `python-stdlib` is the source of the running interpreter's standard
 library; `python-docs` is the Python reference documentation that ships with the interpreter
-(`pydoc_data.topics`): technical English with code, grammar, paths and lists. Paths may be a
+(`pydoc_data.topics`): technical English with code, grammar, paths and lists, 0.5 MB; `python-rst`
+ships with the package: the Python Library Reference's reStructuredText sources, 6.3 MB of the
+same kind of text (code blocks, option lists, paths, indentation). Paths may be a
 text file, a folder, JSONL(.gz) or parquet. Empty documents are dropped.
 """
 from __future__ import annotations
@@ -19,7 +21,8 @@ from pathlib import Path
 
 from learntok.errors import DataError
 
-BUILTINS = ("shakespeare", "kjv", "python-stdlib", "python-docs")
+BUILTINS = ("shakespeare", "kjv", "python-stdlib", "python-docs", "python-rst")
+_SHIPPED = ("shakespeare", "kjv", "python-rst")  # learntok/corpora/NAME.jsonl.gz
 _STDLIB_SKIP = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
 _BINARY_PROBE = 8192  # bytes read to decide whether a file is binary (contains a NUL byte)
 # Files `learntok prepare` writes before its index.json (learntok.data.shards: shard_name, SplitWriter)
@@ -42,7 +45,7 @@ def load_named_documents(source: str, text_field: str = "text") -> tuple[list[by
 
 
 def _unnamed_documents(source: str, text_field: str) -> list[bytes]:
-    if source in ("shakespeare", "kjv"):
+    if source in _SHIPPED:
         with (resources.files("learntok") / "corpora" / f"{source}.jsonl.gz").open("rb") as f, gzip.open(f) as lines:
             return _jsonl_documents(lines, "text", f"built-in corpus {source!r}")
     if source == "python-stdlib":
