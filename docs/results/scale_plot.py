@@ -1,6 +1,6 @@
 """docs/results/scale-curves.png: whitespace rate (training batches, a moving average over 5 log
 lines, i.e. 50 steps) and validation bpb against step, one line per arm of docs/results/scale.md.
-Run from the repo root once the runs of that page are in RUNS (default /work/runs/scale):
+Run from the repo root once the runs of that page are in RUNS (default /work/runs/scale2):
     PYTHONPATH=. python docs/results/scale_plot.py [RUNS]
 """
 import sys
@@ -14,6 +14,7 @@ ARMS = {  # run folder -> label
     "recipe-gamma1": "tiny recipe, gamma = 1",
     "recipe-noearly": "tiny recipe, no early-exit reward",
     "paper-lr16": "paper objective, policy lr x16 (one change)",
+    "uniform": "uniform boundaries (rate 0.2)",
 }
 
 
@@ -45,4 +46,4 @@ def main(root: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "/work/runs/scale"))
+    main(Path(sys.argv[1] if len(sys.argv) > 1 else "/work/runs/scale2"))
