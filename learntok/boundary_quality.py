@@ -1,5 +1,6 @@
-"""How good are a model's boundaries? Chunk lengths, and precision / recall / F1 against two
-references: word starts (the first byte after whitespace) and the starts of BPE tokens.
+"""How good are a model's boundaries? Chunk lengths, and precision / recall / F1 against
+references: the three places a word boundary can sit (a word's last byte, the space after it,
+the next word's first byte) and the starts of BPE tokens.
 
 A boundary at byte position t (t >= 1; 0 is BOS) starts a chunk at that byte (DESIGN §1).
 Positions scored: real bytes t >= 2. The first byte of a window (t = 1) is left out: whether
@@ -45,6 +46,16 @@ def space_starts(x: torch.Tensor) -> torch.Tensor:
     a policy that puts its boundary at the space."""
     ws, prev = _whitespace_now_and_before(x)
     return ws & ~prev & is_byte(x)
+
+
+def word_ends(x: torch.Tensor) -> torch.Tensor:
+    """(B, T) bool: byte t is not whitespace and byte t+1 is a whitespace byte: a chunk that starts
+    at a word's last byte ("wor|d with"), the convention some policies settle on. Not causal (it
+    reads byte t+1): a reference, not a rule. The last byte of a window is never one."""
+    ws = is_whitespace(x)
+    nxt = torch.zeros_like(ws)
+    nxt[:, :-1] = ws[:, 1:] & is_byte(x[:, 1:])
+    return nxt & ~ws & is_byte(x)
 
 
 def prf_counts(pred: torch.Tensor, ref: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

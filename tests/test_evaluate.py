@@ -11,6 +11,7 @@ from learntok.checkpoint import CheckpointError, load_run
 from learntok.model.pretrained import check_format
 from learntok.data import ByteData, encode
 from learntok.evaluate import EvalOptions, evaluate_bpb, logmeanexp_bound, mean_and_se, run_eval
+from learntok.objective import is_whitespace
 
 from conftest import tiny_model
 
@@ -56,6 +57,17 @@ def test_space_starts_first_whitespace_of_each_run():
     a[0, [0, 3, 7]] = 1                                          # a policy that cuts at the space
     m = bq.prf(bq.prf_counts(a, bq.space_starts(x), bq.scored_positions(x)))
     assert m["f1"] == 1.0
+
+
+def test_word_ends_last_byte_before_whitespace():
+    x = encode("ab  cd ef").unsqueeze(0)                         # BOS a b ' ' ' ' c d ' ' e f
+    assert bq.word_ends(x)[0].nonzero().flatten().tolist() == [2, 6]   # 'b', 'd'; not 'f' (last byte)
+    a = torch.zeros_like(x, dtype=torch.float)
+    a[0, [2, 6, 8]] = 1                                          # both word ends, and 'e' (a word start)
+    m = bq.prf(bq.prf_counts(a, bq.word_ends(x), bq.scored_positions(x)))
+    assert (m["precision"], m["recall"]) == (2 / 3, 1.0)
+    # each convention is one byte from the next: a word end, then a space start, then a word start
+    assert (bq.word_ends(x).roll(1, 1) & is_whitespace(x)).sum() == 2
 
 
 def test_chunk_lengths_and_histogram():
