@@ -6,7 +6,7 @@ Run from the repo root once the runs of that page are in RUNS (default /work/run
 import sys
 from pathlib import Path
 
-from learntok.plots import _pyplot, read_metrics, series
+from learntok.plots import pyplot, read_metrics, series
 
 ARMS = {  # run folder -> label
     "paper": "paper objective (gamma 0.99, w 8, x1)",
@@ -23,7 +23,7 @@ def smooth(ys: list[float], k: int = 5) -> list[float]:
 
 
 def main(root: Path) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     fig, (ws_ax, bpb_ax) = plt.subplots(1, 2, figsize=(12, 4.5))
     for i, (name, label) in enumerate(ARMS.items()):
         if not (root / name / "metrics.jsonl").is_file():
@@ -40,7 +40,7 @@ def main(root: Path) -> None:
     for ax in (ws_ax, bpb_ax):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle("5.2M parameters (256 wide, 2-3-2), Shakespeare, 16 x 256 bytes per step")
+    fig.suptitle("5.2M parameters (256 wide, 2-3-2), Shakespeare, 16 x 256 bytes per step, 1,500 steps")
     fig.tight_layout()
     fig.savefig(Path(__file__).with_name("scale-curves.png"), dpi=110)
 
