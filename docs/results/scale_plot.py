@@ -1,5 +1,5 @@
 """docs/results/scale-curves.png: whitespace rate (training batches, a moving average over 5 log
-lines, i.e. 50 steps) and validation bpb against step, one line per arm of docs/results/scale.md.
+lines, i.e. 50 steps) and validation bpb minus the uniform arm's against step, one line per arm of docs/results/scale.md.
 Run from the repo root once the runs of that page are in RUNS (default /work/runs/scale2):
     PYTHONPATH=. python docs/results/scale_plot.py [RUNS]
 """
@@ -25,6 +25,7 @@ def smooth(ys: list[float], k: int = 5) -> list[float]:
 def main(root: Path) -> None:
     plt = pyplot()
     fig, (ws_ax, bpb_ax) = plt.subplots(1, 2, figsize=(12, 4.5))
+    base = dict(zip(*series(read_metrics(root / "uniform")[1], "val_bpb")))
     for i, (name, label) in enumerate(ARMS.items()):
         if not (root / name / "metrics.jsonl").is_file():
             continue
@@ -32,11 +33,10 @@ def main(root: Path) -> None:
         xs, ys = series(train, "whitespace_rate")
         ws_ax.plot(xs, smooth(ys), color=f"C{i}", lw=1.2, label=label)
         xs, ys = series(val, "val_bpb")
-        bpb_ax.plot(xs, ys, color=f"C{i}", marker="o", ms=3, label=label)
+        bpb_ax.plot(xs, [y - base[x] for x, y in zip(xs, ys)], color=f"C{i}", marker="o", ms=3, label=label)
     ws_ax.axhline(0.2, color="grey", ls=":", lw=1, label="chance (boundary rate 0.2)")
     ws_ax.set(xlabel="step", ylabel="whitespace rate (training batches)", ylim=(0, 1))
-    bpb_ax.set(xlabel="step", ylabel="validation bits per byte")
-    bpb_ax.set_ylim(top=3.0)
+    bpb_ax.set(xlabel="step", ylabel="validation bits per byte minus uniform's (same 64 KB)")
     for ax in (ws_ax, bpb_ax):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
