@@ -58,6 +58,10 @@ def word_ends(x: torch.Tensor) -> torch.Tensor:
     return nxt & ~ws & is_byte(x)
 
 
+# The three places a word boundary can sit, one byte apart, in the order they come in the text.
+WORD_REFERENCES = {"word_ends": word_ends, "space_starts": space_starts, "word_starts": word_starts}
+
+
 def prf_counts(pred: torch.Tensor, ref: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """(3,) int64 on the device: [true positives, predicted, reference] over positions in `mask`;
     pred, ref, mask (B, T)."""

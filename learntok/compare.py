@@ -94,20 +94,24 @@ def variant_config(spec: str, preset: str | None, overrides: list[str]) -> RunCo
     strategy, own = parse_variant(spec)
     if strategy not in strategy_names():
         raise ConfigError(f"variant {spec!r}: unknown boundary strategy {strategy!r}; known: {', '.join(strategy_names())}")
-    options = {f.name for f in dataclasses.fields(strategy_class(strategy).Config)}
+    options = strategy_options(strategy)
     shared = [o for o in overrides if not o.startswith(f"{STRATEGY}.") or o.partition("=")[0][len(STRATEGY) + 1:] in options]
     return load_config(preset, None, [*shared, *own])
 
 
+def strategy_options(strategy: str) -> set[str]:
+    """The option names of a strategy's `[strategy]` section."""
+    return {f.name for f in dataclasses.fields(strategy_class(strategy).Config)}
+
+
 def check_strategy_options(variants: list[str], overrides: list[str]) -> None:
     """A shared `strategy.KEY=value` must be an option of at least one variant's strategy."""
+    strategies = {parse_variant(v)[0] for v in variants} & set(strategy_names())
+    known = set().union(*map(strategy_options, strategies))
     for o in overrides:
         key = o.partition("=")[0]
-        if key.startswith(f"{STRATEGY}."):
-            name = key[len(STRATEGY) + 1:]
-            if not any(name in {f.name for f in dataclasses.fields(strategy_class(parse_variant(v)[0]).Config)}
-                       for v in variants if parse_variant(v)[0] in strategy_names()):
-                raise ConfigError(f"{key}: no variant's strategy has the option {name!r}")
+        if key.startswith(f"{STRATEGY}.") and key[len(STRATEGY) + 1:] not in known:
+            raise ConfigError(f"{key}: no variant's strategy has the option {key[len(STRATEGY) + 1:]!r}")
 
 
 def evaluate_run(run_dir: Path, cfg: RunConfig, max_bytes: int | None, env: DistEnv) -> dict:

@@ -89,7 +89,7 @@ def evaluate_bpb(model, data: ByteData, split: str, opts: EvalOptions, env: Dist
     zeros = lambda *shape: torch.zeros(*shape, dtype=torch.float64, device=device)  # noqa: E731
     nats_k, bound, counts = zeros(K), zeros(1), zeros(4)          # per sample; K-sample bound; boundary counts
     n_target, doc_nats, doc_bytes = zeros(1), zeros(n_docs), zeros(n_docs)
-    quality = zeros(4 * 3 + bq.HIST_MAX + 1)                     # word, space, reference, word-end P/R/F1 counts; histogram
+    quality = zeros(QUALITY_REFS * 3 + bq.HIST_MAX + 1)          # P/R/F1 counts per reference; histogram
     windows: list[torch.Tensor] = []                             # per_window: (2, B) nats and bytes per batch
     if opts.per_window and world > 1:
         raise ConfigError("per-window figures are for one process (they pair two models' windows)")
@@ -132,13 +132,16 @@ def evaluate_bpb(model, data: ByteData, split: str, opts: EvalOptions, env: Dist
     return result
 
 
+QUALITY_REFS = len(bq.WORD_REFERENCES) + 1  # the word references, then the optional reference starts (BPE)
+
+
 def _quality_counts(x: torch.Tensor, a: torch.Tensor, reference_starts) -> torch.Tensor:
-    """(12 + HIST_MAX + 1,) fp64: P/R/F1 counts against word starts, space starts, reference starts
-    (zeros without a reference) and word ends, then the chunk-length histogram."""
+    """(3 QUALITY_REFS + HIST_MAX + 1,) fp64: P/R/F1 counts against each of bq.WORD_REFERENCES and
+    the reference starts (zeros without one), then the chunk-length histogram."""
     scored = bq.scored_positions(x)
     ref = bq.prf_counts(a, reference_starts(x), scored) if reference_starts is not None else torch.zeros(3, device=x.device)
-    return torch.cat([bq.prf_counts(a, bq.word_starts(x), scored), bq.prf_counts(a, bq.space_starts(x), scored),
-                      ref.long(), bq.prf_counts(a, bq.word_ends(x), scored), bq.chunk_length_histogram(x, a)]).double()
+    words = [bq.prf_counts(a, starts(x), scored) for starts in bq.WORD_REFERENCES.values()]
+    return torch.cat([*words, ref.long(), bq.chunk_length_histogram(x, a)]).double()
 
 
 def _report(v: np.ndarray, K: int, n_docs: int, opts: EvalOptions) -> dict:
@@ -156,14 +159,14 @@ def _report(v: np.ndarray, K: int, n_docs: int, opts: EvalOptions) -> dict:
         result.update(doc_bpb_mean=doc_mean, doc_bpb_se=doc_se, n_docs=int(seen.sum()),
                       doc_nats=doc_nats, doc_bytes=doc_bytes.astype(np.int64))
     if opts.quality:
-        hist = quality[12:].astype(np.int64)
+        hist = quality[3 * QUALITY_REFS:].astype(np.int64)
         n_chunks = int(hist.sum())
         result.update(mean_chunk_length=float(counts[1] / max(n_chunks, 1)), n_chunks=n_chunks,
                       chunk_length_hist={"bins": [str(i) for i in range(1, bq.HIST_MAX + 1)] + [f">{bq.HIST_MAX}"],
                                          "counts": hist.tolist()},
-                      word_starts=bq.prf(quality[0:3]), space_starts=bq.prf(quality[3:6]), word_ends=bq.prf(quality[9:12]))
+                      **{name: bq.prf(quality[3 * i:3 * i + 3]) for i, name in enumerate(bq.WORD_REFERENCES)})
         if opts.reference_starts is not None:
-            result["bpe_starts"] = bq.prf(quality[6:9])
+            result["bpe_starts"] = bq.prf(quality[3 * QUALITY_REFS - 3:3 * QUALITY_REFS])
     return result
 
 
@@ -246,7 +249,7 @@ def format_report(r: dict) -> str:
         lines.append(RateSetting(**r["rate_setting"]).describe().replace("held-out", "val"))
     lines.append(f"boundaries{' (greedy)' if r['greedy'] else ''}: rate {r['boundary_rate']:.3f}  whitespace rate "
                  f"{r['whitespace_rate']:.3f}  mean chunk {r['mean_chunk_length']:.2f} bytes")
-    for ref in ("word_ends", "space_starts", "word_starts", "bpe_starts"):
+    for ref in (*bq.WORD_REFERENCES, "bpe_starts"):
         if ref in r:
             m = r[ref]
             lines.append(f"vs {ref.replace('_', ' ')}: P {m['precision']:.3f} R {m['recall']:.3f} F1 {m['f1']:.3f}")

@@ -22,6 +22,7 @@ from learntok.plots import pyplot
 from learntok.rate import held_out_batches, set_rate
 from learntok.runtime import resolve_device, resolve_dtype
 
+
 def window_nats(model, data: ByteData, split: str, opts: EvalOptions) -> dict[str, np.ndarray | float]:
     """Per window (row) of `split`: CE nats summed and scored bytes (evaluate_bpb's per-window
     figures, so their totals give its bpb), and the boundary rate. They pair two models on the
