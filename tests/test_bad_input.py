@@ -192,6 +192,7 @@ CASES = [
                                                        "--out", "c"], "temperature"),
     ("eval-rate-out-of-range", lambda t: ["eval", "run", "--rate", "1.5"], "--rate"),
     ("segment-rate-zero", lambda t: ["segment", "run", "text", "--rate", "0"], "--rate"),
+    ("segment-two-texts", lambda t: ["segment", "run", "text", "--greedy", "more text"], "unrecognized arguments: more text"),
     ("prepare-piece-bytes-0", lambda t: ["prepare", "corpus.txt", "--out", "new", "--piece-bytes", "0"], "--piece-bytes"),
 ]
 
