@@ -332,6 +332,8 @@ def add_compare(sub) -> None:
                    "baseline, no early-exit reward, w=1, no rate loss)")
     p.add_argument("--eval-bytes", type=POSITIVE, help="cap on bytes per split in the final evaluation (default: all)")
     p.add_argument("--jobs", type=POSITIVE, default=1, help="train this many variants at once, one CPU thread each")
+    p.add_argument("--seeds", help="train every variant at every seed: a count (3 = seeds 0,1,2) or a list (0,4,5); "
+                   "runs in OUT/<variant>/seed<k>, table over seeds with differences paired by seed")
     p.add_argument("--rates", help="comma-separated target rates: every variant at every rate (variant@rate), "
                    "plus the bpb-vs-rate frontier (docs/rate.md)")
     p.add_argument("--sweep", metavar="VARIANT", help="with --rates: run this variant's model at every rate by "
@@ -342,13 +344,15 @@ def add_compare(sub) -> None:
 
 
 def cmd_compare(args) -> None:
-    from learntok.compare import compare, format_table, variants_from_args
+    from learntok.compare import compare, format_seed_table, format_table, parse_seeds, seed_summary, variants_from_args
 
     overrides = list(args.overrides) + ([f"train.steps={args.steps}"] if args.steps is not None else [])
+    seeds = parse_seeds(args.seeds) if args.seeds is not None else None
     out = args.out or f"runs/compare-{args.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
-    records = compare(variants_from_args(args.strategies, args.ablations, args.rates), out, args.preset, overrides,
-                      args.eval_bytes, jobs=args.jobs, sweep=args.sweep)
-    print(format_table(records))
+    variants = variants_from_args(args.strategies, args.ablations, args.rates)
+    records = compare(variants, out, args.preset, overrides, args.eval_bytes, jobs=args.jobs, sweep=args.sweep,
+                      seeds=seeds)
+    print(format_seed_table(seed_summary(records, variants)) if seeds is not None else format_table(records))
     print(f"results in {out}", file=sys.stderr)
     write_json(args.json, {"results": records})
 

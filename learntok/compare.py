@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
@@ -138,18 +139,40 @@ def train_speed(run_dir: Path) -> float:
     return sum(speeds) / len(speeds) if speeds else 0.0
 
 
+def parse_seeds(text: str) -> list[int]:
+    """`--seeds 3` -> [0, 1, 2]; `--seeds 0,4,5` -> [0, 4, 5] (a list: at least one comma)."""
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        values = [int(p) for p in parts if p]
+    except ValueError:
+        raise ConfigError(f"--seeds {text!r}: expected a count (3) or a comma-separated list of integers (0,1,2)") from None
+    if "," not in text:
+        if len(values) != 1 or not 1 <= values[0] <= 1000:
+            raise ConfigError(f"--seeds {text!r}: a count of seeds must be in 1..1000")
+        return list(range(values[0]))
+    if not values or any(not 0 <= v < 2**63 for v in values) or len(set(values)) != len(values):
+        raise ConfigError(f"--seeds {text!r}: seeds must be distinct integers in [0, 2^63)")
+    return values
+
+
+def run_name(spec: str, seed: int | None) -> str:
+    """The run folder of a variant under OUT: `<variant>` or `<variant>/seed<k>`."""
+    return spec if seed is None else f"{spec}/seed{seed}"
+
+
 def run_variant(spec: str, preset: str | None, overrides: list[str], out: Path, eval_bytes: int | None,
-                env: DistEnv, progress: bool = True) -> dict:
-    """Train (or resume) and evaluate one variant; skip it when its done marker exists. Every
-    rank calls it under torchrun; rank 0 writes."""
-    run_dir = out / spec
+                env: DistEnv, progress: bool = True, seed: int | None = None) -> dict:
+    """Train (or resume) and evaluate one variant (at `seed` when given); skip it when its done
+    marker exists. Every rank calls it under torchrun; rank 0 writes."""
+    run_dir = out / run_name(spec, seed)
     if (run_dir / DONE).is_file():
         return json.loads((run_dir / DONE).read_text(encoding="utf-8"))
-    cfg = variant_config(spec, preset, overrides)
+    cfg = variant_config(spec, preset, [*overrides, *([f"train.seed={seed}"] if seed is not None else [])])
     resume = latest_checkpoint(run_dir) is not None
     barrier(env)                                                 # every rank has looked before rank 0 writes
     summary = train(cfg, run_dir, resume=resume, progress=progress)
-    record = {"variant": spec, "strategy": cfg.model.boundary, "steps": cfg.train.steps,
+    record = {"variant": spec, "run": run_name(spec, seed), "seed": cfg.train.seed,
+              "strategy": cfg.model.boundary, "steps": cfg.train.steps,
               "params": summary.get("params"), "bytes_per_s": train_speed(run_dir),
               "paper": PAPER.get(spec), **evaluate_run(run_dir, cfg, eval_bytes, env)}
     if env.is_main:
@@ -160,11 +183,11 @@ def run_variant(spec: str, preset: str | None, overrides: list[str], out: Path, 
 def relative_step_time(records: list[dict], reference: str = "uniform") -> None:
     """Add `step_time_rel`: training seconds per byte relative to the reference strategy at the
     same rate suffix (`uniform`, or `uniform@0.2` for `learned@0.2`; same batch shape, so the
-    same ratio per step). None without a reference run."""
-    by_name = {r["variant"]: r for r in records}
+    same ratio per step) and seed. None without a reference run."""
+    by_name = {(r["variant"], r.get("seed")): r for r in records}
     for r in records:
         _, at, rate = r["variant"].partition("@")
-        ref = by_name.get(reference + at + rate)
+        ref = by_name.get((reference + at + rate, r.get("seed")))
         ok = ref is not None and ref["bytes_per_s"] > 0 and r["bytes_per_s"] > 0
         r["step_time_rel"] = ref["bytes_per_s"] / r["bytes_per_s"] if ok else None
 
@@ -178,49 +201,116 @@ def format_table(records: list[dict]) -> str:
     rows = []
     for r in records:
         rel = f"{r['step_time_rel']:.2f}x" if r.get("step_time_rel") else "n/a"
-        rows.append(f"| {r['variant']} | {r['test_bpb']:.4f} | {r['test_boundary_rate']:.3f} | "
+        rows.append(f"| {r.get('run', r['variant'])} | {r['test_bpb']:.4f} | {r['test_boundary_rate']:.3f} | "
                     f"{r['test_whitespace_rate']:.3f} | {r.get('paper') or '-'} | "
                     f"{r['test_doc_bpb']:.4f} ({r['test_doc_se']:.4f}) | {r['val_bpb']:.4f} | {rel} |")
     return head + "\n".join(rows) + "\n"
 
 
-def plot_curves(out: Path, variants: list[str]) -> Path:
-    """Validation bpb against bytes seen, one curve a variant."""
+# Two-sided 95% quantiles of Student's t with 1..10 degrees of freedom (beyond: the normal's, plus a
+# correction that is within 0.5% of the exact value from 11 on).
+T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228]
+
+
+def t95(dof: int) -> float:
+    return T95[dof - 1] if dof <= len(T95) else 1.96 + 2.4 / dof
+
+
+def mean_se(values: list[float]) -> tuple[float, float]:
+    """Mean and standard error over seeds (0 with one value)."""
+    n = len(values)
+    mean = sum(values) / n
+    return mean, (math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n) if n > 1 else 0.0)
+
+
+def reference_variant(variants: list[str], spec: str) -> str | None:
+    """The variant `spec` is paired against: `uniform` at the same rate suffix when it is one of the
+    variants, else the first variant (None for the reference itself)."""
+    _, at, rate = spec.partition("@")
+    ref = f"uniform{at}{rate}" if f"uniform{at}{rate}" in variants else variants[0]
+    return None if ref == spec else ref
+
+
+def seed_summary(records: list[dict], variants: list[str]) -> list[dict]:
+    """One row a variant over its seeds: mean test / val bpb with the s.e. over seeds, mean rates,
+    and the difference from the reference variant paired by seed (only seeds both have), its s.e.
+    over seeds and whether its 95% t-interval includes 0 (`tie`)."""
+    by = {(r["variant"], r["seed"]): r for r in records}
+    rows = []
+    for spec in variants:
+        mine = sorted((r for r in records if r["variant"] == spec), key=lambda r: r["seed"])
+        row = {"variant": spec, "seeds": [r["seed"] for r in mine]}
+        for key in ("test_bpb", "val_bpb", "test_boundary_rate", "test_whitespace_rate"):
+            row[key], row[f"{key}_se"] = mean_se([r[key] for r in mine])
+        ref = reference_variant(variants, spec)
+        pairs = [(r["test_bpb"], by[(ref, r["seed"])]["test_bpb"]) for r in mine if (ref, r["seed"]) in by] if ref else []
+        if pairs:
+            diff, se = mean_se([a - b for a, b in pairs])
+            half = t95(len(pairs) - 1) * se if len(pairs) > 1 else math.inf
+            row.update(reference=ref, diff=diff, diff_se=se, diff_n=len(pairs), tie=abs(diff) <= half)
+        rows.append(row)
+    return rows
+
+
+def format_seed_table(rows: list[dict]) -> str:
+    """results.md's table over seeds: mean (s.e. over seeds) and the paired difference."""
+    head = ("| variant | seeds | test bpb (s.e.) | val bpb (s.e.) | boundary rate | whitespace rate (s.e.) | "
+            "test bpb - reference, paired by seed (s.e.) |\n|---|---|---|---|---|---|---|\n")
+    lines = []
+    for r in rows:
+        if "diff" in r:
+            verdict = "tie" if r["tie"] else ("lower" if r["diff"] < 0 else "higher")
+            vs = f"{r['diff']:+.4f} ({r['diff_se']:.4f}) vs {r['reference']}, {r['diff_n']} seeds: {verdict}"
+        else:
+            vs = "reference"
+        lines.append(f"| {r['variant']} | {len(r['seeds'])} | {r['test_bpb']:.4f} ({r['test_bpb_se']:.4f}) | "
+                     f"{r['val_bpb']:.4f} ({r['val_bpb_se']:.4f}) | {r['test_boundary_rate']:.3f} | "
+                     f"{r['test_whitespace_rate']:.3f} ({r['test_whitespace_rate_se']:.3f}) | {vs} |")
+    return head + "\n".join(lines) + "\n"
+
+
+def plot_curves(out: Path, variants: list[str], seeds: list[int] | None = None) -> Path:
+    """Validation bpb against bytes seen, one curve a variant (and seed)."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for i, spec in enumerate(variants):
-        _, val = read_metrics(out / spec)
-        xs, ys = series(val, "val_bpb", "bytes_seen")
-        if xs:
-            ax.plot(xs, ys, marker="o", ms=3, color=f"C{i % 10}", ls="-" if i < 10 else "--", label=spec)
+        for j, seed in enumerate(seeds or [None]):
+            _, val = read_metrics(out / run_name(spec, seed))
+            xs, ys = series(val, "val_bpb", "bytes_seen")
+            if xs:
+                ax.plot(xs, ys, marker="o", ms=3, color=f"C{i % 10}", ls="-" if i < 10 else "--", alpha=0.8,
+                        label=spec if j == 0 else None)
     ax.set_xlabel("bytes seen")
     ax.set_ylabel("validation bits per byte")
     return save_curves(fig, ax, out / "curves.png")
 
 
-def run_parallel(variants: list[str], out: Path, preset: str | None, overrides: list[str], eval_bytes: int | None,
-                 jobs: int) -> None:
-    """Train and evaluate unfinished variants `jobs` at a time, each in its own process with one
-    CPU thread (processes that each take every core thrash: a step runs up to 10x slower). Each
-    leaves its done marker; `compare` then reads them back."""
-    todo = [spec for spec in variants if not (out / spec / DONE).is_file()]
+def run_parallel(units: list[tuple[str, int | None]], out: Path, preset: str | None, overrides: list[str],
+                 eval_bytes: int | None, jobs: int) -> None:
+    """Train and evaluate unfinished (variant, seed) runs `jobs` at a time, each in its own process
+    with one CPU thread (processes that each take every core thrash: a step runs up to 10x slower).
+    Each leaves its done marker; `compare` then reads them back."""
+    todo = [(spec, seed) for spec, seed in units if not (out / run_name(spec, seed) / DONE).is_file()]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
-    def one(spec: str) -> subprocess.CompletedProcess:
+    def one(unit: tuple[str, int | None]) -> subprocess.CompletedProcess:
+        spec, seed = unit
         cmd = [sys.executable, "-m", "learntok", "compare", "--strategies", spec, "--out", str(out),
+               *(["--seeds", f"{seed},"] if seed is not None else []),
                *(["--preset", preset] if preset else []), *(["--eval-bytes", str(eval_bytes)] if eval_bytes else []),
                *overrides, "system.threads=1"]
         return subprocess.run(cmd, env=env, capture_output=True, text=True)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for spec, proc in zip(todo, pool.map(one, todo)):
+        for (spec, seed), proc in zip(todo, pool.map(one, todo)):
             if proc.returncode != 0:
                 last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-                raise ConfigError(f"variant {spec} failed (exit {proc.returncode}): {last}")
+                raise ConfigError(f"variant {run_name(spec, seed)} failed (exit {proc.returncode}): {last}")
 
 
 def compare(variants: list[str], out: str | Path, preset: str | None = "tiny", overrides: list[str] = (),
-            eval_bytes: int | None = None, progress: bool = True, jobs: int = 1, sweep: str | None = None) -> list[dict]:
+            eval_bytes: int | None = None, progress: bool = True, jobs: int = 1, sweep: str | None = None,
+            seeds: list[int] | None = None) -> list[dict]:
     """Run every variant (skipping finished ones) and write results.md, results.json, curves.png;
     with variants at rates (`variant@rate`), also the frontier (`write_frontier`), and with
     `sweep` (a finished variant) that one model run at every rate by calibration. Under torchrun
@@ -236,12 +326,15 @@ def compare(variants: list[str], out: str | Path, preset: str | None = "tiny", o
     env = init_distributed(configs[0].system.device)
     if env.is_main:
         out.mkdir(parents=True, exist_ok=True)
+    if seeds is not None and any(o.partition("=")[0].strip() == "train.seed" for o in overrides):
+        raise ConfigError("--seeds sets train.seed for every run: drop the train.seed override")
+    units = [(spec, seed) for spec in variants for seed in (seeds if seeds is not None else [None])]
     if jobs > 1:
         if env.world > 1:
             raise ConfigError("--jobs runs variants as separate processes: use it without torchrun")
-        run_parallel(variants, out, preset, list(overrides), eval_bytes, jobs)
+        run_parallel(units, out, preset, list(overrides), eval_bytes, jobs)
     try:
-        records = [run_variant(spec, preset, list(overrides), out, eval_bytes, env, progress) for spec in variants]
+        records = [run_variant(spec, preset, list(overrides), out, eval_bytes, env, progress, seed) for spec, seed in units]
     finally:
         shutdown(env)
     relative_step_time(records)
@@ -251,12 +344,18 @@ def compare(variants: list[str], out: str | Path, preset: str | None = "tiny", o
         write_frontier(out, records, [variant_config(spec, preset, list(overrides)) for spec in variants],
                        eval_bytes, sweep, progress)
     command = " ".join(["learntok compare", f"--preset {preset}" if preset else "",
-                        f"--strategies {','.join(variants)}", *overrides]).replace("  ", " ")
-    (out / "results.json").write_text(json.dumps({"command": command, "results": records}, indent=2) + "\n",
-                                      encoding="utf-8")
-    plot_curves(out, variants)
+                        f"--strategies {','.join(variants)}", f"--seeds {','.join(map(str, seeds))}" if seeds else "",
+                        *overrides]).replace("  ", " ")
+    summary = seed_summary(records, variants) if seeds is not None else None
+    (out / "results.json").write_text(json.dumps({"command": command, "results": records, "over_seeds": summary},
+                                                 indent=2) + "\n", encoding="utf-8")
+    plot_curves(out, variants, seeds)
+    over_seeds = (f"## Over seeds\n\n{format_seed_table(summary)}\n"
+                  "Mean over seeds (standard error over seeds); the difference is paired by seed (same initial "
+                  "backbone, data and windows), with a tie where its 95% t-interval includes 0.\n\n"
+                  "## Every run\n\n") if summary else ""
     (out / "results.md").write_text(
-        f"# learntok compare\n\n`{command}`\n\n{format_table(records)}\n"
+        f"# learntok compare\n\n`{command}`\n\n{over_seeds}{format_table(records)}\n"
         "bpb: corpus-level bits per byte (sampled boundaries, seeded); doc bpb: mean over documents "
         "with its standard error. Rates on the test split.\n\n![validation bpb](curves.png)\n", encoding="utf-8")
     return records

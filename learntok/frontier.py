@@ -81,23 +81,42 @@ def write_frontier(out: Path, records: list[dict], cfgs: list[RunConfig], eval_b
     tc = cfg0.train
     opts = EvalOptions(tc.batch_size, tc.seq_len, eval_bytes, seed=tc.seed,
                        amp=resolve_dtype(cfg0.system.dtype, resolve_device(cfg0.system.device)))
-    windows = {r["variant"]: _windows(out / r["variant"], c, data, opts) for r, c in zip(records, cfgs)}
+    run = lambda r: r.get("run", r["variant"])  # noqa: E731  (the run folder under OUT)
+    windows = {run(r): _windows(out / run(r), c, data, opts) for r, c in zip(records, cfgs)}
     rows = []
     for r, c in zip(records, cfgs):
         name, _, _ = r["variant"].partition("@")
         rate = c.model.target_rate
-        ref = next((v for v, cc in zip(records, cfgs) if cc.model.boundary == "uniform"
+        ref = next((v for v, cc in zip(records, cfgs) if cc.model.boundary == "uniform" and v.get("seed") == r.get("seed")
                     and cc.model.target_rate == rate and "+" not in v["variant"]), None)
-        diff, se = paired_difference(windows[r["variant"]], windows[ref["variant"]]) if ref else (math.nan, math.nan)
-        rows.append({"variant": r["variant"], "family": name, "target_rate": rate, "rate": r["test_boundary_rate"],
-                     "test_bpb": r["test_bpb"], "vs_uniform": diff, "vs_uniform_se": se,
+        diff, se = paired_difference(windows[run(r)], windows[run(ref)]) if ref else (math.nan, math.nan)
+        rows.append({"variant": r["variant"], "seed": r.get("seed"), "family": name, "target_rate": rate,
+                     "rate": r["test_boundary_rate"], "test_bpb": r["test_bpb"], "vs_uniform": diff, "vs_uniform_se": se,
                      "flops_per_byte": train_flops_per_byte(c.model, rate, c.train.seq_len)})
+    if len({run(r) for r in records}) > len({r["variant"] for r in records}):  # several seeds a variant
+        if sweep:
+            raise ConfigError("--sweep runs one model: use it without --seeds")
+        rows = over_seeds(rows)
     sweep_rows = _sweep_rows(out, sweep, records, cfgs, windows, data, opts) if sweep else []
     (out / "frontier.json").write_text(json.dumps({"frontier": rows, "sweep": sweep_rows}, indent=2) + "\n",
                                        encoding="utf-8")
     _plot_frontier(out, rows, sweep_rows, sweep)
     (out / "frontier.md").write_text(frontier_markdown(rows, sweep_rows, sweep), encoding="utf-8")
     return rows
+
+
+def over_seeds(rows: list[dict]) -> list[dict]:
+    """Frontier rows of several seeds -> one row a variant: means over seeds, and the paired
+    difference from uniform (same seed, same rate) with its standard error over seeds."""
+    out = []
+    for variant in dict.fromkeys(r["variant"] for r in rows):
+        mine = [r for r in rows if r["variant"] == variant]
+        diffs = np.array([r["vs_uniform"] for r in mine if not math.isnan(r["vs_uniform"])])
+        se = float(diffs.std(ddof=1) / math.sqrt(len(diffs))) if len(diffs) > 1 else math.nan
+        out.append({**mine[0], "seed": None, "seeds": len(mine),
+                    "rate": float(np.mean([r["rate"] for r in mine])), "test_bpb": float(np.mean([r["test_bpb"] for r in mine])),
+                    "vs_uniform": float(diffs.mean()) if len(diffs) else math.nan, "vs_uniform_se": se})
+    return out
 
 
 def _sweep_rows(out: Path, sweep: str, records, cfgs, windows, data, opts) -> list[dict]:

@@ -92,3 +92,47 @@ def test_a_shared_strategy_option_goes_to_the_variants_that_have_it():
     check_strategy_options(["learned", "nawrot"], shared)
     with pytest.raises(ConfigError, match="no variant's strategy has the option 'temperature'"):
         check_strategy_options(["learned", "uniform"], shared)
+
+
+def test_parse_seeds():
+    from learntok.compare import parse_seeds
+    assert parse_seeds("3") == [0, 1, 2] and parse_seeds("0,4,5") == [0, 4, 5] and parse_seeds("7,") == [7]
+    for bad in ("", "x", "0", "1,1", "-1,2", "2.5"):
+        with pytest.raises(ConfigError):
+            parse_seeds(bad)
+
+
+def test_seed_summary_pairs_by_seed():
+    from learntok.compare import seed_summary
+    def rec(v, s, bpb):
+        return {"variant": v, "seed": s, "test_bpb": bpb, "val_bpb": bpb, "test_boundary_rate": 0.2,
+                "test_whitespace_rate": 0.1}
+    # learned is 0.03 below uniform at every seed although both move by 0.2 between seeds: the paired
+    # difference has no spread, the absolute figures do
+    records = [rec("learned", 0, 2.00), rec("learned", 1, 2.20), rec("learned", 2, 2.40),
+               rec("uniform", 0, 2.03), rec("uniform", 1, 2.23), rec("uniform", 2, 2.43),
+               rec("fixed", 0, 2.00), rec("fixed", 1, 2.33), rec("fixed", 2, 2.43)]
+    rows = {r["variant"]: r for r in seed_summary(records, ["learned", "uniform", "fixed"])}
+    assert rows["learned"]["reference"] == "uniform" and "diff" not in rows["uniform"]
+    assert rows["learned"]["diff"] == pytest.approx(-0.03) and rows["learned"]["diff_se"] == pytest.approx(0, abs=1e-9)
+    assert not rows["learned"]["tie"] and rows["fixed"]["tie"]           # fixed: -0.03, +0.10, 0.00
+    assert rows["learned"]["test_bpb_se"] == pytest.approx(0.2 / 3 ** 0.5)
+
+
+def test_compare_seeds_layout_and_resume(tmp_path):
+    from learntok.cli import main
+    args = ["compare", "--strategies", "uniform,frozen", "--seeds", "2", "--steps", "1", "--eval-bytes", "512",
+            "--out", str(tmp_path), *[o for o in TINY if not o.startswith("train.steps")]]
+    assert main(args) == 0
+    for v in ("uniform", "frozen"):
+        for k in (0, 1):
+            assert (tmp_path / v / f"seed{k}" / "done.json").is_file()
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert {(r["variant"], r["seed"]) for r in saved["results"]} == {(v, k) for v in ("uniform", "frozen") for k in (0, 1)}
+    frozen = next(r for r in saved["over_seeds"] if r["variant"] == "frozen")
+    assert frozen["reference"] == "uniform" and frozen["diff_n"] == 2
+    assert "## Over seeds" in (tmp_path / "results.md").read_text()
+    marker = tmp_path / "frozen" / "seed1" / "done.json"
+    before = marker.stat().st_mtime_ns
+    assert main(args) == 0 and marker.stat().st_mtime_ns == before      # finished runs are not retrained
+    assert main([*args, "train.seed=3"]) == 2                            # --seeds owns train.seed

@@ -147,8 +147,8 @@ class BoundaryStrategy(nn.Module):
     def adapt_rate(self, rate: torch.Tensor, gain: float) -> None:
         """Integral control of the boundary rate after an optimizer step (learned policy only)."""
 
-    def init_weights(self) -> None:
-        """Initialise the strategy's parameters (none by default)."""
+    def init_weights(self, generator: torch.Generator | None = None) -> None:
+        """Initialise the strategy's parameters from `generator` (its own, seeded apart from the backbone's, so that adding a strategy never shifts the backbone's initial weights). None by default."""
 
 
 def fixed_output(decisions: torch.Tensor) -> BoundaryOutput:

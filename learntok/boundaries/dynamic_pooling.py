@@ -116,10 +116,10 @@ class DynamicPooling(BoundaryStrategy):
         self.mlp = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_model), nn.GELU(), nn.Linear(cfg.d_model, 1))
         self.register_buffer("rate_offset", torch.zeros(()), persistent=False)  # raising it raises the rate
 
-    def init_weights(self) -> None:
+    def init_weights(self, generator: torch.Generator | None = None) -> None:
         # small weights and a bias at logit(rho*): the predictor starts at the target rate
         for layer in (self.mlp[0], self.mlp[2]):
-            nn.init.normal_(layer.weight, std=self.cfg.init_std)
+            nn.init.normal_(layer.weight, std=self.cfg.init_std, generator=generator)
             nn.init.zeros_(layer.bias)
         nn.init.constant_(self.mlp[2].bias, target_logit(self.cfg.target_rate))
 

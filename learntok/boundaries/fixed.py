@@ -210,7 +210,7 @@ class WhitespaceBoundaries(BoundaryStrategy):
         super().__init__(cfg)
         self.register_buffer("rate_offset", torch.zeros(()))    # theta; 0 = SpaceByte's rule
 
-    def init_weights(self) -> None:
+    def init_weights(self, generator: torch.Generator | None = None) -> None:
         self.rate_offset.zero_()
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
@@ -300,7 +300,7 @@ class EntropyBoundaries(BoundaryStrategy):
         self.register_buffer("updates", torch.zeros((), dtype=torch.long))  # training updates so far
         self.register_buffer("rate_offset", torch.zeros(()), persistent=False)  # raising it raises the rate
 
-    def init_weights(self) -> None:
+    def init_weights(self, generator: torch.Generator | None = None) -> None:
         self.thr.zero_()
         self.updates.zero_()
 

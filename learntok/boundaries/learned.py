@@ -145,9 +145,9 @@ class LearnedPolicy(BoundaryStrategy):
         self.offset = target_logit(cfg.target_rate)
         self.register_buffer("rate_bias", torch.zeros(()))       # integral term of the rate controller
 
-    def init_weights(self) -> None:
+    def init_weights(self, generator: torch.Generator | None = None) -> None:
         # small weights: p starts near rho* everywhere (s = 1/16 keeps it there while v is O(1))
-        nn.init.normal_(self.proj.weight, std=self.cfg.init_std)
+        nn.init.normal_(self.proj.weight, std=self.cfg.init_std, generator=generator)
         nn.init.zeros_(self.proj.bias)
         self.rate_bias.zero_()
 

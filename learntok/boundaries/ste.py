@@ -114,7 +114,7 @@ class HNetRouting(BoundaryStrategy):
         """The routing threshold on p: sigmoid(-rate_offset)."""
         return torch.sigmoid(-self.rate_offset)
 
-    def init_weights(self) -> None:
+    def init_weights(self, generator: torch.Generator | None = None) -> None:
         # identity: at first the router compares consecutive encoder vectors directly (H-Net)
         nn.init.eye_(self.q.weight)
         nn.init.eye_(self.k.weight)

@@ -43,6 +43,11 @@ def token_level_padded(model: "AUNet", h: torch.Tensor, b: BoundaryOutput) -> to
     return model.strategy.dechunk(model.mid(z, tok_pos), b, tok_pos)
 
 
+def seeded_generator(seed: int, device: torch.device) -> torch.Generator | None:
+    """A generator on `device` seeded with `seed` (None on the meta device, which draws nothing)."""
+    return None if device.type == "meta" else torch.Generator(device).manual_seed(seed)
+
+
 class Head(nn.Module):
     def __init__(self, d: int, vocab: int):
         super().__init__()
@@ -58,32 +63,39 @@ class AUNet(nn.Module):
         super().__init__()
         self.cfg = cfg
         d, nh, base = cfg.d_model, cfg.n_heads, cfg.rope_base
-        self.embed = nn.Embedding(cfg.vocab_size, d)
-        self.encoder = Stack(cfg.n_down, d, nh, cfg.mlp_ratio_bytes, cfg.attn_window, base)
-        self.early_head = Head(d, cfg.vocab_size)
-        self.strategy = build_strategy(cfg)
-        self.mid = Stack(cfg.n_mid, d, nh, cfg.mlp_ratio_tokens, None, base)
-        self.decoder = Stack(cfg.n_up, d, nh, cfg.mlp_ratio_bytes, cfg.attn_window, base)
-        self.head = Head(d, cfg.vocab_size)
-        self.init_weights()
+        seed = int(torch.randint(0, 2**62, (), device="cpu"))    # one draw, whatever the strategy
+        with torch.random.fork_rng(devices=[]):                  # construction's own draws are discarded
+            self.embed = nn.Embedding(cfg.vocab_size, d)
+            self.encoder = Stack(cfg.n_down, d, nh, cfg.mlp_ratio_bytes, cfg.attn_window, base)
+            self.early_head = Head(d, cfg.vocab_size)
+            self.strategy = build_strategy(cfg)
+            self.mid = Stack(cfg.n_mid, d, nh, cfg.mlp_ratio_tokens, None, base)
+            self.decoder = Stack(cfg.n_up, d, nh, cfg.mlp_ratio_bytes, cfg.attn_window, base)
+            self.head = Head(d, cfg.vocab_size)
+        self.init_weights(seed)
 
     @torch.no_grad()
-    def init_weights(self) -> None:
+    def init_weights(self, seed: int = 0) -> None:
         """Linear and embedding weights ~ N(0, init_std); output projections of every block
         scaled by 1/sqrt(2 * n_layers) (GPT-2); norms at 1; the early head starts as a copy of
-        the main head (DESIGN §2.3) so the early-exit reward starts near 0."""
+        the main head so the early-exit reward starts near 0 (docs/architecture.md).
+
+        Controlled comparisons: the backbone draws from its own generator seeded by `seed` and
+        the strategy from another (seed + 1), so at one seed every strategy's backbone is
+        bit-identical, whatever parameters the strategy adds (tests/test_identical_init.py)."""
         std = self.cfg.init_std
+        backbone, own = seeded_generator(seed, self.embed.weight.device), seeded_generator(seed + 1, self.embed.weight.device)
         n_layers = self.cfg.n_down + self.cfg.n_mid + self.cfg.n_up
         for name, p in self.named_parameters():
             if name.startswith("strategy."):
                 continue
             if p.dim() == 2:
                 scaled = name.endswith("attn.proj.weight") or name.endswith("mlp.down.weight")
-                nn.init.normal_(p, std=std / (2 * n_layers) ** 0.5 if scaled else std)
+                nn.init.normal_(p, std=std / (2 * n_layers) ** 0.5 if scaled else std, generator=backbone)
             elif name.endswith("weight"):
                 nn.init.ones_(p)
         self.early_head.load_state_dict(self.head.state_dict())
-        self.strategy.init_weights()
+        self.strategy.init_weights(own)
 
     def forward(self, x: torch.Tensor, boundaries: torch.Tensor | None = None, greedy: bool = False) -> ModelOutput:
         B, T = x.shape
