@@ -31,12 +31,15 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     return ConfigError, DataError, CheckpointError, TrainingDiverged, FileNotFoundError
 
 
+ERROR = "learntok: error: "  # the one prefix of every expected error's line
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage mistakes, like every expected error, are one line on stderr and exit 2."""
 
     def error(self, message: str):
         command = self.prog.removeprefix("learntok").strip()    # "" for the top level, else the subcommand
-        self.exit(2, f"learntok: error: {command + ': ' if command else ''}{message} (see {self.prog} --help)\n")
+        self.exit(2, f"{ERROR}{command + ': ' if command else ''}{message} (see {self.prog} --help)\n")
 
 
 def _bounded(kind: type, low: float, above: bool = False, high: float | None = None):
@@ -479,5 +482,6 @@ def main(argv: list[str] | None = None) -> int:
         set_threads(args.threads)
         return args.func(args) or 0
     except _expected_errors() as e:
-        print(f"learntok: error: {' '.join(str(e).split())}", file=sys.stderr)
+        message = " ".join(str(e).split()).replace(ERROR, "")     # a quoted child's error line keeps no prefix of its own
+        print(ERROR + message, file=sys.stderr)
         return 2

@@ -340,8 +340,10 @@ def format_plan(run_cfg: RunConfig, p: dict) -> str:
         fits = " | ".join("-" if r["fits"][c] is None else str(r["fits"][c]) for c in CARDS)
         lines.append(f"| {r['gpus']} | {r['parallel']} | {r['per_gpu_batch']} | {r['micro']} | {r['peak'] / GiB:.3g} | {fits} |")
     lines += ["",
-              "Measured on fake tensors: one training step, boundaries prescribed at the target rate (a sampled "
-              "policy's rows vary around it). DDP: each GPU holds the weights, gradients, AdamW state and gradient "
-              "buckets; FSDP: weights and AdamW state sharded over the GPUs, gradients too once reduced, plus the "
-              "gathered root unit and two blocks; activations stay per GPU."]
+              "Measured on fake tensors: one training step (two micro-batch sizes, for what grows with the rows), "
+              "boundaries prescribed at the target rate (a sampled policy's rows vary around it), the CPU's attention "
+              "kernels standing in for the GPU's (whose packed token level needs no padding: a little less). DDP: each "
+              "GPU holds the weights, gradients, AdamW state and gradient buckets; FSDP: weights and AdamW state "
+              "sharded over the GPUs, gradients too once reduced, plus the gathered root unit and two blocks; "
+              "activations stay per GPU."]
     return "\n".join(lines)
