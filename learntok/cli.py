@@ -433,7 +433,8 @@ def cmd_prepare(args) -> None:
 
 # ---------------------------------------------------------------- entry point
 
-COMMANDS = [add_train, add_config, add_segment, add_eval, add_eval_tasks, add_diagnose, add_plot, add_sample, add_compare, add_prepare]
+COMMANDS = [add_train, add_config, add_segment, add_eval, add_eval_tasks, add_diagnose, add_plot, add_sample, add_compare,
+            add_prepare]
 
 
 def build_parser() -> argparse.ArgumentParser:
