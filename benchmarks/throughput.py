@@ -6,7 +6,7 @@ boundaries, the U-Net against a plain byte-level transformer, and step time agai
 A step is forward + loss + backward + AdamW, in fp32 on the CPU (bf16 autocast on CUDA).
 Variants that are compared are timed interleaved (a, b, a, b, ...) and the median is
 reported, so background load hits both alike. Model FLOPs are counted analytically
-(`flops_per_byte`): 6 x (matmul parameters) per position at each level (bytes for the
+(`learntok.plan.flops_per_byte`): 6 x (matmul parameters) per position at each level (bytes for the
 encoder, decoder and heads; tokens, at rate rho*, for the mid blocks) plus attention,
 12 x D x (keys attended) per position and layer (forward 4 D per key, backward twice that).
 MFU is against the peak of this machine measured as the FLOP/s of a large fp32 matmul.
@@ -26,28 +26,12 @@ from learntok import AUNet, ModelConfig, ObjectiveConfig
 from learntok.config import load_config
 from learntok.model.layers import RMSNorm, Stack
 from learntok.objective import loss
+from learntok.plan import attended, flops_per_byte
 
 
 def block_params(d: int, ratio: float) -> int:
     """Matmul parameters of one block: qkv + proj (4 D^2) and the gated MLP (3 D h)."""
     return 4 * d * d + 3 * d * max(8, int(round(ratio * d)))
-
-
-def attended(T: int, window: int | None) -> float:
-    """Mean keys a causal query attends to over T positions (a window caps it)."""
-    if window is None or window >= T:
-        return (T + 1) / 2
-    return window - window * (window - 1) / (2 * T)
-
-
-def flops_per_byte(cfg: ModelConfig, T: int) -> float:
-    """Training FLOPs (forward + backward) per byte of an AUNet step at sequence length T."""
-    d, V, rate = cfg.d_model, cfg.vocab_size, cfg.target_rate
-    byte_layers = cfg.n_down + cfg.n_up
-    per_byte = 6 * (byte_layers * block_params(d, cfg.mlp_ratio_bytes) + 2 * d * V)  # blocks + two heads
-    per_byte += 12 * d * byte_layers * attended(T, cfg.attn_window)
-    per_token = 6 * cfg.n_mid * block_params(d, cfg.mlp_ratio_tokens) + 12 * d * cfg.n_mid * attended(int(rate * T), None)
-    return per_byte + rate * per_token + 6 * d * cfg.policy_window  # + the policy's projection
 
 
 class PlainTransformer(nn.Module):

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from learntok import __version__
 from learntok.errors import ConfigError
 
 
@@ -30,11 +31,15 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     return ConfigError, DataError, CheckpointError, TrainingDiverged, FileNotFoundError
 
 
+ERROR = "learntok: error: "  # the one prefix of every expected error's line
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage mistakes, like every expected error, are one line on stderr and exit 2."""
 
     def error(self, message: str):
-        self.exit(2, f"learntok: error: {self.prog}: {message} (see {self.prog} --help)\n")
+        command = self.prog.removeprefix("learntok").strip()    # "" for the top level, else the subcommand
+        self.exit(2, f"{ERROR}{command + ': ' if command else ''}{message} (see {self.prog} --help)\n")
 
 
 def _bounded(kind: type, low: float, above: bool = False, high: float | None = None):
@@ -114,6 +119,11 @@ def add_train(sub) -> None:
     p.set_defaults(func=cmd_train)
 
 
+def default_preset(preset: str | None, file: str | Path | None) -> str | None:
+    """train's preset: the one given, else tiny unless a config file is given."""
+    return preset or (None if file else "tiny")
+
+
 def cmd_train(args) -> None:
     from learntok.config import ConfigError, load_config
     from learntok.train import train
@@ -121,12 +131,43 @@ def cmd_train(args) -> None:
     if args.resume and not args.out:
         raise ConfigError("--resume needs --out RUN_DIR")
     base = Path(args.out) / "config.toml" if args.resume and not (args.preset or args.config) else args.config
-    preset = args.preset or (None if base else "tiny")
+    preset = default_preset(args.preset, base)
     cfg = load_config(preset, base, args.overrides)
     out = args.out or f"runs/{preset or Path(base).stem}-{cfg.model.boundary}-{time.strftime('%Y%m%d-%H%M%S')}"
     summary = train(cfg, out, resume=args.resume)
     print(json.dumps(summary, indent=2))
     write_json(args.json, summary)
+
+
+# ---------------------------------------------------------------- config
+
+
+def add_config(sub) -> None:
+    p = sub.add_parser("config", help="show the resolved config with each key's source, every key, or a per-GPU plan",
+                       description="The config `learntok train` would run with the same --preset, --config and "
+                                   "overrides (default preset tiny), as TOML; nothing is run.")
+    p.add_argument("--preset", help="packaged preset: tiny, 20M, 40M, 90M, 147M (default: tiny, unless --config)")
+    p.add_argument("--config", help="a TOML (or JSON) file of config sections")
+    p.add_argument("--keys", action="store_true", help="list every key instead: type, default and meaning")
+    p.add_argument("--plan", action="store_true", help="per GPU: parameters, peak memory, FLOPs, GPU-hours and the "
+                   "micro-batch that fits 24/40/80/141 GB, with DDP and FSDP (docs/reproduce.md)")
+    p.add_argument("--mfu", type=PROBABILITY, default=0.4, help="with --plan: model FLOPs utilisation for the GPU-hours")
+    p.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides, e.g. train.steps=100")
+    p.set_defaults(func=cmd_config)
+
+
+def cmd_config(args) -> None:
+    from learntok.config import to_toml
+    from learntok.config_info import all_keys, format_keys, resolve
+    from learntok.plan import budget_lines, format_plan, plan
+
+    cfg, sources = resolve(default_preset(args.preset, args.config), args.config, args.overrides)
+    if args.keys:
+        print(format_keys(all_keys()))
+    elif args.plan:
+        print(format_plan(cfg, plan(cfg, args.mfu)))
+    else:
+        print("\n".join(f"# {line}" for line in budget_lines(cfg)) + "\n\n" + to_toml(cfg, sources), end="")
 
 
 # ---------------------------------------------------------------- segment
@@ -418,11 +459,13 @@ def cmd_prepare(args) -> None:
 
 # ---------------------------------------------------------------- entry point
 
-COMMANDS = [add_train, add_segment, add_eval, add_eval_tasks, add_diagnose, add_plot, add_sample, add_compare, add_prepare]
+COMMANDS = [add_train, add_config, add_segment, add_eval, add_eval_tasks, add_diagnose, add_plot, add_sample, add_compare,
+            add_prepare]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="learntok", description="Byte-level LMs that learn their own tokenization.")
+    parser.add_argument("--version", action="version", version=f"learntok {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in COMMANDS:
         add(sub)
@@ -437,9 +480,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     alone takes them only as one run of positionals)."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
+    command = parser._subparsers._group_actions[0].choices[args.command]  # the subcommand's parser
     # argparse fills positionals only from the first run of them: an optional one (segment's
     # text) given after an option is left over; place it.
-    for action in parser._subparsers._group_actions[0].choices[args.command]._get_positional_actions():
+    for action in command._get_positional_actions():
         if action.nargs == "?" and getattr(args, action.dest) is None:
             plain = [a for a in extra if not a.startswith("-") and (not hasattr(args, "overrides") or "=" not in a)]
             if plain:
@@ -449,7 +493,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.overrides += [a for a in extra if "=" in a and not a.startswith("-")]
         extra = [a for a in extra if "=" not in a or a.startswith("-")]
     if extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        command.error(f"unrecognized arguments: {' '.join(extra)}")
     return args
 
 
@@ -465,5 +509,6 @@ def main(argv: list[str] | None = None) -> int:
         set_threads(args.threads)
         return args.func(args) or 0
     except _expected_errors() as e:
-        print(f"learntok: error: {' '.join(str(e).split())}", file=sys.stderr)
+        message = " ".join(str(e).split()).replace(ERROR, "")     # a quoted child's error line keeps no prefix of its own
+        print(ERROR + message, file=sys.stderr)
         return 2

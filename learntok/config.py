@@ -25,8 +25,6 @@ from learntok.model.config import ModelConfig
 from learntok.objective import ObjectiveConfig
 
 
-
-
 @dataclass
 class TrainConfig:
     """What is trained on: the budget, the batch and the seed."""
@@ -155,9 +153,7 @@ def defaults() -> dict[str, dict[str, Any]]:
 def strategy_options(boundary: str, values: dict[str, Any], source: str = "strategy") -> dict[str, Any]:
     """The [strategy] section checked against model.boundary's config class: every option, with
     defaults for those not given. An unknown strategy, or a key of another strategy, is an error."""
-    if boundary not in strategy_names():
-        raise ConfigError(f"model.boundary {boundary!r} is not a boundary strategy; known: {', '.join(strategy_names())}")
-    cls = strategy_class(boundary).Config
+    cls = strategy_class(_known_strategy(boundary)).Config
     hints = _field_types(cls)
     for key in values:
         if key not in hints:
@@ -168,6 +164,12 @@ def strategy_options(boundary: str, values: dict[str, Any], source: str = "strat
         return dataclasses.asdict(cls(**given))
     except (ValueError, TypeError) as e:
         raise ConfigError(f"{STRATEGY}: {e}") from None
+
+
+def _known_strategy(boundary: str) -> str:
+    if boundary not in strategy_names():
+        raise ConfigError(f"model.boundary {boundary!r} is not a boundary strategy; known: {', '.join(strategy_names())}")
+    return boundary
 
 
 def build(d: dict[str, dict[str, Any]]) -> RunConfig:
@@ -262,14 +264,20 @@ def parse_value(text: str, tp: Any, name: str) -> Any:
 # ---------------------------------------------------------------- layering
 
 
+def as_sections(update: dict[str, Any]) -> dict[str, Any]:
+    """A table of sections; a model's config.json nests the strategy's options in [model]: moved to [strategy]."""
+    if isinstance(update.get("model"), dict) and STRATEGY in update["model"]:
+        return {**update, "model": {k: v for k, v in update["model"].items() if k != STRATEGY},
+                STRATEGY: update["model"][STRATEGY]}
+    return update
+
+
 def merge(base: dict[str, dict[str, Any]], update: dict[str, Any], source: str) -> dict[str, dict[str, Any]]:
     """base with update's values checked against the dataclass field types; strict on names."""
     out = {k: dict(v) for k, v in base.items()}
     if not isinstance(update, dict):
         raise ConfigError(f"{source}: expected a table of sections, got {type(update).__name__}")
-    if isinstance(update.get("model"), dict) and STRATEGY in update["model"]:  # a model's config.json
-        update = {**update, "model": {k: v for k, v in update["model"].items() if k != STRATEGY},
-                  STRATEGY: update["model"][STRATEGY]}
+    update = as_sections(update)
     if "boundary" in update.get("model", {}) and update["model"]["boundary"] != out["model"]["boundary"]:
         out[STRATEGY] = {}                                       # another strategy: the old one's options go
     for section, values in update.items():
@@ -288,9 +296,9 @@ def merge(base: dict[str, dict[str, Any]], update: dict[str, Any], source: str) 
     return out
 
 
-def apply_overrides(base: dict[str, dict[str, Any]], overrides: list[str]) -> dict[str, dict[str, Any]]:
-    """Apply `section.key=value` strings, each parsed by its field's type (a strategy option by the
-    config class of the strategy chosen after every override: `model.boundary` is applied first)."""
+def parse_overrides(base: dict[str, dict[str, Any]], overrides: list[str]) -> dict[str, dict[str, Any]]:
+    """`section.key=value` strings as sections, each value parsed by its field's type (a strategy
+    option by the config class of the strategy chosen after every override: `model.boundary` first)."""
     update: dict[str, dict[str, Any]] = {}
     boundary_first = sorted(overrides, key=lambda item: not item.strip().startswith("model.boundary="))
     for item in boundary_first:
@@ -299,22 +307,17 @@ def apply_overrides(base: dict[str, dict[str, Any]], overrides: list[str]) -> di
         if not eq or not dot:
             raise ConfigError(f"override {item!r} is not of the form section.key=value")
         if section == STRATEGY:
-            boundary = update.get("model", {}).get("boundary", base["model"]["boundary"])
-            if boundary not in strategy_names():
-                raise ConfigError(f"model.boundary {boundary!r} is not a boundary strategy; known: {', '.join(strategy_names())}")
+            boundary = _known_strategy(update.get("model", {}).get("boundary", base["model"]["boundary"]))
             hints = _field_types(strategy_class(boundary).Config)
             if name not in hints:
                 raise ConfigError(f"override {item!r}: {name!r} is not an option of strategy {boundary!r} "
                                   f"(its options: {', '.join(hints) or 'none'})")
-            update.setdefault(section, {})[name] = parse_value(text.strip(), hints[name], key.strip())
-            continue
-        if section not in SECTIONS:
+        elif section not in SECTIONS:
             raise ConfigError(f"override {item!r}: unknown section {section!r}; known: {', '.join([*SECTIONS, STRATEGY])}")
-        hints = _field_types(SECTIONS[section])
-        if name not in hints:
+        elif name not in (hints := _field_types(SECTIONS[section])):
             raise ConfigError(f"override {item!r}: unknown key {section}.{name}")
         update.setdefault(section, {})[name] = parse_value(text.strip(), hints[name], key.strip())
-    return merge(base, update, "override")
+    return update
 
 
 def preset_names() -> list[str]:
@@ -343,15 +346,28 @@ def read_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path}: {e}") from None
 
 
+Layer = tuple[str, dict[str, dict[str, Any]], dict[str, dict[str, Any]]]  # (source, what it gives, the config after it)
+
+
+def layers(preset: str | None = None, file: str | Path | None = None,
+           overrides: list[str] | tuple[str, ...] = ()) -> list[Layer]:
+    """defaults <- preset <- file <- overrides, checked at each layer: for each layer, its source
+    (default, preset, file, override), the sections and keys it gives, and the sections after it."""
+    d = defaults()
+    out: list[Layer] = [("default", d, d)]
+    for source, name, read in (("preset", preset, read_preset), ("file", file, read_file)):
+        if name is not None:
+            given = read(name)
+            d = merge(d, given, f"preset {name}" if source == "preset" else str(name))
+            out.append((source, as_sections(given), d))
+    given = parse_overrides(d, list(overrides))
+    return out + [("override", given, merge(d, given, "override"))]
+
+
 def load_config(preset: str | None = None, file: str | Path | None = None,
                 overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
     """defaults <- preset <- file <- overrides, checked at each layer."""
-    d = defaults()
-    if preset is not None:
-        d = merge(d, read_preset(preset), f"preset {preset}")
-    if file is not None:
-        d = merge(d, read_file(file), str(file))
-    return build(apply_overrides(d, list(overrides)))
+    return build(layers(preset, file, overrides)[-1][2])
 
 
 # ---------------------------------------------------------------- dumping
@@ -369,13 +385,14 @@ def _toml_value(v: Any) -> str:
     raise TypeError(f"cannot write {v!r} to TOML")
 
 
-def to_toml(cfg: RunConfig) -> str:
-    """Flat sections of scalars; None values are left out (TOML has no null: the default stands)."""
-    lines = []
+def to_toml(cfg: RunConfig, comments: dict[str, str] | None = None) -> str:
+    """Flat sections of scalars; None values are left out (TOML has no null: the default stands).
+    `comments`: a trailing comment for some keys ("section.key"), aligned within each section."""
+    lines, comments = [], comments or {}
     for section, values in cfg.to_dict().items():
-        lines.append(f"[{section}]")
-        lines += [f"{k} = {_toml_value(v)}" for k, v in values.items() if v is not None]
-        lines.append("")
+        pairs = [(f"{k} = {_toml_value(v)}", comments.get(f"{section}.{k}")) for k, v in values.items() if v is not None]
+        width = max((len(p) for p, _ in pairs), default=0)
+        lines += [f"[{section}]", *(f"{p:<{width}}  # {c}" if c else p for p, c in pairs), ""]
     return "\n".join(lines)
 
 

@@ -9,32 +9,18 @@ import math
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from learntok.checkpoint import load_run
 from learntok.config import ConfigError, RunConfig
 from learntok.data import ByteData
 from learntok.evaluate import EvalOptions, paired_difference, window_nats
-from learntok.model.aunet import AUNet
 from learntok.objective import LN2
+from learntok.plan import flops_per_byte
 from learntok.plots import pyplot
 from learntok.rate import held_out_batches, set_rate
 from learntok.runtime import resolve_device, resolve_dtype
 
 
-def train_flops_per_byte(cfg, rate: float, seq_len: int) -> float:
-    """Training FLOPs per byte, forward and backward: 6 per weight per position it acts on
-    (Kaplan et al. 2020), byte-level weights (encoder, decoder, both heads) on every byte, token-level
-    ones (mid) on a fraction `rate` of them; attention adds 12 D per (query, key) pair: the byte
-    window at byte level, on average half the rate * seq_len tokens at token level. An estimate
-    that is the same for every strategy (the boundary strategy's few weights are left out)."""
-    with torch.device("meta"):
-        model = AUNet(cfg)
-    count = lambda *mods: sum(p.numel() for m in mods for p in m.parameters())  # noqa: E731
-    byte_w = count(model.encoder, model.decoder, model.head, model.early_head)
-    token_w = count(model.mid)
-    attn = 12 * cfg.d_model * (cfg.attn_window * (cfg.n_down + cfg.n_up) + cfg.n_mid * rate * (rate * seq_len / 2))
-    return 6.0 * (byte_w + rate * token_w) + attn
 
 
 def _windows(run_dir: Path, cfg: RunConfig, data: ByteData, opts: EvalOptions, rate: float | None = None) -> dict:
@@ -75,7 +61,7 @@ def write_frontier(out: Path, records: list[dict], cfgs: list[RunConfig], eval_b
         diff, se = paired_difference(windows[run(r)], windows[run(ref)]) if ref else (math.nan, math.nan)
         rows.append({"variant": r["variant"], "seed": r.get("seed"), "family": name, "target_rate": rate,
                      "rate": r["test_boundary_rate"], "test_bpb": r["test_bpb"], "vs_uniform": diff, "vs_uniform_se": se,
-                     "flops_per_byte": train_flops_per_byte(c.model, rate, c.train.seq_len)})
+                     "flops_per_byte": flops_per_byte(c.model, c.train.seq_len, rate)})
     if len({run(r) for r in records}) > len({r["variant"] for r in records}):  # several seeds a variant
         if sweep:
             raise ConfigError("--sweep runs one model: use it without --seeds")

@@ -215,6 +215,13 @@ CASES = [
     ("eval-boundaries-from-other-vocabulary", lambda t: ["eval", "run", "--boundaries-from", wider_vocabulary(t)],
      "byte vocabulary"),
     ("eval-boundaries-from-with-rate", lambda t: ["eval", "run", "--boundaries-from", "uniform", "--rate", "0.3"], "--rate"),
+    # learntok config
+    ("config-unknown-key", lambda t: ["config", "--preset", "147M", "train.bogus=1"], "train.bogus"),
+    ("config-bad-value", lambda t: ["config", "train.steps=many"], "train.steps=many"),
+    ("config-unknown-preset", lambda t: ["config", "--preset", "1B"], "'1B'"),
+    ("config-plan-bad-value", lambda t: ["config", "--plan", "model.d_model=130"], "n_heads"),
+    ("config-plan-mfu-0", lambda t: ["config", "--plan", "--mfu", "0"], "--mfu"),
+    ("config-unknown-argument", lambda t: ["config", "--bogus"], "config: unrecognized arguments: --bogus"),
 ]
 
 
@@ -233,6 +240,7 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(base, tmp_path, make_a
     assert "Traceback" not in r.stderr
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("learntok: error: "), r.stderr[-2000:]
+    assert not lines[0].startswith("learntok: error: learntok"), lines[0]   # one prefix, never two
     assert words in lines[0]
     after = checksums(tmp_path)
     assert {k: after.get(k) for k in before} == before

@@ -61,6 +61,22 @@ def test_in_process_errors(tmp_path, capsys):
     assert len(err) == 3 and all(line.startswith("learntok: error: ") for line in err)
 
 
+@pytest.mark.parametrize("message", [
+    "variant uniform failed (exit 2): learntok: error: data source nope does not exist",   # a child's line, quoted
+    "unknown preset 'huge'",
+])
+def test_an_error_line_has_one_prefix(monkeypatch, capsys, message):
+    from learntok import cli
+    from learntok.config import ConfigError
+
+    def fail(args):
+        raise ConfigError(message)
+    monkeypatch.setattr(cli, "cmd_plot", fail)
+    assert main(["plot", "run"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("learntok: error: ") == 1 and err.startswith("learntok: error: ") and err.count("\n") == 1
+
+
 def test_segment_helpers(tmp_path):
     import torch
 

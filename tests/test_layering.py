@@ -20,13 +20,14 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("boundary strategies", ["learntok.boundaries"]),
     ("objective", ["learntok.objective"]),
     # The run config composes the component configs above; the model reads its config through it.
-    ("run config", ["learntok.config"]),
+    ("run config", ["learntok.config", "learntok.config_info"]),
     ("model", ["learntok.model.pretrained", "learntok.model.generate", "learntok.model.aunet"]),
     ("run services", ["learntok.checkpoint", "learntok.runfolder", "learntok.rate", "learntok.distributed",
                       "learntok.boundary_quality",
                       "learntok.plots"]),
     ("library", ["learntok.evaluate", "learntok.segment", "learntok.train", "learntok.eval_tasks",
-                 "learntok.diagnose", "learntok.sample", "learntok.frontier", "learntok.compare", "learntok.compare_runs"]),
+                 "learntok.diagnose", "learntok.sample", "learntok.frontier", "learntok.compare", "learntok.compare_runs",
+                 "learntok.plan"]),
     ("commands", ["learntok.cli", "learntok.__main__", "learntok.lm_eval_adapter"]),
 ]
 
