@@ -31,7 +31,7 @@ from throughput import batch, interleaved  # noqa: E402  (sibling benchmark scri
 
 from learntok import AUNet, ModelConfig, ObjectiveConfig  # noqa: E402
 from learntok.model.aunet import token_level_padded  # noqa: E402
-from learntok.model.pooling import upsample  # noqa: E402
+from learntok.nn.pooling import upsample  # noqa: E402
 from learntok.objective import loss  # noqa: E402
 
 SIZES = {

@@ -24,7 +24,7 @@ from torch import nn
 
 from learntok import AUNet, ModelConfig, ObjectiveConfig
 from learntok.config import load_config
-from learntok.model.layers import RMSNorm, Stack
+from learntok.nn.layers import RMSNorm, Stack
 from learntok.objective import loss
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from learntok.boundaries import strategy_class, strategy_names
 from learntok.data import DataConfig
 from learntok.errors import ConfigError
-from learntok.model.config import ModelConfig
+from learntok.nn.config import ModelConfig
 from learntok.objective import ObjectiveConfig
 
 

@@ -23,7 +23,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from learntok.boundaries.fixed import bisect_rate
+from learntok.boundaries.common import bisect_rate
 from learntok.config import ConfigError
 from learntok.data import ByteData
 from learntok.data.vocab import PAD, encode

@@ -65,7 +65,7 @@ def test_segment_helpers(tmp_path):
     import torch
 
     from learntok.model.aunet import AUNet
-    from learntok.model.config import ModelConfig
+    from learntok.nn.config import ModelConfig
     from learntok.segment import chunks_from_boundaries, render_html, render_terminal, segment_text
 
     a = torch.tensor([1, 0, 0, 1, 0, 1, 1.0])                       # BOS + 6 bytes

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from learntok.boundaries.fixed import whitespace_boundaries
+from learntok.boundaries.common import whitespace_boundaries
 from learntok.data import encode
 
 _spec = importlib.util.spec_from_file_location(

@@ -12,7 +12,7 @@ CHILD = """
 import resource, sys, torch
 from learntok.model.generate import generate
 from learntok.model.aunet import AUNet
-from learntok.model.config import ModelConfig
+from learntok.nn.config import ModelConfig
 from learntok.segment import segment_text
 
 torch.manual_seed(0)

@@ -6,7 +6,7 @@ import torch
 
 from learntok.boundaries.learned import _loop_scan, _map_scan, bernoulli_log_prob, policy_logits, sample_reference, sample_scan
 from learntok.data import BOS, encode
-from learntok.model.pooling import downsample, downsample_reference, upsample, upsample_reference
+from learntok.nn.pooling import downsample, downsample_reference, upsample, upsample_reference
 
 from conftest import shakespeare, tiny_model
 
@@ -165,7 +165,7 @@ def test_rate_controller_holds_the_target_rate():
 
 @pytest.mark.parametrize("L, window", [(130, 16), (128, 16), (64, 8), (33, 16), (200, 64)])
 def test_local_attention_matches_dense_window_mask(L, window):
-    from learntok.model.layers import local_attention, window_mask
+    from learntok.nn.layers import local_attention, window_mask
     g = torch.Generator().manual_seed(L + window)
     q, k, v = (torch.randn(2, 3, L, 8, generator=g) for _ in range(3))
     ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=window_mask(L, window, q.device))
@@ -176,7 +176,7 @@ def test_local_attention_matches_dense_window_mask(L, window):
 def test_local_attention_in_pieces_matches_one_piece(L, window, chunk):
     """Long sequences (a long prompt's prefill) go through local_attention in pieces of about
     `chunk` queries: the same result as the dense window mask."""
-    from learntok.model.layers import local_attention, window_mask
+    from learntok.nn.layers import local_attention, window_mask
 
     q, k, v = torch.randn(3, 2, 3, L, 8).unbind(0)
     ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=window_mask(L, window, q.device))

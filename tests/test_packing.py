@@ -11,8 +11,8 @@ import torch
 from learntok import AUNet, ModelConfig, ObjectiveConfig
 from learntok.boundaries.base import strategy_names
 from learntok.model.aunet import token_level_padded
-from learntok.model.layers import packed_attention
-from learntok.model.pooling import downsample, pack_rows
+from learntok.nn.layers import packed_attention
+from learntok.nn.pooling import downsample, pack_rows
 from learntok.objective import loss
 
 ATOL = RTOL = 1e-5

@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from learntok import AUNet, ModelConfig
-from learntok.boundaries.fixed import (bisect_rate, bresenham, whitespace_at_rate, whitespace_boundaries,
-                                       whitespace_step)
+from learntok.boundaries.common import bisect_rate, bresenham, whitespace_boundaries
+from learntok.boundaries.whitespace import whitespace_at_rate, whitespace_step
 from learntok.compare import parse_variant, variants_from_args
 from learntok.config import ConfigError
 from learntok.data import encode

@@ -10,15 +10,14 @@ Shapes: B batch, T bytes (BOS at t = 0), S tokens, D width.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 from torch import nn
 
-from learntok.model.config import ModelConfig
-from learntok.model.pooling import Packing, downsample
+from learntok.nn.config import ModelConfig
+from learntok.nn.pooling import Packing, downsample
 
 
 @dataclass
@@ -36,12 +35,6 @@ class BoundaryOutput:
     log_prob: torch.Tensor    # (B, T) fp32 log pi(a_t | x, a_<t) of the decisions used; 0 at BOS / no policy
     aux_loss: torch.Tensor    # () fp32 the strategy's own loss, already weighted (0 for most)
     relaxed: torch.Tensor | None = None  # (B, T) fp32 differentiable relaxed decisions (nawrot's straight-through); None elsewhere
-
-
-def target_logit(rate: float) -> float:
-    """logit(rho*) = log(rho* / (1 - rho*)): the logit whose sigmoid is the target rate, where a
-    policy's bias starts so that it begins at the target rate."""
-    return math.log(rate / (1.0 - rate))
 
 
 class BoundaryStrategy(nn.Module):
@@ -87,7 +80,7 @@ class BoundaryStrategy(nn.Module):
         return z, pos
 
     def pool_packed(self, h: torch.Tensor, out: BoundaryOutput, packing: Packing) -> torch.Tensor:
-        """`pool` onto the packed token sequence (learntok.model.pooling.Packing): h (B, T, D) ->
+        """`pool` onto the packed token sequence (learntok.nn.pooling.Packing): h (B, T, D) ->
         (N, D), what the model's token level runs on. Default: gather the boundary bytes' vectors
         straight into their packed slots (no padded (B, S, D) tensor on the way)."""
         return packing.pack(h)
@@ -149,14 +142,6 @@ class BoundaryStrategy(nn.Module):
 
     def init_weights(self, generator: torch.Generator | None = None) -> None:
         """Initialise the strategy's parameters from `generator` (its own, seeded apart from the backbone's, so that adding a strategy never shifts the backbone's initial weights). None by default."""
-
-
-def fixed_output(decisions: torch.Tensor) -> BoundaryOutput:
-    """BoundaryOutput for strategies with no policy: probabilities are the decisions themselves."""
-    d = decisions.float().clone()                                # never write into the caller's tensor
-    d[:, 0] = 1.0
-    zeros = torch.zeros_like(d)
-    return BoundaryOutput(d, zeros, d, zeros, torch.zeros((), device=d.device))
 
 
 _REGISTRY: dict[str, type[BoundaryStrategy]] = {}

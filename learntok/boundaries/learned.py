@@ -22,8 +22,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register, target_logit
-from learntok.model.config import ModelConfig
+from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
+from learntok.boundaries.common import target_logit
+from learntok.nn.config import ModelConfig
 
 
 def softcap(z: torch.Tensor, cap: float) -> torch.Tensor:

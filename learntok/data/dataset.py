@@ -23,6 +23,9 @@ ALL = "all"  # the split of ByteData.from_config(..., unsplit=True): every docum
 from learntok.data.vocab import BOS, EOS, PAD
 
 
+FIT_BYTES = 4_000_000  # training bytes a fit reads (a strategy's `fit`, the reference BPE): `sample_documents`
+
+
 @dataclass
 class DataConfig:
     source: str = "shakespeare"  # built-in corpus (shakespeare, kjv, python-stdlib, python-docs, python-rst) or a path: text file, folder, .jsonl(.gz), .parquet, prepared data folder (index.json)

@@ -15,10 +15,10 @@ from torch import nn
 
 import learntok.boundaries  # noqa: F401  (registers the strategies)
 from learntok.boundaries.base import BoundaryOutput, build_strategy
-from learntok.model.config import ModelConfig
+from learntok.nn.config import ModelConfig
 from learntok.model.generate import generate, stream
-from learntok.model.layers import RMSNorm, Stack
-from learntok.model.pooling import num_tokens, pack_rows, upsample
+from learntok.nn.layers import RMSNorm, Stack
+from learntok.nn.pooling import num_tokens, pack_rows, upsample
 from learntok.model.pretrained import WEIGHTS, load_weights, read_model, save_model
 
 
@@ -116,7 +116,7 @@ class AUNet(nn.Module):
     def token_level(self, h: torch.Tensor, b: BoundaryOutput) -> torch.Tensor:
         """Downsample -> mid -> dechunk on packed tokens: h (B, T, D) -> (B, S, D) padded rows.
         The mid blocks run on the N tokens of all rows packed into one sequence (attention
-        stays within each row: learntok.model.layers.packed_attention); `token_level_padded`
+        stays within each row: learntok.nn.layers.packed_attention); `token_level_padded`
         is the plain reference it is tested against."""
         packing = pack_rows(b.decisions, self.cfg.token_pad_multiple)  # the forward's one host sync
         z = self.strategy.pool_packed(h, b, packing)             # (N, D) the strategy's tokens, packed

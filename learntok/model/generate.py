@@ -31,8 +31,8 @@ import torch
 
 from learntok.boundaries.base import BoundaryOutput
 from learntok.data.vocab import BOS, EOS, PAD, encode, is_byte
-from learntok.model.cache import ModelCache, TokenKV
-from learntok.model.pooling import num_tokens, upsample
+from learntok.nn.cache import ModelCache, TokenKV
+from learntok.nn.pooling import num_tokens, upsample
 from learntok.runtime import PrivateRNG, eval_mode
 
 BOUNDARY_MODES = ("sample", "greedy")

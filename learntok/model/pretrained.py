@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 from learntok import __version__
 from learntok.config import from_model_dict
 from learntok.errors import CheckpointError, ConfigError
-from learntok.model.config import ModelConfig
+from learntok.nn.config import ModelConfig
 
 WEIGHTS, CONFIG, LATEST = "model.safetensors", "config.json", "latest"
 

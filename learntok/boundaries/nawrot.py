@@ -34,10 +34,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register, target_logit
-from learntok.boundaries.ste import real_bytes
-from learntok.model.config import ModelConfig
-from learntok.model.pooling import downsample
+from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
+from learntok.boundaries.common import decision_mask, target_logit
+from learntok.nn.config import ModelConfig
+from learntok.nn.pooling import downsample
 
 
 def binomial_log_prob(k: torch.Tensor, n: torch.Tensor, p: float) -> torch.Tensor:
@@ -132,7 +132,7 @@ class DynamicPooling(BoundaryStrategy):
             boundaries = (logits > 0).float() if greedy else (soft > 0.5).float()
         a = boundaries.float().clone()
         a[:, 0] = 1.0
-        aux = self.opts.prior_weight * binomial_prior_loss(straight_through(a, soft), real_bytes(x), self.cfg.target_rate)
+        aux = self.opts.prior_weight * binomial_prior_loss(straight_through(a, soft), decision_mask(x).float(), self.cfg.target_rate)
         zeros = torch.zeros_like(a)
         return BoundaryOutput(a, logits.detach(), torch.sigmoid(logits.detach()), zeros, aux, relaxed=soft)
 

@@ -1,0 +1,106 @@
+"""`entropy`: BLT's rule, a boundary where the early-exit head is unsure of the next byte, with
+a threshold that tracks the target rate.
+
+Shapes: B batch, T bytes, V vocabulary.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
+from learntok.boundaries.common import fixed_output
+from learntok.data.vocab import is_byte
+
+
+def next_byte_entropy(early_logits: torch.Tensor) -> torch.Tensor:
+    """H[t] = entropy (nats, fp32) of the early head's distribution over the byte after t.
+    (B, T, V) -> (B, T)."""
+    logp = torch.log_softmax(early_logits.float(), dim=-1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+def entropy_boundaries(entropy: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
+    """BLT's global-threshold rule: byte t starts a token when H[t-1], the uncertainty about
+    byte t given bytes < t, exceeds the threshold. (B, T) -> (B, T) float, a[:, 0] = 1."""
+    a = (entropy[:, :-1] > threshold).float()                    # (B, T-1): decision for t = 1..T-1
+    return torch.cat([torch.ones_like(a[:, :1]), a], dim=1)
+
+
+@dataclass
+class EntropyConfig:
+    gain: float = 2.0  # threshold step (nats) per unit rate error per training step
+
+
+@register("entropy", config=EntropyConfig)
+class EntropyBoundaries(BoundaryStrategy):
+    """Boundaries where the early-exit head is unsure of the next byte (BLT, Pagnoni et al. 2024).
+
+    Decision at t uses H[t-1] (the early head at t-1 predicting byte t), so it reads bytes < t
+    only. The threshold tracks the (1 - rho*) quantile of H causally: the first training batch
+    sets it to that batch's quantile; after each later training forward it moves by
+    strategy.gain * (rate - rho*), where rate is the fraction of the batch's real bytes above
+    the threshold (Robbins-Monro quantile tracking: the same integral control that holds the
+    learned policy's rate). A forward decides with the threshold from *earlier* batches, never
+    with a quantile over its own (future) bytes. An EMA of past quantiles lags while the early
+    head is learning fast and its entropy falls (the rate then collapses toward 0); feedback on
+    the realised rate does not. Before the first update the threshold is 0 (every byte a
+    boundary). No gradient: entropy is detached.
+
+    Inference-time rate control (learntok.rate): `rate_offset` (nats, 0 unless calibrated, not
+    saved) lowers the threshold the decisions use, H[t-1] > thr - offset; training's tracker
+    never reads it."""
+
+    rate_offset_range = (-8.0, 8.0)  # nats; H lies in [0, ln 256 = 5.5]
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.register_buffer("thr", torch.zeros(()))              # the threshold on H, nats
+        self.register_buffer("updates", torch.zeros((), dtype=torch.long))  # training updates so far
+        self.register_buffer("rate_offset", torch.zeros(()), persistent=False)  # raising it raises the rate
+
+    def init_weights(self, generator: torch.Generator | None = None) -> None:
+        self.thr.zero_()
+        self.updates.zero_()
+
+    def threshold(self) -> torch.Tensor:
+        """The current threshold (0 before any update)."""
+        return self.thr
+
+    @torch.no_grad()
+    def update_threshold(self, entropy: torch.Tensor, x: torch.Tensor) -> None:
+        """One step of the quantile tracker on H[t-1] over real target bytes (no host sync)."""
+        real = is_byte(x[:, 1:])                                   # (B, T-1)
+        values = entropy[:, :-1][real]
+        if values.numel() == 0:
+            return
+        rho = self.cfg.target_rate
+        first = torch.quantile(values[:2 ** 24], 1.0 - rho)      # torch.quantile's size limit
+        rate = (values > self.thr).float().mean()
+        tracked = self.thr + self.opts.gain * (rate - rho)
+        self.thr.copy_(torch.where(self.updates > 0, tracked, first))
+        self.updates.add_(1)
+
+    def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
+        if early_logits is None:
+            raise ValueError("the entropy strategy needs the early head's logits")
+        entropy = next_byte_entropy(early_logits.detach())       # (B, T)
+        if boundaries is None:
+            boundaries = entropy_boundaries(entropy, self.threshold() - self.rate_offset)
+        if self.training:
+            self.update_threshold(entropy, x)
+        return fixed_output(boundaries)
+
+    # Incremental decoding: the state is H[t-1], which decides a[t]; the threshold is frozen.
+    def init_state(self, batch, device) -> dict:
+        return {"entropy": torch.zeros(batch, device=device)}
+
+    def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
+        return {"entropy": next_byte_entropy(early_logits[:, -1])}
+
+    def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
+        if boundaries is None:
+            rule = (state["entropy"] > self.threshold() - self.rate_offset).float() if t > 0 else torch.ones(x.shape, device=x.device)
+            boundaries = rule
+        return boundaries.float(), boundaries.float(), {"entropy": next_byte_entropy(early_logits)}
