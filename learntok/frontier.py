@@ -17,7 +17,7 @@ from learntok.config import ConfigError, RunConfig
 from learntok.data import ByteData
 from learntok.evaluate import EvalOptions, evaluate_bpb
 from learntok.model.aunet import AUNet
-from learntok.objective import LN2
+from learntok.objective import bits_per_byte
 from learntok.plots import pyplot
 from learntok.rate import held_out_batches, set_rate
 from learntok.runtime import resolve_device, resolve_dtype
@@ -34,8 +34,8 @@ def window_nats(model, data: ByteData, split: str, opts: EvalOptions) -> dict[st
 def paired_difference(a: dict, b: dict) -> tuple[float, float]:
     """bpb of `a` minus bpb of `b` on the same windows (corpus level), and the standard error of
     the mean per-window difference (windows of one document are not independent: a lower bound)."""
-    diff = (a["nats"] - b["nats"]) / (LN2 * np.maximum(a["bytes"], 1))
-    mean = float((a["nats"].sum() - b["nats"].sum()) / (LN2 * a["bytes"].sum()))
+    diff = bits_per_byte(a["nats"] - b["nats"], a["bytes"])
+    mean = float(bits_per_byte(a["nats"].sum() - b["nats"].sum(), a["bytes"].sum()))
     return mean, float(diff.std(ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else 0.0
 
 
@@ -131,7 +131,7 @@ def _sweep_rows(out: Path, sweep: str, records, cfgs, windows, data, opts) -> li
         own = next((v for v, (r, c) in by_name.items() if v.partition("@")[0] == family and c.model.target_rate == rate), None)
         uni = next((v for v, (r, c) in by_name.items() if v.partition("@")[0] == "uniform" and c.model.target_rate == rate), None)
         row = {"target_rate": rate, "rate": w["rate"], "offset": w["offset"],
-               "test_bpb": float(w["nats"].sum() / (LN2 * w["bytes"].sum()))}
+               "test_bpb": float(bits_per_byte(w["nats"].sum(), w["bytes"].sum()))}
         if own:
             row["per_rate_bpb"] = by_name[own][0]["test_bpb"]
             row["vs_per_rate"], row["vs_per_rate_se"] = paired_difference(w, windows[own])

@@ -9,13 +9,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
-from learntok.data.vocab import N_SYMBOLS, is_byte
+from learntok.boundaries.common import decision_mask
+from learntok.data.vocab import N_SYMBOLS
 
 LN2 = math.log(2.0)
 BASELINES = ("mean", "loo", "none")
+
+
+def bits_per_byte(nats, n_bytes):
+    """Bits per byte from cross-entropy in nats summed over n_bytes scored bytes (floats or numpy
+    arrays, elementwise; no bytes gives 0): the one conversion every figure of learntok uses."""
+    return nats / (LN2 * np.maximum(n_bytes, 1))
 
 
 @dataclass
@@ -120,7 +128,7 @@ def is_whitespace(x: torch.Tensor) -> torch.Tensor:
 def boundary_counts(x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
     """(4,) fp32 sums over real bytes t >= 1 (not BOS/EOS/PAD): [boundaries, bytes, boundaries at
     whitespace bytes, whitespace bytes]. Sums, so that batches and ranks add up exactly."""
-    real = is_byte(x[:, 1:]).float()
+    real = decision_mask(x)[:, 1:].float()
     dec = a[:, 1:].float()
     ws = is_whitespace(x[:, 1:]).float() * real
     return torch.stack([(dec * real).sum(), real.sum(), (dec * ws).sum(), ws.sum()])
@@ -137,7 +145,7 @@ def boundary_stats(x: torch.Tensor, a: torch.Tensor, probs: torch.Tensor | None 
     tensors (no host sync); callers convert when they log."""
     out = boundary_rates(boundary_counts(x, a))
     if probs is not None:
-        real = is_byte(x[:, 1:]).float()
+        real = decision_mask(x)[:, 1:].float()
         out["mean_prob"] = (probs[:, 1:].float() * real).sum() / real.sum().clamp(min=1)
     return out
 

@@ -26,7 +26,7 @@ import torch
 from learntok.boundaries.common import bisect_rate
 from learntok.config import ConfigError
 from learntok.data import ByteData
-from learntok.data.vocab import PAD, encode
+from learntok.data.vocab import bos_rows, row_pieces
 from learntok.objective import boundary_counts, boundary_rates
 from learntok.runtime import inference
 
@@ -65,9 +65,7 @@ class RateSetting:
 def text_batches(text: str | bytes, seq_len: int, batch_size: int = 8) -> list[torch.Tensor]:
     """Calibration rows from one text: pieces of seq_len - 1 bytes, each after its own BOS."""
     data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
-    rows = [encode(data[i:i + seq_len - 1]) for i in range(0, len(data), seq_len - 1)]
-    x = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=PAD)
-    return list(x.split(batch_size))
+    return list(bos_rows(row_pieces(data, seq_len)).split(batch_size))
 
 
 def held_out_batches(data: ByteData, seq_len: int, batch_size: int = 8, split: str = "val",

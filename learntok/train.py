@@ -25,6 +25,7 @@ from tqdm import tqdm
 from learntok.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, write_text_atomic
 from learntok.config import ConfigError, OptimConfig, RunConfig, to_toml
 from learntok.data import PAD, ByteData
+from learntok.data.dataset import FIT_BYTES
 from learntok.distributed import (DistEnv, all_reduce, barrier, broadcast_module_state, checkpoint_views,
                                   compile_model, init_distributed, load_state, micro_plan, no_grad_sync, shutdown,
                                   slot_seed, wrap_model)
@@ -90,9 +91,6 @@ def write_segments(model: nn.Module, texts: list[bytes], path: Path, step: int, 
             chunks, stats = segment_text(model, text, seed=seed)
             f.write(f"[rate {stats['boundary_rate']:.3f} ws {stats['whitespace_rate']:.3f}] "
                     f"{render_terminal(chunks, color=False)}\n")
-
-
-FIT_BYTES = 4_000_000  # training bytes a strategy's `fit` reads (a seeded random sample of the train split)
 
 
 def fit_strategy(model: AUNet, data: ByteData, env: DistEnv) -> dict:
