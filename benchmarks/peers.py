@@ -21,7 +21,7 @@ warm-up steps, then constant) and reports the
 validation bits per byte over the first `--val-bytes` bytes of the validation split
 (learntok: sampled boundaries, as a run reports them).
 
-The default models (the issue-12 comparison, about 4M parameters):
+The default models (docs/benchmarks.md's comparison, about 4M parameters):
   learntok learned at rate 1/8 and 0.2, uniform at 0.2: d 224, 7 heads, 2-3-2, w = 8;
   plain: a byte transformer of learntok's own layers (RoPE, SDPA), 7 layers;
   x-transformers: Decoder, 7 layers, rotary;
@@ -54,7 +54,7 @@ from learntok.objective import LN2, loss  # noqa: E402
 
 MODELS = ("learntok-learned-1/8", "learntok-learned-0.2", "learntok-uniform-0.2", "plain",
           "x-transformers", "megabyte", "hnet")
-LEARNTOK = dict(d_model=224, n_heads=7, n_down=2, n_mid=3, n_up=2, policy_window=8)
+LEARNTOK = dict(d_model=224, n_heads=7, n_down=2, n_mid=3, n_up=2)  # the learned policy at its default w = 8
 
 
 class PeerLM(nn.Module):

@@ -26,6 +26,7 @@ import torch
 
 from learntok import AUNet, ModelConfig, ObjectiveConfig
 from learntok.boundaries.learned import sample_reference, sample_scan
+from learntok.boundaries.options import kept_options
 from learntok.model.aunet import token_level_padded
 from learntok.objective import loss
 
@@ -33,7 +34,7 @@ from learntok.objective import loss
 def make_model(w: int, d: int, heads: int, layers: tuple[int, int, int], boundary: str = "learned") -> AUNet:
     torch.manual_seed(0)
     return AUNet(ModelConfig(d_model=d, n_heads=heads, n_down=layers[0], n_mid=layers[1], n_up=layers[2],
-                             boundary=boundary, policy_window=w))
+                             boundary=boundary, strategy=kept_options({"window": w}, boundary)))
 
 
 def step_fn(model, opt, x, boundaries):

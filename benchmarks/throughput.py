@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from learntok import AUNet, ModelConfig, ObjectiveConfig
+from learntok.boundaries.learned import LearnedConfig
 from learntok.config import load_config
 from learntok.nn.layers import RMSNorm, Stack
 from learntok.objective import loss
@@ -47,7 +48,7 @@ def flops_per_byte(cfg: ModelConfig, T: int) -> float:
     per_byte = 6 * (byte_layers * block_params(d, cfg.mlp_ratio_bytes) + 2 * d * V)  # blocks + two heads
     per_byte += 12 * d * byte_layers * attended(T, cfg.attn_window)
     per_token = 6 * cfg.n_mid * block_params(d, cfg.mlp_ratio_tokens) + 12 * d * cfg.n_mid * attended(int(rate * T), None)
-    return per_byte + rate * per_token + 6 * d * cfg.policy_window  # + the policy's projection
+    return per_byte + rate * per_token + 6 * d * cfg.strategy.get("window", LearnedConfig.window)  # + the policy's projection
 
 
 class PlainTransformer(nn.Module):

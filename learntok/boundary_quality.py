@@ -2,7 +2,7 @@
 references: the three places a word boundary can sit (a word's last byte, the space after it,
 the next word's first byte) and the starts of BPE tokens.
 
-A boundary at byte position t (t >= 1; 0 is BOS) starts a chunk at that byte (DESIGN §1).
+A boundary at byte position t (t >= 1; 0 is BOS) starts a chunk at that byte (docs/design.md §1).
 Positions scored: real bytes t >= 2. The first byte of a window (t = 1) is left out: whether
 a chunk starts there is decided by where the window was cut, not by the text.
 

@@ -1,4 +1,4 @@
-"""Training checkpoints and run loading (DESIGN §7), built on the model files of
+"""Training checkpoints and run loading (docs/design.md §7), built on the model files of
 learntok.model.pretrained (a model folder: `model.safetensors` + `config.json`).
 
 A training checkpoint `RUN/checkpoints/step_NNNNNNN/`: `model.safetensors`, `state.pt`

@@ -2,7 +2,7 @@
 one backbone, preset, data source, step budget and seed; one folder of results.
 
 A variant is `STRATEGY[+OVERRIDE...]`, e.g. `learned`, `uniform`, `learned+gamma=1.0`,
-`learned+model.policy_window=1`. An override is `section.key=value` or one of the short names
+`learned+strategy.window=1`. An override is `section.key=value` or one of the short names
 in ALIASES. Each variant trains in OUT/<variant>/ through `learntok.train.train`, then is
 evaluated on the validation and test splits (bits per byte, with the standard error of the
 mean over documents); a `done.json` marker holds its figures, so a rerun skips finished
@@ -11,7 +11,6 @@ results.json and curves.png (validation bpb against bytes seen, one curve a vari
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -20,7 +19,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from learntok.boundaries import strategy_class, strategy_names
+from learntok.boundaries import strategy_names
+from learntok.boundaries.options import option_types
 from learntok.checkpoint import latest_checkpoint, load_run
 from learntok.config import STRATEGY, ConfigError, RunConfig, load_config
 from learntok.data import ByteData
@@ -35,7 +35,7 @@ ALIASES = {  # short override names for variants
     "gamma": "objective.gamma",
     "baseline": "objective.batch_baseline",
     "early": "objective.early_baseline",
-    "w": "model.policy_window",
+    "w": "strategy.window",
     "lambda_rate": "objective.lambda_rate",
     "lambda_pi": "objective.lambda_pi",
     "rate": "model.target_rate",
@@ -95,20 +95,15 @@ def variant_config(spec: str, preset: str | None, overrides: list[str]) -> RunCo
     strategy, own = parse_variant(spec)
     if strategy not in strategy_names():
         raise ConfigError(f"variant {spec!r}: unknown boundary strategy {strategy!r}; known: {', '.join(strategy_names())}")
-    options = strategy_options(strategy)
+    options = option_types(strategy)
     shared = [o for o in overrides if not o.startswith(f"{STRATEGY}.") or o.partition("=")[0][len(STRATEGY) + 1:] in options]
     return load_config(preset, None, [*shared, *own])
-
-
-def strategy_options(strategy: str) -> set[str]:
-    """The option names of a strategy's `[strategy]` section."""
-    return {f.name for f in dataclasses.fields(strategy_class(strategy).Config)}
 
 
 def check_strategy_options(variants: list[str], overrides: list[str]) -> None:
     """A shared `strategy.KEY=value` must be an option of at least one variant's strategy."""
     strategies = {parse_variant(v)[0] for v in variants} & set(strategy_names())
-    known = set().union(*map(strategy_options, strategies))
+    known = set().union(*map(option_types, strategies))
     for o in overrides:
         key = o.partition("=")[0]
         if key.startswith(f"{STRATEGY}.") and key[len(STRATEGY) + 1:] not in known:

@@ -1,4 +1,4 @@
-"""Run configuration: component configs composed into one RunConfig (DESIGN §7).
+"""Run configuration: component configs composed into one RunConfig (docs/design.md §7).
 
 Layered and strict: dataclass defaults <- a preset TOML (packaged under learntok/configs, or
 any file) <- `section.key=value` overrides. Unknown sections or keys and values of the wrong
@@ -11,20 +11,17 @@ import dataclasses
 import json
 import math
 import tomllib
-import types
-import typing
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from learntok.boundaries import strategy_class, strategy_names
+from learntok.boundaries.options import STRATEGY, kept_options, move_old_keys, moved_key, option_types, strategy_options
 from learntok.data import DataConfig
 from learntok.errors import ConfigError
+from learntok.fields import check_fields, field_types, parse_value
 from learntok.nn.config import ModelConfig
 from learntok.objective import ObjectiveConfig
-
-
 
 
 @dataclass
@@ -145,29 +142,8 @@ SECTIONS: dict[str, type] = {"model": ModelConfig, "objective": ObjectiveConfig,
                              "checkpoint": CheckpointConfig, "system": SystemConfig}
 
 
-STRATEGY = "strategy"  # the section of the chosen strategy's own options (model.boundary's config class)
-
-
 def defaults() -> dict[str, dict[str, Any]]:
     return RunConfig().to_dict()
-
-
-def strategy_options(boundary: str, values: dict[str, Any], source: str = "strategy") -> dict[str, Any]:
-    """The [strategy] section checked against model.boundary's config class: every option, with
-    defaults for those not given. An unknown strategy, or a key of another strategy, is an error."""
-    if boundary not in strategy_names():
-        raise ConfigError(f"model.boundary {boundary!r} is not a boundary strategy; known: {', '.join(strategy_names())}")
-    cls = strategy_class(boundary).Config
-    hints = _field_types(cls)
-    for key in values:
-        if key not in hints:
-            known = ", ".join(hints) or "none"
-            raise ConfigError(f"{source}: {STRATEGY}.{key} is not an option of strategy {boundary!r} (its options: {known})")
-    given = {k: _check(v, hints[k], f"{STRATEGY}.{k}") for k, v in values.items()}
-    try:
-        return dataclasses.asdict(cls(**given))
-    except (ValueError, TypeError) as e:
-        raise ConfigError(f"{STRATEGY}: {e}") from None
 
 
 def build(d: dict[str, dict[str, Any]]) -> RunConfig:
@@ -187,91 +163,26 @@ def build(d: dict[str, dict[str, Any]]) -> RunConfig:
     return cfg
 
 
-# ---------------------------------------------------------------- types
-
-
-def _field_types(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _union(convert, value: Any, tp: Any, name: str) -> Any:
-    """The first member of a Union (Optional) type that `convert` accepts, None aside."""
-    for arg in typing.get_args(tp):
-        if arg is not type(None):
-            try:
-                return convert(value, arg, name)
-            except ConfigError:
-                pass
-    raise ConfigError(f"{name} = {value!r}: expected {tp}")
-
-
-def _check(value: Any, tp: Any, name: str) -> Any:
-    """Check a structured value (TOML / JSON) against a field type; ints are accepted as floats
-    and lists as tuples. Returns the value converted to the field's type."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        return None if value is None and type(None) in args else _union(_check, value, tp, name)
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{name} = {value!r}: expected a list")
-        elem = args[0] if args else Any
-        if len(args) > 1 and args[1] is not Ellipsis and len(value) != len(args):
-            raise ConfigError(f"{name} = {value!r}: expected {len(args)} values")
-        return tuple(_check(v, elem, name) for v in value)
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    elif tp is str:
-        if isinstance(value, str):
-            return value
-    elif tp is Any:
-        return value
-    raise ConfigError(f"{name} = {value!r}: expected {getattr(tp, '__name__', tp)}")
-
-
-_BOOLS = {"true": True, "1": True, "false": False, "0": False}
-
-
-def parse_value(text: str, tp: Any, name: str) -> Any:
-    """Parse an override's text by the field's type: bool (true/false/1/0), int, float, str,
-    optional (none/null), tuple (comma-separated, brackets optional)."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        return None if text.lower() in ("none", "null") and type(None) in args else _union(parse_value, text, tp, name)
-    if origin is tuple:
-        items = [s.strip() for s in text.strip().strip("[]()").split(",") if s.strip()]
-        return _check([parse_value(s, args[0], name) for s in items], tp, name)
-    try:
-        if tp is bool:
-            return _BOOLS[text.lower()]
-        if tp is int:
-            return int(text.replace("_", ""))
-        if tp is float:
-            return float(text)
-    except (KeyError, ValueError):
-        raise ConfigError(f"{name}={text}: expected {tp.__name__}") from None
-    return text
-
-
 # ---------------------------------------------------------------- layering
 
 
 def merge(base: dict[str, dict[str, Any]], update: dict[str, Any], source: str) -> dict[str, dict[str, Any]]:
-    """base with update's values checked against the dataclass field types; strict on names."""
+    """base with update's values checked against the dataclass field types; strict on names. Keys
+    that moved (learntok.boundaries.options.MOVED_KEYS) are read at their new place."""
     out = {k: dict(v) for k, v in base.items()}
     if not isinstance(update, dict):
         raise ConfigError(f"{source}: expected a table of sections, got {type(update).__name__}")
     if isinstance(update.get("model"), dict) and STRATEGY in update["model"]:  # a model's config.json
         update = {**update, "model": {k: v for k, v in update["model"].items() if k != STRATEGY},
                   STRATEGY: update["model"][STRATEGY]}
-    if "boundary" in update.get("model", {}) and update["model"]["boundary"] != out["model"]["boundary"]:
-        out[STRATEGY] = {}                                       # another strategy: the old one's options go
+    boundary = out["model"]["boundary"]
+    if isinstance(update.get("model"), dict):
+        boundary = update["model"].get("boundary", boundary)
+        if isinstance(update.get(STRATEGY, {}), dict):
+            model, options = move_old_keys(update["model"], update.get(STRATEGY, {}), boundary)
+            update = {**update, "model": model, STRATEGY: options}
+    if boundary != out["model"]["boundary"]:
+        out[STRATEGY] = kept_options(out[STRATEGY], boundary)     # another strategy: the options it lacks go
     for section, values in update.items():
         if section not in SECTIONS and section != STRATEGY:
             raise ConfigError(f"{source}: unknown section [{section}]; known: {', '.join([*SECTIONS, STRATEGY])}")
@@ -279,41 +190,39 @@ def merge(base: dict[str, dict[str, Any]], update: dict[str, Any], source: str) 
             raise ConfigError(f"{source}: [{section}] must be a table, got {values!r}")
         if section == STRATEGY:                                  # checked against the strategy in build()
             out[STRATEGY].update(values)
-            continue
-        hints = _field_types(SECTIONS[section])
-        for key, value in values.items():
-            if key not in hints:
-                raise ConfigError(f"{source}: unknown key {section}.{key}; known: {', '.join(out[section])}")
-            out[section][key] = _check(value, hints[key], f"{section}.{key}")
+        else:
+            out[section].update(check_fields(SECTIONS[section], values, section, source))
     return out
 
 
 def apply_overrides(base: dict[str, dict[str, Any]], overrides: list[str]) -> dict[str, dict[str, Any]]:
     """Apply `section.key=value` strings, each parsed by its field's type (a strategy option by the
-    config class of the strategy chosen after every override: `model.boundary` is applied first)."""
+    config class of the strategy chosen after every override: `model.boundary` is applied first).
+    A key that moved is read at its new place, and ignored by a strategy without it (as before)."""
     update: dict[str, dict[str, Any]] = {}
     boundary_first = sorted(overrides, key=lambda item: not item.strip().startswith("model.boundary="))
     for item in boundary_first:
         key, eq, text = item.partition("=")
-        section, dot, name = key.strip().partition(".")
+        key = key.strip()
+        section, dot, name = moved_key(key).partition(".")
         if not eq or not dot:
             raise ConfigError(f"override {item!r} is not of the form section.key=value")
         if section == STRATEGY:
             boundary = update.get("model", {}).get("boundary", base["model"]["boundary"])
-            if boundary not in strategy_names():
-                raise ConfigError(f"model.boundary {boundary!r} is not a boundary strategy; known: {', '.join(strategy_names())}")
-            hints = _field_types(strategy_class(boundary).Config)
+            hints = option_types(boundary)
             if name not in hints:
+                if moved_key(key) != key:                        # an old key this strategy never read
+                    continue
                 raise ConfigError(f"override {item!r}: {name!r} is not an option of strategy {boundary!r} "
                                   f"(its options: {', '.join(hints) or 'none'})")
-            update.setdefault(section, {})[name] = parse_value(text.strip(), hints[name], key.strip())
+            update.setdefault(section, {})[name] = parse_value(text.strip(), hints[name], key)
             continue
         if section not in SECTIONS:
             raise ConfigError(f"override {item!r}: unknown section {section!r}; known: {', '.join([*SECTIONS, STRATEGY])}")
-        hints = _field_types(SECTIONS[section])
+        hints = field_types(SECTIONS[section])
         if name not in hints:
             raise ConfigError(f"override {item!r}: unknown key {section}.{name}")
-        update.setdefault(section, {})[name] = parse_value(text.strip(), hints[name], key.strip())
+        update.setdefault(section, {})[name] = parse_value(text.strip(), hints[name], key)
     return merge(base, update, "override")
 
 
@@ -386,10 +295,3 @@ def to_json(cfg: RunConfig) -> str:
 def save_config(cfg: RunConfig, path: str | Path) -> None:
     path = Path(path)
     path.write_text(to_json(cfg) if path.suffix == ".json" else to_toml(cfg), encoding="utf-8")
-
-
-def from_model_dict(d: dict[str, Any]) -> ModelConfig:
-    """A strict ModelConfig from a dict (checkpoint config.json)."""
-    if not isinstance(d, dict):
-        raise ConfigError(f"a model config must be a table, got {type(d).__name__}")
-    return build(merge(defaults(), {"model": d}, "model config")).model

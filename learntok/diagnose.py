@@ -1,5 +1,5 @@
 """`learntok diagnose`: how noisy is the policy-gradient estimate, with and without each of the
-paper's variance-reduction tricks (DESIGN §4)?
+paper's variance-reduction tricks (docs/design.md §4)?
 
 On fixed batches, the boundaries are resampled K times. For every sample, each estimator
 variant's gradient on the policy's parameters is computed from the *same* sampled boundaries

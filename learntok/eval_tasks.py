@@ -1,4 +1,4 @@
-"""`learntok eval-tasks`: zero-shot tasks from JSONL(.gz) files (the forms in shared/evals).
+"""`learntok eval-tasks`: zero-shot tasks from JSONL(.gz) files (the forms: docs/evaluation.md).
 
 Two forms, told apart by the fields of each file's first record:
 - multiple choice: `query`, `choices` (list of strings), `gold` (index of the right choice);

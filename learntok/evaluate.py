@@ -1,6 +1,6 @@
 """`learntok eval`: bits per byte with error bars, the K-sample bound, and boundary quality.
 
-Bits per byte (DESIGN §4): sum of CE in nats over real target bytes / (ln 2 * those bytes),
+Bits per byte (docs/design.md §4): sum of CE in nats over real target bytes / (ln 2 * those bytes),
 corpus-level; and the mean over documents of each document's bpb, with its standard error.
 With K samples per window, `bpb` is the mean over the K sampled segmentations (an upper bound
 on the model's marginal bpb in expectation) and `bpb_bound` the log-mean-exp bound

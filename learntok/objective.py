@@ -1,4 +1,4 @@
-"""Training objective (DESIGN §4): cross-entropy, early-exit loss, and the score-function
+"""Training objective (docs/design.md §4): cross-entropy, early-exit loss, and the score-function
 (REINFORCE) policy loss with its three variance-reduction tricks, plus the target-rate loss.
 
 Shapes: B batch, T bytes (BOS included). Per-byte quantities indexed by t = 0..T-2 predict

@@ -1,4 +1,4 @@
-"""Compression as a dial (issue 13, docs/rate.md): run a trained model at another boundary rate
+"""Compression as a dial (docs/rate.md): run a trained model at another boundary rate
 with no retraining.
 
 Each strategy exposes one of two knobs (structural protocols, below):

@@ -54,7 +54,7 @@ def lr_at(step: int, cfg: OptimConfig, steps: int) -> float:
 def build_optimizer(model: nn.Module, cfg: OptimConfig, device: torch.device) -> torch.optim.AdamW:
     """AdamW; weight decay on matrices only: not on norms, biases (1-D) or embeddings. A
     score-function policy's parameters (the learned strategy's) get lr * policy_lr_mult: under
-    Adam, the policy's fixed logit scaling s = 1/16 (DESIGN §3) also divides its effective
+    Adam, the policy's fixed logit scaling s = 1/16 (docs/design.md §3) also divides its effective
     learning rate by 16, which is what policy_lr_mult = 16 undoes while keeping p near rho* at
     initialisation. Other strategies' predictors (nawrot, hnet) have no such scaling and train
     at the backbone's learning rate, so the multiplier never confounds a comparison."""

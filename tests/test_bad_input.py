@@ -1,4 +1,4 @@
-"""The bad-input matrix (issue 11): every mistake a user can make on the command line gives exit
+"""The bad-input matrix (docs/reliability.md): every mistake a user can make on the command line gives exit
 2, exactly one line on stderr (`learntok: error: ...`), no traceback, and changes no file that
 was there before (checksums of the whole folder before and after).
 

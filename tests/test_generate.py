@@ -32,7 +32,7 @@ def one_thread():
 
 
 def tiny(boundary="learned", w=8) -> AUNet:
-    model = tiny_model(boundary, n_mid=2, attn_window=WINDOW, policy_window=w)
+    model = tiny_model(boundary, n_mid=2, attn_window=WINDOW, window=w)
     if boundary.startswith("bpe"):
         with warnings.catch_warnings():                          # a BPE of 20 words cannot reach rho*: no matter
             warnings.simplefilter("ignore")

@@ -41,7 +41,7 @@ def test_prescribed_boundaries_used_and_scored():
 def test_causality(w, boundary, train_mode):
     """Outputs and decisions at positions <= t never change when a byte after t changes, for
     sampled boundaries (same random draws) and prescribed ones, on real text longer than the window."""
-    model = tiny_model(boundary, policy_window=w)
+    model = tiny_model(boundary, window=w)
     model.train(train_mode)
     text = shakespeare(80)
     x = encode(text).unsqueeze(0)
@@ -146,7 +146,7 @@ def test_gradients_reach_policy_and_backbone():
 
 def test_rate_controller_holds_the_target_rate():
     """Integral control (objective.rate_gain) moves a policy that fires at ~0.45 to rho* = 0.2."""
-    model = tiny_model("learned", policy_window=8)
+    model = tiny_model("learned", window=8)
     with torch.no_grad():
         model.strategy.proj.bias[-1] = 25.0                      # current-byte term: s * 25 ~ +1.5 logits, rate ~ 0.45
     x = torch.full((64, 100), 97)

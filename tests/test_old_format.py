@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from learntok.checkpoint import load_run
+from learntok.compare import parse_variant
 from learntok.config import load_config
 from learntok.data import ByteData
 from learntok.evaluate import EvalOptions, evaluate_bpb
@@ -51,3 +52,31 @@ def test_an_old_config_toml_loads_as_the_run_it_describes():
     from_toml = load_config(file=OLD / "run" / "config.toml")
     _, from_checkpoint = load_run(OLD / "run")
     assert from_toml == from_checkpoint
+
+
+def test_the_moved_keys_are_read_as_the_learned_policys_options():
+    _, cfg = load_run(OLD / "run")
+    assert cfg.model.strategy == {"window": 4, "logit_scale": 0.125, "softcap": 5.0}
+    assert "policy_window" not in cfg.to_dict()["model"]
+
+
+@pytest.mark.parametrize("overrides, boundary, options", [
+    (["model.policy_window=2", "model.logit_scale=0.5", "model.softcap=3"], "learned",
+     {"window": 2, "logit_scale": 0.5, "softcap": 3.0}),
+    (["model.boundary=frozen", "model.policy_window=2"], "frozen", {"window": 2, "logit_scale": 0.0625, "softcap": 6.0}),
+    (["model.boundary=uniform", "model.policy_window=2"], "uniform", {}),    # ignored, as it always was there
+    (["model.policy_window=2", "strategy.window=3"], "learned", {"window": 3, "logit_scale": 0.0625, "softcap": 6.0}),
+])
+def test_old_keys_on_the_command_line_are_mapped(overrides, boundary, options):
+    cfg = load_config(overrides=overrides)
+    assert (cfg.model.boundary, cfg.model.strategy) == (boundary, options)
+
+
+def test_the_compare_alias_w_is_the_new_key():
+    assert parse_variant("learned+w=1")[1] == ["model.boundary=learned", "strategy.window=1"]
+
+
+@pytest.mark.parametrize("preset_then, window", [("learned", 1), ("frozen", 1), ("uniform", None)])
+def test_a_preset_keeps_the_policy_options_for_strategies_that_have_them(preset_then, window):
+    cfg = load_config("tiny", overrides=[f"model.boundary={preset_then}"])
+    assert cfg.model.strategy.get("window") == window

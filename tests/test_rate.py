@@ -1,4 +1,4 @@
-"""Compression as a dial (issue 13): every strategy at a requested rate on held-out text, the
+"""Compression as a dial (docs/rate.md): every strategy at a requested rate on held-out text, the
 inference-time offset (monotone, calibrated), the whitespace rule's knob, and `--rate`."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from learntok import AUNet, ModelConfig
+from learntok import AUNet
 from learntok.boundaries.common import bisect_rate, bresenham, whitespace_boundaries
 from learntok.boundaries.whitespace import whitespace_at_rate, whitespace_step
 from learntok.compare import parse_variant, variants_from_args
@@ -17,14 +17,15 @@ from learntok.data import encode
 from learntok.rate import calibrate, measured_rate, set_rate, strategy_inputs, text_batches
 from tests.test_strategies import TRAIN_TEXT, shakespeare
 
+from conftest import tiny_config
+
 VAL_TEXT = shakespeare(24_000, skip=100_000)    # calibration text, never the test text
 TEST_TEXT = shakespeare(24_000, skip=150_000)   # held-out text the reached rate is measured on
 
 
 def tiny(boundary: str, w: int = 1, rate: float = 0.2) -> AUNet:
     torch.manual_seed(0)
-    cfg = ModelConfig(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16,
-                      boundary=boundary, policy_window=w, target_rate=rate)
+    cfg = tiny_config(boundary, window=w, target_rate=rate)
     model = AUNet(cfg)
     if boundary == "entropy":                                    # spread the early head's entropies, as training does
         nn.init.normal_(model.early_head.linear.weight, std=0.3)
@@ -143,7 +144,7 @@ def test_whitespace_checkpoints_from_before_the_knob_load_as_the_plain_rule():
 
 
 def test_compare_variants_at_rates():
-    assert parse_variant("learned+w=1@0.2")[1] == ["model.boundary=learned", "model.policy_window=1",
+    assert parse_variant("learned+w=1@0.2")[1] == ["model.boundary=learned", "strategy.window=1",
                                                     "model.target_rate=0.2"]
     assert variants_from_args("learned,uniform", False, "0.1, 0.33") == ["learned@0.1", "learned@0.33",
                                                                         "uniform@0.1", "uniform@0.33"]

@@ -1,6 +1,6 @@
 """Every command that reads a run works on runs trained from every kind of data source: a
-built-in corpus, a local text file, a folder, and a prepared (memory-mapped) folder (issue 9:
-`eval` on a run trained from a prepared folder used to fail). And the scale path end to end at
+built-in corpus, a local text file, a folder, and a prepared (memory-mapped) folder (`eval`
+on a run trained from a prepared folder once failed). And the scale path end to end at
 toy size: prepare -> train two strategies -> compare table -> eval -> segment."""
 import json
 

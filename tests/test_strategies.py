@@ -1,4 +1,4 @@
-"""Boundary strategies (DESIGN §5): causality of every registered strategy, gradients of the
+"""Boundary strategies (docs/design.md §5): causality of every registered strategy, gradients of the
 trainable ones, and each rule against a plain reference."""
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ TRAIN_TEXT = shakespeare(60_000, skip=20_000)
 
 
 def tiny(boundary: str, w: int = 8) -> AUNet:
-    model = tiny_model(boundary, policy_window=w, target_rate=0.3 if boundary == "bpe" else 0.2)
+    model = tiny_model(boundary, window=w, target_rate=0.3 if boundary == "bpe" else 0.2)
     model.strategy.fit([TRAIN_TEXT])                             # bpe: 0.3, which its pre-tokenizer can reach here
     return model
 

@@ -99,7 +99,7 @@ def test_no_weight_decay_on_norms_biases_embeddings(cfg):
 @pytest.mark.parametrize("boundary", ["nawrot", "hnet"])
 def test_policy_lr_multiplier_is_for_the_score_function_policy_only(cfg, boundary):
     """nawrot's and hnet's predictors train at the backbone's rate: the multiplier undoes the
-    learned policy's logit scaling, which they do not have (issue 9: it confounded the comparison)."""
+    learned policy's logit scaling, which they do not have (it would confound the comparison)."""
     c = cfg(f"model.boundary={boundary}", "optim.policy_lr_mult=16")
     groups = build_optimizer(AUNet(c.model), c.optim, torch.device("cpu")).param_groups
     assert all(g["lr_mult"] == 1.0 for g in groups)

@@ -1,4 +1,4 @@
-"""The boundary-strategy interface and registry (DESIGN §5).
+"""The boundary-strategy interface and registry (docs/design.md §5).
 
 A strategy maps encoder vectors (and the raw bytes) to a BoundaryOutput. The model, the
 objective and the tools never know which strategy runs: they see decisions, probabilities,
@@ -75,7 +75,7 @@ class BoundaryStrategy(nn.Module):
     def pool(self, h: torch.Tensor, out: BoundaryOutput, S: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Downsample hook: h (B, T, D) -> tokens z (B, S, D) (zeros past each row's count) and their
         boundary byte offsets (B, S) (T past the count). Default: select the boundary bytes' vectors
-        (DESIGN §2.5); dynamic pooling takes each segment's mean."""
+        (docs/design.md §2.5); dynamic pooling takes each segment's mean."""
         z, pos, _ = downsample(h, out.decisions, S)
         return z, pos
 

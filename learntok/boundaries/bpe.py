@@ -1,33 +1,10 @@
 """The paper's BPE guidance (`bpe`): the whole sequence is tokenized by a byte-level BPE, and the
-boundary is placed at the first byte of each BPE token.
-
-Source: the authors' code (SamD770/bitter-lesson-tokenization, `bpe_tokenizer/`). Their
-tokenizer is `tokenizers`' BPE with the ByteLevel pre-tokenizer (add_prefix_space=True: GPT-2's
-regex), a 200k vocabulary trained on FineWeb's train split; each training window's text is
-tokenized as a whole and gate 1 is set at 1 + the byte offset of every BPE token's start (BOS
-is position 0), i.e. at the token's first byte: the "left-shift strategy" of their prompt, which
-puts the boundary at the token's first byte rather than its last so that the decision at byte t
-does not say whether byte t+1 starts a new token. Their model also forces gate 1 at the
-sequence's last byte (`gate_first_and_last_tokens`); learntok does not (nothing reads past it).
-
-It is NOT causal (`causal = False`): whether byte t starts a BPE token depends on the bytes after
-it (merges are applied by rank over a whole pre-token, and GPT-2's regex `\\s+(?!\\S)` gives the
-last space of a run to the next word). The decisions at bytes <= t therefore leak information
-about bytes > t into the model's prediction of byte t+1. docs/compare.md measures how often the
-decisions change when the future is cut off and what the leak is worth in bits per byte;
-`bpe-causal` (bpe_causal.py) is the causal rule beside it. Generation refuses it: decisions cannot be
-made byte by byte.
-
-Windows. Each run of real bytes between special symbols (BOS, EOS, PAD) is tokenized as one
-text; a special symbol is a boundary, and so is the first byte after it. A window cut inside a
-UTF-8 character gives invalid bytes: they are left out of the text (as the authors' `errors=
-"ignore"`) and are never boundaries (but a run's first byte always is).
-
-Vocabulary (strategy.vocab_size): 0 (default) fits the number of merges so that the BPE's own
-rate on the fit sample is closest to rho* (training is greedy, so a smaller BPE is the same one
-truncated); a positive value trains that many tokens (the paper: 200000, which needs far more
-text than the fit sample to be reached). strategy.tokenizer: a tokenizer.json to use instead of
-fitting (a byte-level BPE, e.g. the authors' `trained_tokenizer/tokenizer.json`).
+boundary is placed at the first byte of each BPE token (the authors' code,
+SamD770/bitter-lesson-tokenization, `bpe_tokenizer/`). It is NOT causal (`causal = False`): a
+byte's decision depends on the bytes after it, so generation refuses it; `bpe-causal`
+(bpe_causal.py) is the causal rule beside it. The authors' recipe, the windows between special
+symbols, invalid UTF-8 and the vocabulary options: docs/strategies.md ("bpe"); what the
+lookahead is worth: docs/compare.md.
 
 Shapes: B batch, T bytes.
 """

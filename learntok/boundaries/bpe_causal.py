@@ -2,25 +2,11 @@
 BPE trained locally with `tokenizers` on the run's training documents, segmented without
 lookahead. (The paper's own BPE guidance, which sees the whole sequence, is `bpe`: bpe.py.)
 
-Causality. Plain BPE looks ahead: merges are applied by rank over a whole pre-token, so the
-split of "he" can change when "r" arrives ("he" vs "h|er"), and GPT-2's pre-tokenizer regex
-has a lookahead at whitespace runs. This rule is causal, tested:
-1. pre-tokens are SpaceByte's words (`pretoken_starts`: a pre-token starts at a space-like
-   byte that follows a word byte, and at special symbols), so "the end, " splits as
-   "the| end|, ": it reads x[t-1] and x[t] only. The BPE is trained on these pre-tokens;
-2. within a pre-token, the BPE's vocabulary segments greedily and causally
-   (`causal_word_starts`): byte t extends the current token while the extended string is a
-   prefix of some vocabulary token, and starts a new token otherwise.
-The greedy rule gives almost the same rate as the BPE's own merges (on Shakespeare with 4k
-merges: 0.2524 against 0.2534 tokens per byte) and mostly the same boundaries (the tests
-measure the agreement with the tokenizer's offsets); it never depends on later bytes.
-Per-word results are memoised.
-
-Vocabulary size: one BPE is trained with a large vocabulary; a BPE with fewer merges is the
-same BPE truncated to its first merges (training is greedy), so `fit` bisects the number of
-merges on the training sample until the causal boundary rate is closest to rho*, and warns
-with the rate reached when rho* is out of reach (every pre-token costs a boundary).
-The tokenizer's JSON is kept in a uint8 buffer, so it is saved with the model's weights.
+Pre-tokens are SpaceByte's words (`pretoken_starts`), and within one the vocabulary segments
+greedily and causally (`causal_word_starts`: a byte extends the current token while the
+extended string is a prefix of a vocabulary token). `fit` bisects the number of merges until
+the causal rate is closest to rho*. Why this is causal where BPE is not, and how close it stays
+to the BPE's own merges: docs/strategies.md ("bpe-causal").
 
 Shapes: B batch, T bytes.
 """

@@ -37,20 +37,12 @@ class EntropyConfig:
 class EntropyBoundaries(BoundaryStrategy):
     """Boundaries where the early-exit head is unsure of the next byte (BLT, Pagnoni et al. 2024).
 
-    Decision at t uses H[t-1] (the early head at t-1 predicting byte t), so it reads bytes < t
-    only. The threshold tracks the (1 - rho*) quantile of H causally: the first training batch
-    sets it to that batch's quantile; after each later training forward it moves by
-    strategy.gain * (rate - rho*), where rate is the fraction of the batch's real bytes above
-    the threshold (Robbins-Monro quantile tracking: the same integral control that holds the
-    learned policy's rate). A forward decides with the threshold from *earlier* batches, never
-    with a quantile over its own (future) bytes. An EMA of past quantiles lags while the early
-    head is learning fast and its entropy falls (the rate then collapses toward 0); feedback on
-    the realised rate does not. Before the first update the threshold is 0 (every byte a
-    boundary). No gradient: entropy is detached.
-
-    Inference-time rate control (learntok.rate): `rate_offset` (nats, 0 unless calibrated, not
-    saved) lowers the threshold the decisions use, H[t-1] > thr - offset; training's tracker
-    never reads it."""
+    The decision at t uses H[t-1] (the early head at t-1 predicting byte t), so it reads bytes < t
+    only. The threshold tracks the (1 - rho*) quantile of H causally, by feedback on the realised
+    rate after each training forward (`update_threshold`); a forward decides with the threshold
+    from earlier batches. No gradient. Why feedback rather than an EMA of quantiles:
+    docs/strategies.md ("entropy"). Inference-time rate control (learntok.rate): `rate_offset`
+    (nats, 0 unless calibrated, not saved) lowers the threshold, H[t-1] > thr - offset."""
 
     rate_offset_range = (-8.0, 8.0)  # nats; H lies in [0, ln 256 = 5.5]
 

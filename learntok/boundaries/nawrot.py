@@ -2,27 +2,12 @@
 "Efficient Transformers with Dynamic Token Pooling"; PiotrNawrot/dynamic-pooling
 (`hourglass.py` BoundaryPredictor 'gumbel', `shortening.py` downsample / upsample).
 
-1. Predictor: an MLP (D -> D, GELU, -> 1) on the encoder output gives logits l[t].
-2. Sample: a relaxed Bernoulli (Gumbel-sigmoid) s[t] at temperature strategy.temperature,
-   hard decision a[t] = s[t] > 0.5, straight-through: a_st = a + s - stopgrad(s).
-3. Pool: a token is the MEAN of its segment's encoder vectors, with a_st inside the pooling
-   matrix, so the language-model loss reaches the predictor through the pooling weights
-   (`mean_pool`, Nawrot's `downsample`).
-4. Prior: -log Binomial(#boundaries | #bytes, rho*) / #bytes, weighted by strategy.prior_weight.
-
-Which segment, causally. In Nawrot's code byte t is in group g(t) = #boundaries strictly
-before t, so a boundary byte is the LAST byte of its group; a null group is prepended, and byte t
-is upsampled from index #boundaries <= t, i.e. from the group that ends at the latest boundary
-<= t (the null group before the first). In learntok's convention (DESIGN §1-2) that is exactly:
-the token formed at boundary byte t_k is the mean of the bytes t_{k-1}+1 .. t_k (after the
-previous boundary, up to and including this one), and bytes t_k, t_k+1, ... read it. a[0] = 1,
-so token 0 is BOS alone: it plays the part of Nawrot's null group (the shift by one group of
-his upsampling). A token contains only bytes <= its boundary byte: causal. Nawrot's upsampling
-matrix carries no useful gradient (each byte reads one group, normalised to weight w / w = 1), so
-learntok's gather upsampling is the same; his LayerNorm after downsampling is subsumed by our
-pre-norm mid blocks; his prior counts every position, ours the real bytes at t >= 1.
-
-Generation carries the running segment sum and count (`step`, `pool_step`).
+An MLP predictor's logits, a Gumbel-sigmoid sample hardened with a straight-through estimator,
+tokens that are the mean of their segment's encoder vectors (the straight-through decisions
+inside the pooling matrix, so the language-model loss reaches the predictor), and a binomial
+prior toward rho*. The segment of a token, in Nawrot's convention and in learntok's, and why
+it is causal: docs/strategies.md ("nawrot"). Generation carries the running segment sum and
+count (`step`, `pool_step`).
 
 Shapes: B batch, T bytes (BOS at t = 0), S tokens, D width.
 """

@@ -19,19 +19,11 @@ from learntok.data.vocab import BOS, bos_rows, row_pieces
 
 def whitespace_at_rate(x: torch.Tensor, theta: float) -> torch.Tensor:
     """The whitespace rule moved toward another rate by one knob theta in (-1, 1]; causal (reads
-    bytes <= t). x (B, T) ids -> (B, T) float 0/1, a[:, 0] = 1.
-    - theta = 0: SpaceByte's rule (`whitespace_boundaries`), rate r_ws (about 0.18 in prose).
-    - theta > 0 adds boundaries inside words, a fixed stride over the row's word bytes: of the
-      bytes that are not rule boundaries, every 1/theta-th one in running count (`bresenham`;
-      the count runs across words, so the rate is linear in theta and any value is reachable).
-      The rate rises from r_ws (theta -> 0) to 1 (theta = 1).
-    - theta < 0 drops whitespace boundaries that close short chunks, merging a short word into
-      the next: with mu = -theta / (1 + theta) and L the length of the chunk the rule's boundary
-      closes, it is dropped when L < 1 + floor(mu), and for L = 1 + floor(mu) at a fraction
-      frac(mu) of those boundaries, spread by `bresenham` over their running count. The rate
-      falls from r_ws (theta -> 0) toward 0 (theta -> -1).
-    Each boundary count is nondecreasing in theta, so a bisection on theta reaches any rate in
-    (0, 1) to within the granularity of the text (`WhitespaceBoundaries.fit`)."""
+    bytes <= t). x (B, T) ids -> (B, T) float 0/1, a[:, 0] = 1. theta = 0 is SpaceByte's rule;
+    theta > 0 adds boundaries inside words (a `bresenham` stride over the bytes that are not rule
+    boundaries), theta < 0 merges short words into the next. Every boundary count is
+    nondecreasing in theta, so a bisection reaches any rate (`WhitespaceBoundaries.fit`); the
+    rule in full: docs/strategies.md ("whitespace")."""
     ws = whitespace_boundaries(x).bool()                        # (B, T), True at BOS
     if theta == 0:
         return ws.float()

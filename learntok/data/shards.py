@@ -1,4 +1,4 @@
-"""A prepared data folder: uint8 byte shards read through numpy memmaps (DESIGN §6).
+"""A prepared data folder: uint8 byte shards read through numpy memmaps (docs/design.md §6).
 
 Layout written by `learntok prepare` (learntok.data.prepare):
 

@@ -1,4 +1,4 @@
-"""The autoregressive U-Net over bytes (DESIGN §2).
+"""The autoregressive U-Net over bytes (docs/design.md §2).
 
     embed -> encoder (bytes, sliding window) -> early-exit head
           -> boundary strategy -> downsample (strategy.pool: select boundary bytes) -> mid (tokens, causal)

@@ -22,7 +22,7 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # reduce in fp32 (DESIGN §2), return in the input dtype
+        # reduce in fp32 (docs/design.md §2), return in the input dtype
         return F.rms_norm(x.float(), (x.size(-1),), self.weight.float(), self.eps).to(x.dtype)
 
 

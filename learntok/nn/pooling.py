@@ -1,4 +1,4 @@
-"""Select-downsampling and distribute-then-add upsampling (DESIGN §2.5, §2.7), and token packing.
+"""Select-downsampling and distribute-then-add upsampling (docs/design.md §2.5, §2.7), and token packing.
 
 Shapes: B batch, T bytes, S tokens (padded to the batch's largest count), N packed tokens
 (every row's tokens one after another, padded at the end), D width (any trailing width X).
