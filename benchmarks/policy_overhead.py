@@ -130,11 +130,13 @@ def main() -> None:
     steps = [step_ratio(w, args) for w in (1, 8)]
     uniform = [versus_uniform(w, args) for w in (1, 8)]
     samplers = [sampler_ratio(w, args) for w in (1, 4, 8)]
-    print(f"B={args.batch} T={args.seq} D={args.d_model}, torch {torch.__version__}, {args.threads} threads, {args.clock} clock\n")
+    print(f"B={args.batch} T={args.seq} D={args.d_model}, torch {torch.__version__}, {args.threads} threads, "
+          f"{args.clock} clock\n")
     print("| w | learned step (ms) | prescribed step (ms) | ratio |\n|---|---|---|---|")
     for r in steps:
         print(f"| {r['w']} | {r['learned_ms']:.1f} | {r['prescribed_ms']:.1f} | {r['ratio']:.3f}x |")
-    print("\n| w | learned step (ms) | uniform step (ms) | learned / uniform | padded: learned (ms) | padded: uniform (ms) | padded: learned / uniform |")
+    print("\n| w | learned step (ms) | uniform step (ms) | learned / uniform | padded: learned (ms) | "
+          "padded: uniform (ms) | padded: learned / uniform |")
     print("|---|---|---|---|---|---|---|")
     for r in uniform:
         print(f"| {r['w']} | {r['learned_ms']:.1f} | {r['uniform_ms']:.1f} | {r['ratio']:.3f}x | "

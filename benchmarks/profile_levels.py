@@ -27,13 +27,13 @@ from unittest import mock
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from throughput import batch, interleaved  # noqa: E402  (sibling benchmark script)
+from throughput import batch, interleaved  # the sibling benchmark script
 
-from learntok import AUNet, ModelConfig, ObjectiveConfig  # noqa: E402
-from learntok.boundaries.options import kept_options  # noqa: E402
-from learntok.model.aunet import token_level_padded  # noqa: E402
-from learntok.nn.pooling import upsample  # noqa: E402
-from learntok.objective import loss  # noqa: E402
+from learntok import AUNet, ModelConfig, ObjectiveConfig
+from learntok.boundaries.options import kept_options
+from learntok.model.aunet import token_level_padded
+from learntok.nn.pooling import upsample
+from learntok.objective import loss
 
 SIZES = {
     "tiny": dict(d_model=128, n_heads=4, n_down=1, n_mid=2, n_up=1),
@@ -102,7 +102,8 @@ def full_step(model: AUNet, x: torch.Tensor, ocfg: ObjectiveConfig):
 
 def profile(size: str, B: int, T: int, reps: int, strategy: str = "learned") -> dict:
     torch.manual_seed(0)
-    model = AUNet(ModelConfig(**SIZES[size], boundary=strategy, strategy=kept_options({"window": WINDOW[size]}, strategy)))
+    model = AUNet(ModelConfig(**SIZES[size], boundary=strategy, strategy=kept_options({"window": WINDOW[size]},
+                                                                                      strategy)))
     x = batch(B, T)
     ocfg = ObjectiveConfig()
     fns = level_closures(model, x, ocfg)

@@ -47,8 +47,10 @@ def flops_per_byte(cfg: ModelConfig, T: int) -> float:
     byte_layers = cfg.n_down + cfg.n_up
     per_byte = 6 * (byte_layers * block_params(d, cfg.mlp_ratio_bytes) + 2 * d * V)  # blocks + two heads
     per_byte += 12 * d * byte_layers * attended(T, cfg.attn_window)
-    per_token = 6 * cfg.n_mid * block_params(d, cfg.mlp_ratio_tokens) + 12 * d * cfg.n_mid * attended(int(rate * T), None)
-    return per_byte + rate * per_token + 6 * d * cfg.strategy.get("window", LearnedConfig.window)  # + the policy's projection
+    per_token = 6 * cfg.n_mid * block_params(d, cfg.mlp_ratio_tokens) + 12 * d * cfg.n_mid * attended(int(rate * T),
+                                                                                                      None)
+    # + the policy's projection
+    return per_byte + rate * per_token + 6 * d * cfg.strategy.get("window", LearnedConfig.window)
 
 
 class PlainTransformer(nn.Module):
@@ -185,11 +187,13 @@ def main() -> None:
                      "bytes_per_s": bps, "gflop_per_step": fpb * B * T / 1e9, "mfu": fpb * bps / peak,
                      "uniform_ms": 1e3 * t_uniform, "learned_over_uniform": t_learned / t_uniform})
     out["presets"] = rows
-    print("| preset | params | B x T | step (ms) | bytes/s | GFLOP/step | MFU | uniform step (ms) | learned / uniform |")
+    print("| preset | params | B x T | step (ms) | bytes/s | GFLOP/step | MFU | uniform step (ms) | "
+          "learned / uniform |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['preset']} | {r['params'] / 1e6:.2f}M | {r['B']} x {r['T']} | {r['step_ms']:.0f} | {r['bytes_per_s']:.0f} | "
-              f"{r['gflop_per_step']:.2f} | {100 * r['mfu']:.1f}% | {r['uniform_ms']:.0f} | {r['learned_over_uniform']:.3f}x |")
+        print(f"| {r['preset']} | {r['params'] / 1e6:.2f}M | {r['B']} x {r['T']} | {r['step_ms']:.0f} | "
+              f"{r['bytes_per_s']:.0f} | {r['gflop_per_step']:.2f} | {100 * r['mfu']:.1f}% | {r['uniform_ms']:.0f} | "
+              f"{r['learned_over_uniform']:.3f}x |")
 
     # 2. U-Net vs a plain byte-level transformer with the same parameter count
     cfg = preset_model("tiny")
@@ -201,16 +205,20 @@ def main() -> None:
         unet, n_params = aunet_step(cfg, x, device)
         t_unet, t_plain = interleaved([unet, plain_step(plain, x, device)], max(2, args.reps // 2), device)
         rows.append({"T": T, "unet_params": n_params, "plain_params": sum(p.numel() for p in plain.parameters()),
-                     "plain_mlp_ratio": ratio, "unet_bytes_per_s": (T - 1) / t_unet, "plain_bytes_per_s": (T - 1) / t_plain,
+                     "plain_mlp_ratio": ratio, "unet_bytes_per_s": (T - 1) / t_unet,
+                     "plain_bytes_per_s": (T - 1) / t_plain,
                      "speedup": t_plain / t_unet, "unet_gflop_per_byte": flops_per_byte(cfg, T) / 1e9,
-                     "plain_gflop_per_byte": plain_flops_per_byte(cfg.d_model, n_layers, ratio, cfg.vocab_size, T) / 1e9})
+                     "plain_gflop_per_byte":
+                         plain_flops_per_byte(cfg.d_model, n_layers, ratio, cfg.vocab_size, T) / 1e9})
     out["unet_vs_plain"] = rows
     print(f"\nU-Net (tiny) vs plain byte transformer ({n_layers} layers, D {cfg.d_model}, MLP ratio {ratio}), B = 1")
-    print("| T | params U-Net / plain | U-Net bytes/s | plain bytes/s | U-Net / plain bytes/s | FLOP/byte U-Net / plain |")
+    print("| T | params U-Net / plain | U-Net bytes/s | plain bytes/s | U-Net / plain bytes/s | "
+          "FLOP/byte U-Net / plain |")
     print("|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['T']} | {r['unet_params'] / 1e6:.3f}M / {r['plain_params'] / 1e6:.3f}M | {r['unet_bytes_per_s']:.0f} | "
-              f"{r['plain_bytes_per_s']:.0f} | {r['speedup']:.2f}x | {r['unet_gflop_per_byte'] / r['plain_gflop_per_byte']:.2f} |")
+        print(f"| {r['T']} | {r['unet_params'] / 1e6:.3f}M / {r['plain_params'] / 1e6:.3f}M | "
+              f"{r['unet_bytes_per_s']:.0f} | {r['plain_bytes_per_s']:.0f} | {r['speedup']:.2f}x | "
+              f"{r['unet_gflop_per_byte'] / r['plain_gflop_per_byte']:.2f} |")
 
     # 3. step time against T at a fixed 8192 bytes per step (tiny)
     rows = []

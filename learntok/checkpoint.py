@@ -45,7 +45,10 @@ def remove_stale_tmp(folder: str | Path) -> list[Path]:
     folder = Path(folder)
     stale = sorted(folder.glob(".*.tmp-*")) if folder.is_dir() else []
     for path in stale:
-        shutil.rmtree(path, ignore_errors=True) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
     return stale
 
 

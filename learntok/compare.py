@@ -94,9 +94,11 @@ def variant_config(spec: str, preset: str | None, overrides: list[str]) -> RunCo
     `strategy.tokenizer=PATH` to `bpe` alone (check_strategy_options refuses one that none has)."""
     strategy, own = parse_variant(spec)
     if strategy not in strategy_names():
-        raise ConfigError(f"variant {spec!r}: unknown boundary strategy {strategy!r}; known: {', '.join(strategy_names())}")
+        raise ConfigError(f"variant {spec!r}: unknown boundary strategy {strategy!r}; "
+                          f"known: {', '.join(strategy_names())}")
     options = option_types(strategy)
-    shared = [o for o in overrides if not o.startswith(f"{STRATEGY}.") or o.partition("=")[0][len(STRATEGY) + 1:] in options]
+    shared = [o for o in overrides
+              if not o.startswith(f"{STRATEGY}.") or o.partition("=")[0][len(STRATEGY) + 1:] in options]
     return load_config(preset, None, [*shared, *own])
 
 
@@ -117,7 +119,8 @@ def evaluate_run(run_dir: Path, cfg: RunConfig, max_bytes: int | None, env: Dist
     model, _ = load_run(run_dir, env.device)
     data = ByteData.from_config(cfg.data)
     tc, out = cfg.train, {}
-    opts = EvalOptions(tc.batch_size, tc.seq_len, max_bytes, seed=tc.seed, amp=resolve_dtype(cfg.system.dtype, env.device),
+    opts = EvalOptions(tc.batch_size, tc.seq_len, max_bytes, seed=tc.seed,
+                       amp=resolve_dtype(cfg.system.dtype, env.device),
                        per_document=True)
     for split in ("val", "test"):
         r = evaluate_bpb(model, data, split, opts, env)
@@ -140,7 +143,8 @@ def parse_seeds(text: str) -> list[int]:
     try:
         values = [int(p) for p in parts if p]
     except ValueError:
-        raise ConfigError(f"--seeds {text!r}: expected a count (3) or a comma-separated list of integers (0,1,2)") from None
+        raise ConfigError(f"--seeds {text!r}: expected a count (3) or a comma-separated list of integers "
+                          "(0,1,2)") from None
     if "," not in text:
         if len(values) != 1 or not 1 <= values[0] <= 1000:
             raise ConfigError(f"--seeds {text!r}: a count of seeds must be in 1..1000")
@@ -238,7 +242,8 @@ def seed_summary(records: list[dict], variants: list[str]) -> list[dict]:
         for key in ("test_bpb", "val_bpb", "test_boundary_rate", "test_whitespace_rate"):
             row[key], row[f"{key}_se"] = mean_se([r[key] for r in mine])
         ref = reference_variant(variants, spec)
-        pairs = [(r["test_bpb"], by[(ref, r["seed"])]["test_bpb"]) for r in mine if (ref, r["seed"]) in by] if ref else []
+        pairs = [(r["test_bpb"], by[(ref, r["seed"])]["test_bpb"])
+                 for r in mine if (ref, r["seed"]) in by] if ref else []
         if pairs:
             diff, se = mean_se([a - b for a, b in pairs])
             half = t95(len(pairs) - 1) * se if len(pairs) > 1 else math.inf
@@ -317,7 +322,8 @@ def compare(variants: list[str], out: str | Path, preset: str | None = "tiny", o
     if len(set(variants)) != len(variants):
         raise ConfigError(f"variants repeat: {', '.join(variants)}")
     check_strategy_options(variants, list(overrides))
-    configs = [variant_config(spec, preset, list(overrides)) for spec in variants]  # fail on a bad name before any training
+    # fail on a bad name before any training
+    configs = [variant_config(spec, preset, list(overrides)) for spec in variants]
     env = init_distributed(configs[0].system.device)
     if env.is_main:
         out.mkdir(parents=True, exist_ok=True)
@@ -329,7 +335,8 @@ def compare(variants: list[str], out: str | Path, preset: str | None = "tiny", o
             raise ConfigError("--jobs runs variants as separate processes: use it without torchrun")
         run_parallel(units, out, preset, list(overrides), eval_bytes, jobs)
     try:
-        records = [run_variant(spec, preset, list(overrides), out, eval_bytes, env, progress, seed) for spec, seed in units]
+        records = [run_variant(spec, preset, list(overrides), out, eval_bytes, env, progress, seed)
+                   for spec, seed in units]
     finally:
         shutdown(env)
     relative_step_time(records)

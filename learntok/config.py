@@ -30,7 +30,8 @@ class TrainConfig:
     steps: int = 10000                 # optimizer steps in the run (0: from train_bytes)
     train_bytes: float = 0.0           # budget in bytes (batch_size x seq_len per step) when steps = 0, e.g. 8.3e8
     batch_size: int = 32               # sequences per step (global: summed over ranks and micro-batches)
-    micro_batch_size: int = 0          # sequences per forward/backward; batch_size / world / this = accumulation steps (0 = no accumulation)
+    # sequences per forward/backward; batch_size / world / this = accumulation steps (0 = no accumulation)
+    micro_batch_size: int = 0
     seq_len: int = 4096                # T: bytes per sequence, BOS included
     seed: int = 0                      # seed of the init, the batch order and the boundary samples
 
@@ -42,7 +43,8 @@ class TrainConfig:
                 raise ValueError(f"train.{name} {getattr(self, name)} must be >= 1"
                                  + (" (or set train.train_bytes)" if name == "steps" else ""))
         if self.micro_batch_size < 0 or (self.micro_batch_size and self.batch_size % self.micro_batch_size):
-            raise ValueError(f"train.micro_batch_size {self.micro_batch_size} does not divide train.batch_size {self.batch_size}")
+            raise ValueError(f"train.micro_batch_size {self.micro_batch_size} does not divide "
+                             f"train.batch_size {self.batch_size}")
         if self.seq_len < 2:
             raise ValueError(f"train.seq_len {self.seq_len} must be >= 2 (BOS and one byte)")
 
@@ -60,11 +62,14 @@ class OptimConfig:
     warmup_bytes: float = 0.0          # warm-up in bytes when warmup_steps = 0, e.g. 6.2e7
     warmup_start: float = 0.0          # the warm-up rises linearly from warmup_start x lr (the authors' code: 0.1)
     weight_decay: float = 0.1          # AdamW decoupled weight decay
-    decay_all: bool = False            # decay every parameter (the authors' code: PyTorch's AdamW on all) instead of matrices only (not norms, biases, embeddings)
+    # decay every parameter (the authors' code: PyTorch's AdamW on all) instead of matrices only
+    # (not norms, biases, embeddings)
+    decay_all: bool = False
     betas: tuple[float, float] = (0.9, 0.95)  # AdamW (beta1, beta2)
     eps: float = 1e-8                  # AdamW epsilon
     grad_clip: float = 1.0             # max global gradient norm (0 = no clipping)
-    policy_lr_mult: float = 1.0        # learning-rate multiplier of the learned policy's parameters (strategies with a score-function policy only)
+    # learning-rate multiplier of the learned policy's parameters (strategies with a score-function policy only)
+    policy_lr_mult: float = 1.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.min_lr_ratio <= 1.0:
@@ -104,8 +109,8 @@ class SystemConfig:
     device: str = "auto"               # auto | cpu | cuda | cuda:N
     dtype: str = "auto"                # autocast dtype: auto (bf16 on CUDA, fp32 on CPU) | fp32 | bf16
     compile: bool = False              # wrap the model in torch.compile (automatic dynamic shapes for the token count)
-    fsdp: bool = False                 # under torchrun: shard parameters, gradients and optimizer state (FSDP2) instead of DDP
-    threads: int = 0                   # CPU threads for torch (0: torch's default, all cores); 1 when runs share a machine
+    fsdp: bool = False  # under torchrun: shard parameters, gradients and optimizer state (FSDP2) instead of DDP
+    threads: int = 0  # CPU threads for torch (0: torch's default, all cores); 1 when runs share a machine
 
     def __post_init__(self) -> None:
         if self.dtype not in ("auto", "fp32", "bf16"):
@@ -218,7 +223,8 @@ def apply_overrides(base: dict[str, dict[str, Any]], overrides: list[str]) -> di
             update.setdefault(section, {})[name] = parse_value(text.strip(), hints[name], key)
             continue
         if section not in SECTIONS:
-            raise ConfigError(f"override {item!r}: unknown section {section!r}; known: {', '.join([*SECTIONS, STRATEGY])}")
+            raise ConfigError(f"override {item!r}: unknown section {section!r}; "
+                              f"known: {', '.join([*SECTIONS, STRATEGY])}")
         hints = field_types(SECTIONS[section])
         if name not in hints:
             raise ConfigError(f"override {item!r}: unknown key {section}.{name}")

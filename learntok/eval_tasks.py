@@ -77,7 +77,7 @@ def _example(rec: dict, form: str, where: str) -> Example:
             raise TaskError(f"{where}: fields 'context' and 'continuation' must be strings")
         return Example(rec["context"], [rec["continuation"]], 0)
     choices, gold = rec["choices"], rec["gold"]
-    if not isinstance(rec["query"], str) or not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
+    if not (isinstance(rec["query"], str) and isinstance(choices, list) and all(isinstance(c, str) for c in choices)):
         raise TaskError(f"{where}: field 'query' must be a string and 'choices' a list of strings")
     if not isinstance(gold, int) or not 0 <= gold < len(choices):
         raise TaskError(f"{where}: field 'gold' {gold!r} is not an index into {len(choices)} choices")

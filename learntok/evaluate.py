@@ -69,7 +69,8 @@ class EvalOptions:
                                          # periodic figures and `eval`/`compare` agree
     per_document: bool = False           # per-document bpb (mean and standard error)
     quality: bool = False                # chunk lengths and P/R/F1 against word and space starts
-    per_window: bool = False             # each window's CE nats and scored bytes (pairs two models on the same windows; one process)
+    # each window's CE nats and scored bytes (pairs two models on the same windows; one process)
+    per_window: bool = False
     reference_starts: Callable[[torch.Tensor], torch.Tensor] | None = None  # x -> (B, T) bool, e.g. BPE starts
 
 
@@ -144,7 +145,10 @@ def _quality_counts(x: torch.Tensor, a: torch.Tensor, reference_starts) -> torch
     """(3 QUALITY_REFS + HIST_MAX + 1,) fp64: P/R/F1 counts against each of bq.WORD_REFERENCES and
     the reference starts (zeros without one), then the chunk-length histogram."""
     scored = bq.scored_positions(x)
-    ref = bq.prf_counts(a, reference_starts(x), scored) if reference_starts is not None else torch.zeros(3, device=x.device)
+    if reference_starts is not None:
+        ref = bq.prf_counts(a, reference_starts(x), scored)
+    else:
+        ref = torch.zeros(3, device=x.device)
     words = [bq.prf_counts(a, starts(x), scored) for starts in bq.WORD_REFERENCES.values()]
     return torch.cat([*words, ref.long(), bq.chunk_length_histogram(x, a)]).double()
 

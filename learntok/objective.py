@@ -34,8 +34,9 @@ class ObjectiveConfig:
     lambda_early: float = 0.1      # weight of the early-exit head's cross-entropy
     batch_baseline: str = "mean"   # per-position batch baseline: mean | loo | none
     early_baseline: bool = True    # reward = CE_early - CE (else -CE)
-    rate_gain: float = 0.0         # integral gain of the rate controller (logit units per unit rate error per step; 0 = off)
-    early_mix: bool = False        # (1 - lambda_early) CE + lambda_early CEe, the authors' convex mix, instead of CE + lambda_early CEe
+    rate_gain: float = 0.0  # integral gain of the rate controller (logit units per unit rate error per step; 0 = off)
+    # (1 - lambda_early) CE + lambda_early CEe, the authors' convex mix, instead of CE + lambda_early CEe
+    early_mix: bool = False
 
     def __post_init__(self) -> None:
         if self.batch_baseline not in BASELINES:

@@ -168,7 +168,8 @@ function render(delta) {
   pre.dataset.chunks = n;
   const rate = bytes.length ? cuts / bytes.length : 0;
   document.getElementById('stats').textContent = n + ' chunks, rate ' + rate.toFixed(3) +
-    ', mean chunk ' + (bytes.length / Math.max(n, 1)).toFixed(2) + ' bytes' + (D.base ? ', offset ' + delta.toFixed(2) : '');
+    ', mean chunk ' + (bytes.length / Math.max(n, 1)).toFixed(2) + ' bytes' +
+    (D.base ? ', offset ' + delta.toFixed(2) : '');
 }
 const slider = document.getElementById('offset');
 if (slider) {

@@ -249,7 +249,7 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
     wrapped = wrap_model(model, env, sc.fsdp)                       # before the optimizer: FSDP swaps parameters
     optimizer = build_optimizer(model, run_cfg.optim, device)
     start, bytes_seen = _start(run_cfg, run_dir, model, optimizer, resume)
-    barrier(env)                                                    # every rank has read the folder before rank 0 writes
+    barrier(env)  # every rank has read the folder before rank 0 writes
     metrics_path, end = run_dir / "metrics.jsonl", min(until or tc.steps, tc.steps)
     if main:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -261,7 +261,8 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
         m, o = checkpoint_views(model, optimizer, sc.fsdp)            # FSDP: a collective gather
         path = run_dir / "checkpoints" / f"step_{step:07d}"
         if main:
-            path = save_checkpoint(run_dir, step, m, o, run_cfg, {"bytes_seen": bytes_seen}, keep=run_cfg.checkpoint.keep)
+            path = save_checkpoint(run_dir, step, m, o, run_cfg, {"bytes_seen": bytes_seen},
+                                   keep=run_cfg.checkpoint.keep)
         barrier(env)
         return path
 
@@ -272,7 +273,8 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
     bar = tqdm(range(start, end), initial=start, total=tc.steps, disable=not (progress and main), desc=run_dir.name)
     for step in bar:
         xs, seeds = rank_batches(data, step, run_cfg, env)
-        window.add(step + 1, train_step(eng, xs, run_cfg.objective, run_cfg.optim, lr_at(step, run_cfg.optim, tc.steps), seeds))
+        lr = lr_at(step, run_cfg.optim, tc.steps)
+        window.add(step + 1, train_step(eng, xs, run_cfg.objective, run_cfg.optim, lr, seeds))
         done, at_end = step + 1, step + 1 == end
         due = lambda every: every > 0 and done % every == 0  # noqa: E731
         do_eval, do_ckpt = due(lc.eval_every) or at_end, due(run_cfg.checkpoint.every) or at_end
@@ -284,7 +286,7 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
             raise _diverged(bad, last_ckpt)
         bytes_seen += n_bytes
         if main:
-            _append_jsonl(metrics_path, {"step": done, "bytes_seen": bytes_seen, "lr": lr_at(step, run_cfg.optim, tc.steps), **means})
+            _append_jsonl(metrics_path, {"step": done, "bytes_seen": bytes_seen, "lr": lr, **means})
         bar.set_postfix(loss=f"{means['loss']:.3f}", bpb=f"{means['bpb']:.3f}", rate=f"{means['boundary_rate']:.3f}",
                         ws=f"{means['whitespace_rate']:.2f}", Bps=f"{means['bytes_per_s']:.0f}")
         summary.update(train_bpb=means["bpb"], bytes_per_s=means["bytes_per_s"])

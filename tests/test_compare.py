@@ -128,7 +128,8 @@ def test_compare_seeds_layout_and_resume(tmp_path):
         for k in (0, 1):
             assert (tmp_path / v / f"seed{k}" / "done.json").is_file()
     saved = json.loads((tmp_path / "results.json").read_text())
-    assert {(r["variant"], r["seed"]) for r in saved["results"]} == {(v, k) for v in ("uniform", "frozen") for k in (0, 1)}
+    assert {(r["variant"], r["seed"]) for r in saved["results"]} == {(v, k) for v in ("uniform", "frozen") for k in (0,
+                                                                                                                     1)}
     frozen = next(r for r in saved["over_seeds"] if r["variant"] == "frozen")
     assert frozen["reference"] == "uniform" and frozen["diff_n"] == 2
     assert "## Over seeds" in (tmp_path / "results.md").read_text()

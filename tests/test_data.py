@@ -93,7 +93,8 @@ def test_parquet(tmp_path):
 
 
 def test_errors_are_data_errors_with_clear_messages(tmp_path):
-    with pytest.raises(DataError, match="neither a built-in corpus .*shakespeare, kjv, python-stdlib, python-docs, python-rst"):
+    with pytest.raises(DataError,
+                       match="neither a built-in corpus .*shakespeare, kjv, python-stdlib, python-docs, python-rst"):
         load_documents("shakespear")
     with pytest.raises(DataError, match="neither a built-in corpus"):
         load_documents(str(tmp_path / "missing.txt"))

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from learntok.boundaries.learned import _loop_scan, _map_scan, bernoulli_log_prob, policy_logits, sample_reference, sample_scan
+from learntok.boundaries.learned import (_loop_scan, _map_scan, bernoulli_log_prob, policy_logits, sample_reference,
+                                        sample_scan)
 from learntok.data import BOS, encode
 from learntok.nn.pooling import downsample, downsample_reference, upsample, upsample_reference
 

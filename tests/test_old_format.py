@@ -63,7 +63,8 @@ def test_the_moved_keys_are_read_as_the_learned_policys_options():
 @pytest.mark.parametrize("overrides, boundary, options", [
     (["model.policy_window=2", "model.logit_scale=0.5", "model.softcap=3"], "learned",
      {"window": 2, "logit_scale": 0.5, "softcap": 3.0}),
-    (["model.boundary=frozen", "model.policy_window=2"], "frozen", {"window": 2, "logit_scale": 0.0625, "softcap": 6.0}),
+    (["model.boundary=frozen", "model.policy_window=2"], "frozen", {"window": 2, "logit_scale": 0.0625,
+                                                                    "softcap": 6.0}),
     (["model.boundary=uniform", "model.policy_window=2"], "uniform", {}),    # ignored, as it always was there
     (["model.policy_window=2", "strategy.window=3"], "learned", {"window": 3, "logit_scale": 0.0625, "softcap": 6.0}),
 ])

@@ -56,7 +56,8 @@ def test_whitespace_knob_step_matches_forward(theta):
     a = whitespace_at_rate(x, theta)
     if theta == 0:
         assert torch.equal(a, whitespace_boundaries(x))
-    prev, last, edges, steps = torch.tensor([256]), torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long), []
+    prev, last, edges, steps = torch.tensor([256]), torch.zeros(1, dtype=torch.long), torch.zeros(1,
+                                                                                                  dtype=torch.long), []
     for t in range(x.size(1)):
         d, last, edges = whitespace_step(prev, x[:, t], t, last, edges, theta)
         prev = x[:, t]
@@ -101,8 +102,10 @@ def test_learned_offset_moves_the_rate_monotonically_and_calibrates():
     for target in (0.12, 0.25, 0.4):
         offset, reached, _ = calibrate(model, batches, target)
         assert abs(reached - target) <= 0.01
-        assert model.strategy.rate_offset.item() == pytest.approx(offset, abs=1e-6)  # the knob is left at the calibrated offset
-        assert abs(measured_rate(model, batches)[0] - reached) < 1e-9  # the full model decides as the strategy alone did
+        # the knob is left at the calibrated offset
+        assert model.strategy.rate_offset.item() == pytest.approx(offset, abs=1e-6)
+        # the full model decides as the strategy alone did
+        assert abs(measured_rate(model, batches)[0] - reached) < 1e-9
 
 
 def test_strategy_inputs_are_what_the_forward_hands_the_strategy():

@@ -42,6 +42,7 @@ def test_the_check_can_fail(line):
 
 def test_the_design_page_exists_and_has_the_cited_sections():
     page = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
-    cited = {m.group(1) for path in text_files() for m in re.finditer(r"docs/design\.md §(\d+)", path.read_text(encoding="utf-8"))}
+    cited = {m.group(1) for path in text_files() for m in re.finditer(r"docs/design\.md §(\d+)",
+                                                                      path.read_text(encoding="utf-8"))}
     sections = set(re.findall(r"^## (\d+)\.", page, re.MULTILINE))
     assert cited and cited <= sections, cited - sections

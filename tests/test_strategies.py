@@ -37,7 +37,8 @@ def models() -> dict[str, AUNet]:
 
 
 def test_every_strategy_is_tested():
-    assert {"learned", "uniform", "fixed", "whitespace", "bpe", "bpe-causal", "entropy", "nawrot", "hnet"} <= set(strategy_names())
+    assert {"learned", "uniform", "fixed", "whitespace", "bpe", "bpe-causal", "entropy", "nawrot",
+            "hnet"} <= set(strategy_names())
 
 
 @pytest.mark.parametrize("name", strategy_names())
@@ -172,7 +173,7 @@ def test_paper_bpe_tokenizer_and_vocab_options(models, tmp_path):
     models["bpe"].strategy.tokenizer().save(str(path))
     cfg = load_config(overrides=["model.boundary=bpe", "model.target_rate=0.3", f"strategy.tokenizer={path}"]).model
     given = build_strategy(cfg)
-    info = given.fit([TRAIN_TEXT])                               # loaded, not trained: the sample only measures the rate
+    info = given.fit([TRAIN_TEXT])  # loaded, not trained: the sample only measures the rate
     x = encode(shakespeare(200)).unsqueeze(0)
     assert torch.equal(given.boundaries(x), models["bpe"].strategy.boundaries(x))
     assert info["bpe_vocab_size"] == models["bpe"].strategy.tokenizer().get_vocab_size()

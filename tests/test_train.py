@@ -21,8 +21,8 @@ def cfg(corpus_file):
 
 
 def _losses(run_dir):
-    lines = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [(l["step"], l.get("loss"), l.get("bpb"), l.get("boundary_rate"), l.get("val_bpb")) for l in lines]
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [(r["step"], r.get("loss"), r.get("bpb"), r.get("boundary_rate"), r.get("val_bpb")) for r in records]
 
 
 def test_run_folder_and_summary(cfg, tmp_path):

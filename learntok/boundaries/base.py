@@ -34,7 +34,8 @@ class BoundaryOutput:
     probs: torch.Tensor       # (B, T) fp32 p_t = P(a_t = 1) (the decision itself where deterministic)
     log_prob: torch.Tensor    # (B, T) fp32 log pi(a_t | x, a_<t) of the decisions used; 0 at BOS / no policy
     aux_loss: torch.Tensor    # () fp32 the strategy's own loss, already weighted (0 for most)
-    relaxed: torch.Tensor | None = None  # (B, T) fp32 differentiable relaxed decisions (nawrot's straight-through); None elsewhere
+    # (B, T) fp32 differentiable relaxed decisions (nawrot's straight-through); None elsewhere
+    relaxed: torch.Tensor | None = None
 
 
 class BoundaryStrategy(nn.Module):
@@ -141,7 +142,9 @@ class BoundaryStrategy(nn.Module):
         """Integral control of the boundary rate after an optimizer step (learned policy only)."""
 
     def init_weights(self, generator: torch.Generator | None = None) -> None:
-        """Initialise the strategy's parameters from `generator` (its own, seeded apart from the backbone's, so that adding a strategy never shifts the backbone's initial weights). None by default."""
+        """Initialise the strategy's parameters from `generator` (its own, seeded apart from the
+        backbone's, so that adding a strategy never shifts the backbone's initial weights). None by
+        default."""
 
 
 _REGISTRY: dict[str, type[BoundaryStrategy]] = {}

@@ -126,7 +126,7 @@ def load_tokenizer(path: str):
         raise ConfigError(f"strategy.tokenizer {path!r}: no such file (give a tokenizer.json)")
     try:
         return Tokenizer.from_file(path)
-    except Exception as e:  # noqa: BLE001 (tokenizers raises a bare Exception on a bad file)
+    except Exception as e:  # tokenizers raises a bare Exception on a bad file
         raise ConfigError(f"strategy.tokenizer {path!r} is not a tokenizers JSON file: {e}") from None
 
 

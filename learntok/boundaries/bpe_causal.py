@@ -28,7 +28,7 @@ from learntok.data.vocab import BOS, is_byte
 
 def byte_to_unicode() -> list[str]:
     """GPT-2's reversible map of the 256 byte values to printable characters (byte-level BPE)."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
     chars, extra = {}, 0
     for b in range(256):
         if b in keep:

@@ -93,6 +93,8 @@ class EntropyBoundaries(BoundaryStrategy):
 
     def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
         if boundaries is None:
-            rule = (state["entropy"] > self.threshold() - self.rate_offset).float() if t > 0 else torch.ones(x.shape, device=x.device)
-            boundaries = rule
+            if t == 0:
+                boundaries = torch.ones(x.shape, device=x.device)
+            else:
+                boundaries = (state["entropy"] > self.threshold() - self.rate_offset).float()
         return boundaries.float(), boundaries.float(), {"entropy": next_byte_entropy(early_logits)}

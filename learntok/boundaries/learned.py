@@ -46,7 +46,8 @@ def policy_logits(v: torch.Tensor, a: torch.Tensor, scale: float, offset: float,
 
 
 @torch.no_grad()
-def sample_scan(v: torch.Tensor, u: torch.Tensor, scale: float, offset, cap: float, greedy: bool = False) -> torch.Tensor:
+def sample_scan(v: torch.Tensor, u: torch.Tensor, scale: float, offset, cap: float,
+                greedy: bool = False) -> torch.Tensor:
     """Sample decisions on the device, no host sync. v (B, T, W) fp32, u (B, T) uniforms in
     (0, 1) -> a (B, T) float, a[:, 0] = 1. a[t] = 1 iff u[t] < sigmoid(l[t]) iff logit(u[t]) < l[t]
     (greedy: 0 < l[t]). w = 1 is parallel; small windows (or CUDA) use the parallel map scan,
@@ -189,7 +190,8 @@ class LearnedPolicy(BoundaryStrategy):
         """The logit's terms for encoder vectors h (B, T, D) (`policy_logits` from them, tested)."""
         s = self.opts.logit_scale
         v = self.proj(self.norm(h.float())).float()              # (B, T, W)
-        return PolicyTerms(s * v[..., -1], s * v[..., :-1].flip(-1), self.offset + float(self.rate_bias), self.opts.softcap)
+        return PolicyTerms(s * v[..., -1], s * v[..., :-1].flip(-1), self.offset + float(self.rate_bias),
+                           self.opts.softcap)
 
     @torch.no_grad()
     def adapt_rate(self, rate: torch.Tensor, gain: float) -> None:

@@ -60,7 +60,8 @@ def mean_pool(h: torch.Tensor, hard: torch.Tensor, S: int) -> torch.Tensor:
     seg = hard.cumsum(1) - hard                                  # (B, T) the token byte t belongs to
     k = torch.arange(S, device=h.device, dtype=seg.dtype)        # (S,)
     offset = k[None, :, None] - seg[:, None, :]                  # (B, S, T)
-    member = (offset.detach() == 0) & (k[None, :, None] < hard.detach().sum(1)[:, None, None])  # trailing bytes: no token
+    # trailing bytes: no token
+    member = (offset.detach() == 0) & (k[None, :, None] < hard.detach().sum(1)[:, None, None])
     w = torch.where(member, 1.0 - offset, torch.zeros_like(offset))  # (B, S, T) value 0/1
     weights = w / (w.sum(-1, keepdim=True) + 1e-9)               # (B, S, T) rows sum to 1 (0 for padding)
     return torch.einsum("bst,btd->bsd", weights.to(h.dtype), h)
@@ -117,7 +118,8 @@ class DynamicPooling(BoundaryStrategy):
             boundaries = (logits > 0).float() if greedy else (soft > 0.5).float()
         a = boundaries.float().clone()
         a[:, 0] = 1.0
-        aux = self.opts.prior_weight * binomial_prior_loss(straight_through(a, soft), decision_mask(x).float(), self.cfg.target_rate)
+        aux = self.opts.prior_weight * binomial_prior_loss(straight_through(a, soft), decision_mask(x).float(),
+                                                           self.cfg.target_rate)
         zeros = torch.zeros_like(a)
         return BoundaryOutput(a, logits.detach(), torch.sigmoid(logits.detach()), zeros, aux, relaxed=soft)
 

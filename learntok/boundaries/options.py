@@ -28,7 +28,8 @@ MOVED_KEYS: dict[str, str] = {
 def option_types(boundary: str) -> dict[str, Any]:
     """{option: type} of strategy `boundary`'s [strategy] section; an unknown strategy is an error."""
     if boundary not in strategy_names():
-        raise ConfigError(f"model.boundary {boundary!r} is not a boundary strategy; known: {', '.join(strategy_names())}")
+        raise ConfigError(f"model.boundary {boundary!r} is not a boundary strategy; "
+                          f"known: {', '.join(strategy_names())}")
     return field_types(strategy_class(boundary).Config)
 
 
@@ -39,7 +40,8 @@ def strategy_options(boundary: str, values: dict[str, Any], source: str = STRATE
     for key in values:
         if key not in hints:
             known = ", ".join(hints) or "none"
-            raise ConfigError(f"{source}: {STRATEGY}.{key} is not an option of strategy {boundary!r} (its options: {known})")
+            raise ConfigError(f"{source}: {STRATEGY}.{key} is not an option of strategy {boundary!r} "
+                              f"(its options: {known})")
     given = {k: check_value(v, hints[k], f"{STRATEGY}.{k}") for k, v in values.items()}
     try:
         return dataclasses.asdict(strategy_class(boundary).Config(**given))

@@ -84,7 +84,8 @@ class AUNet(nn.Module):
         the strategy from another (seed + 1), so at one seed every strategy's backbone is
         bit-identical, whatever parameters the strategy adds (tests/test_identical_init.py)."""
         std = self.cfg.init_std
-        backbone, own = seeded_generator(seed, self.embed.weight.device), seeded_generator(seed + 1, self.embed.weight.device)
+        device = self.embed.weight.device
+        backbone, own = seeded_generator(seed, device), seeded_generator(seed + 1, device)
         n_layers = self.cfg.n_down + self.cfg.n_mid + self.cfg.n_up
         for name, p in self.named_parameters():
             if name.startswith("strategy."):

@@ -23,7 +23,8 @@ class ModelConfig:
     target_rate: float = 0.2      # rho*: target boundaries per byte
     token_pad_multiple: int = 8   # pad the token dimension S to a multiple (bounded recompiles)
     init_std: float = 0.02        # std of the normal init of linear and embedding weights
-    strategy: dict[str, Any] = field(default_factory=dict)  # the boundary strategy's own options (its config class in learntok.boundaries; [strategy] in a run config)
+    # the boundary strategy's own options (its config class in learntok.boundaries; [strategy] in a run config)
+    strategy: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
