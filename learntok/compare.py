@@ -26,7 +26,7 @@ from learntok.config import STRATEGY, ConfigError, RunConfig, load_config
 from learntok.data import ByteData
 from learntok.distributed import DistEnv, barrier, init_distributed, shutdown
 from learntok.evaluate import EvalOptions, evaluate_bpb
-from learntok.frontier import write_frontier
+from learntok.frontier import REFERENCE, write_frontier
 from learntok.plots import pyplot, read_metrics, save_curves, series
 from learntok.runtime import resolve_dtype
 from learntok.train import train
@@ -179,7 +179,7 @@ def run_variant(spec: str, preset: str | None, overrides: list[str], out: Path, 
     return record
 
 
-def relative_step_time(records: list[dict], reference: str = "uniform") -> None:
+def relative_step_time(records: list[dict], reference: str = REFERENCE) -> None:
     """Add `step_time_rel`: training seconds per byte relative to the reference strategy at the
     same rate suffix (`uniform`, or `uniform@0.2` for `learned@0.2`; same batch shape, so the
     same ratio per step) and seed. None without a reference run."""
@@ -226,7 +226,7 @@ def reference_variant(variants: list[str], spec: str) -> str | None:
     """The variant `spec` is paired against: `uniform` at the same rate suffix when it is one of the
     variants, else the first variant (None for the reference itself)."""
     _, at, rate = spec.partition("@")
-    ref = f"uniform{at}{rate}" if f"uniform{at}{rate}" in variants else variants[0]
+    ref = f"{REFERENCE}{at}{rate}" if f"{REFERENCE}{at}{rate}" in variants else variants[0]
     return None if ref == spec else ref
 
 

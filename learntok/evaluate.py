@@ -24,12 +24,11 @@ import numpy as np
 import torch
 
 from learntok import boundary_quality as bq
-from learntok.checkpoint import load_run
+from learntok.checkpoint import load_run_folder
 from learntok.config import ConfigError
 from learntok.data import ByteData, DataConfig, DataError
 from learntok.data.dataset import ALL, FIT_BYTES
 from learntok.distributed import DistEnv, all_reduce
-from learntok.model.pretrained import resolve
 from learntok.objective import bits_per_byte, boundary_counts, boundary_rates, token_ce
 from learntok.rate import RateSetting, held_out_batches, set_rate
 from learntok.runtime import autocast, inference, resolve_device, resolve_dtype
@@ -215,7 +214,7 @@ def run_eval(path: str | Path, split: str = "test", source: str | None = None, s
     if samples < 1:
         raise ConfigError(f"--samples {samples} must be >= 1")
     dev = resolve_device(device)
-    model, run_cfg = load_run(path, dev)
+    model, run_cfg, folder = load_run_folder(path, dev)
     if source is None and run_cfg is None:
         raise DataError("this model folder holds no run config: pass --source")
     data_cfg = run_cfg.data if run_cfg is not None else DataConfig()
@@ -235,7 +234,7 @@ def run_eval(path: str | Path, split: str = "test", source: str | None = None, s
     if setting is not None:
         result["rate_setting"] = setting
     doc_nats, doc_bytes = result.pop("doc_nats"), result.pop("doc_bytes")
-    report = {"checkpoint": str(resolve(path)), "split": split, "source": data_cfg.source,
+    report = {"checkpoint": str(folder), "split": split, "source": data_cfg.source,
               "strategy": model.cfg.boundary, "seq_len": opts.seq_len, "batch_size": opts.batch_size, "seed": seed,
               "bpe_reference": bpe_info, **result}
     names = data.names(split)

@@ -22,6 +22,8 @@ from learntok.plots import pyplot
 from learntok.rate import held_out_batches, set_rate
 from learntok.runtime import resolve_device, resolve_dtype
 
+REFERENCE = "uniform"  # the control every comparison is measured against: the same rate, no information
+
 
 def window_nats(model, data: ByteData, split: str, opts: EvalOptions) -> dict[str, np.ndarray | float]:
     """Per window (row) of `split`: CE nats summed and scored bytes (evaluate_bpb's per-window
@@ -88,7 +90,7 @@ def write_frontier(out: Path, records: list[dict], cfgs: list[RunConfig], eval_b
         name, _, _ = r["variant"].partition("@")
         rate = c.model.target_rate
         ref = next((v for v, cc in zip(records, cfgs)
-                    if cc.model.boundary == "uniform" and v.get("seed") == r.get("seed")
+                    if cc.model.boundary == REFERENCE and v.get("seed") == r.get("seed")
                     and cc.model.target_rate == rate and "+" not in v["variant"]), None)
         diff, se = paired_difference(windows[run(r)], windows[run(ref)]) if ref else (math.nan, math.nan)
         rows.append({"variant": r["variant"], "seed": r.get("seed"), "family": name, "target_rate": rate,
@@ -134,7 +136,7 @@ def _sweep_rows(out: Path, sweep: str, records, cfgs, windows, data, opts) -> li
         own = next((v for v, (r, c) in by_name.items()
                     if v.partition("@")[0] == family and c.model.target_rate == rate), None)
         uni = next((v for v, (r, c) in by_name.items()
-                    if v.partition("@")[0] == "uniform" and c.model.target_rate == rate), None)
+                    if v.partition("@")[0] == REFERENCE and c.model.target_rate == rate), None)
         row = {"target_rate": rate, "rate": w["rate"], "offset": w["offset"],
                "test_bpb": float(bits_per_byte(w["nats"].sum(), w["bytes"].sum()))}
         if own:

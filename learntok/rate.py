@@ -1,7 +1,7 @@
 """Compression as a dial (docs/rate.md): run a trained model at another boundary rate
 with no retraining.
 
-Each strategy exposes one of two knobs (structural protocols, below):
+Each strategy declares one of two knobs on the interface (`BoundaryStrategy.rate_knob`):
 - a rule that places boundaries at a given rate exactly (`rule_rate`: uniform, fixed): set it;
 - a scalar offset whose rise raises the rate (`rate_offset`, a 0-d buffer, with the bracket
   `rate_offset_range`): the learned policy's logit offset (the buffer the rate controller
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 
 import torch
 
@@ -32,17 +31,6 @@ from learntok.runtime import inference
 
 CALIBRATION_BYTES = 1 << 16  # held-out bytes a calibration reads by default
 TOLERANCE = 0.005            # |reached - target| beyond which `set_rate` reports the target missed
-
-
-@runtime_checkable
-class RuleRate(Protocol):
-    rule_rate: float  # the rate the strategy's rule places exactly
-
-
-@runtime_checkable
-class OffsetRate(Protocol):
-    rate_offset: torch.Tensor                # () the knob; raising it raises the rate
-    rate_offset_range: tuple[float, float]   # bisection bracket
 
 
 @dataclass
@@ -119,7 +107,7 @@ def decided_rate(strategy, inputs, greedy: bool = False, seed: int = 0) -> tuple
 
 def calibrate(model, batches: list[torch.Tensor], target: float, greedy: bool = False, seed: int = 0,
               iters: int = 30) -> tuple[float, float, int]:
-    """The offset of the model's OffsetRate strategy that hits `target` on the batches, by
+    """The offset of the model's strategy (rate_knob "offset") that hits `target` on the batches, by
     bisection in its bracket; the knob is left at it. Returns (offset, rate reached, bytes)."""
     knob, inputs = model.strategy, strategy_inputs(model, batches)
     n_bytes = 0
@@ -145,11 +133,11 @@ def set_rate(model, target: float, batches: list[torch.Tensor] | str | bytes | N
     strategy, name = model.strategy, model.cfg.boundary
     if isinstance(batches, (str, bytes)):
         batches = text_batches(batches, seq_len)
-    if isinstance(strategy, RuleRate):
+    if strategy.rate_knob == "rule":
         strategy.rule_rate = target
         reached, n = measured_rate(model, batches, greedy, seed) if batches else (target, 0)
         return RateSetting(name, target, "rule", target, reached, n)
-    if not isinstance(strategy, OffsetRate):
+    if strategy.rate_knob != "offset":
         raise ConfigError(f"strategy {name!r} has no inference-time rate knob (its rate is fixed when it is "
                           "trained, e.g. bpe's vocabulary): train it at this rate instead (compare --rates)")
     if not batches:

@@ -2,8 +2,6 @@
 inference-time offset (monotone, calibrated), the whitespace rule's knob, and `--rate`."""
 from __future__ import annotations
 
-import types
-
 import pytest
 import torch
 from torch import nn
@@ -118,9 +116,8 @@ def test_strategy_inputs_are_what_the_forward_hands_the_strategy():
 
 
 def test_set_rate_errors():
-    bare = types.SimpleNamespace(strategy=nn.Module(), cfg=types.SimpleNamespace(boundary="plain"))
-    with pytest.raises(ConfigError, match="no inference-time rate knob"):
-        set_rate(bare, 0.2, VAL_TEXT)
+    with pytest.raises(ConfigError, match="'bpe-causal' has no inference-time rate knob"):
+        set_rate(tiny("bpe-causal"), 0.2, VAL_TEXT)
     with pytest.raises(ConfigError, match="must be in"):
         set_rate(tiny("uniform"), 1.0)
     with pytest.raises(ConfigError, match="held-out text"):

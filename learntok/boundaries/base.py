@@ -38,6 +38,16 @@ class BoundaryOutput:
     relaxed: torch.Tensor | None = None
 
 
+@dataclass
+class PolicyTerms:
+    """The learned logit's terms per byte, for re-deciding at any offset (segment's HTML page):
+    l[t] = softcap(base[t] + sum_k mix[t, k-1] a[t-k] + offset, cap)."""
+    base: torch.Tensor   # (B, T) fp32 s v[t][w-1]
+    mix: torch.Tensor    # (B, T, W-1) fp32 s v[t][w-1-k], k = 1..w-1
+    offset: float        # logit(rho*) + rate_bias
+    cap: float           # the soft cap
+
+
 class BoundaryStrategy(nn.Module):
     """Base class. Subclasses implement `forward`; `has_policy` says whether log_prob is a
     real score-function term."""
@@ -46,6 +56,12 @@ class BoundaryStrategy(nn.Module):
     has_reference: bool = False       # `reference_starts` gives the strategy's own reference boundaries
     causal: bool = True               # a[t] reads bytes <= t only (False: it sees the whole sequence; no generation)
     Config: type = StrategyConfig     # the strategy's own options ([strategy] section), set by `register`
+    # Inference-time rate control (learntok.rate, docs/rate.md): "rule" sets `rule_rate`, "offset"
+    # moves `rate_offset` within `rate_offset_range`; None: no knob (bpe's rate is its vocabulary).
+    rate_knob: str | None = None
+    rule_rate: float                  # "rule": the rate the strategy's rule places exactly
+    rate_offset: torch.Tensor         # "offset": () the knob; raising it raises the rate
+    rate_offset_range: tuple[float, float] = (0.0, 0.0)  # "offset": the bracket a calibration bisects in
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -61,6 +77,11 @@ class BoundaryStrategy(nn.Module):
         greedy: bool = False,                    # decide p > 0.5 instead of sampling
     ) -> BoundaryOutput:
         raise NotImplementedError
+
+    def terms(self, h: torch.Tensor) -> PolicyTerms:
+        """The policy logit's terms for encoder vectors h (B, T, D), to re-decide at any offset
+        (segment's HTML page). Strategies with a policy (`has_policy`) implement it."""
+        raise NotImplementedError(f"strategy {type(self).__name__} has no policy logit")
 
     def fit(self, documents: list[bytes]) -> dict:
         """Fit the strategy to a bounded sample of the run's training documents, once, before

@@ -44,6 +44,7 @@ class EntropyBoundaries(BoundaryStrategy):
     docs/strategies.md ("entropy"). Inference-time rate control (learntok.rate): `rate_offset`
     (nats, 0 unless calibrated, not saved) lowers the threshold, H[t-1] > thr - offset."""
 
+    rate_knob = "offset"
     rate_offset_range = (-8.0, 8.0)  # nats; H lies in [0, ln 256 = 5.5]
 
     def __init__(self, cfg):

@@ -18,6 +18,8 @@ class FixedBoundaries(StatelessStrategy):
     ceil(1/rho*) mixed to give exactly floor(rho* t) boundaries in the first t bytes otherwise.
     `rule_rate` is rho* unless set at inference (learntok.rate)."""
 
+    rate_knob = "rule"
+
     def __init__(self, cfg):
         super().__init__(cfg)
         self.rule_rate = cfg.target_rate

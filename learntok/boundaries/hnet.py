@@ -91,6 +91,7 @@ class HNetRouting(BoundaryStrategy):
     calibrated, not saved) moves the routing threshold: boundary iff logit(p) + offset > 0,
     i.e. p > sigmoid(-offset) (0.5 at offset 0, H-Net's rule)."""
 
+    rate_knob = "offset"
     rate_offset_range = (-12.0, 12.0)  # logit units
 
     def __init__(self, cfg: ModelConfig):

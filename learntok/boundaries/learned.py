@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
+from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, PolicyTerms, register
 from learntok.boundaries.common import target_logit
 from learntok.nn.config import ModelConfig
 
@@ -126,16 +126,6 @@ def bernoulli_log_prob(logits: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass
-class PolicyTerms:
-    """The learned logit's terms per byte, for re-deciding at any offset (segment's HTML page):
-    l[t] = softcap(base[t] + sum_k mix[t, k-1] a[t-k] + offset, cap)."""
-    base: torch.Tensor   # (B, T) fp32 s v[t][w-1]
-    mix: torch.Tensor    # (B, T, W-1) fp32 s v[t][w-1-k], k = 1..w-1
-    offset: float        # logit(rho*) + rate_bias
-    cap: float           # the soft cap
-
-
-@dataclass
 class LearnedConfig:
     """The learned policy's options ([strategy] when model.boundary is learned or frozen)."""
     window: int = 8                # w: the logit mixes the current byte with w-1 past decisions
@@ -150,6 +140,7 @@ class LearnedConfig:
 @register("learned", config=LearnedConfig)
 class LearnedPolicy(BoundaryStrategy):
     has_policy = True
+    rate_knob = "offset"
     rate_offset_range = (-24.0, 24.0)  # logit units; the soft cap (6) saturates well inside
 
     def __init__(self, cfg: ModelConfig):

@@ -95,6 +95,7 @@ class DynamicPooling(BoundaryStrategy):
     (learntok.rate): `rate_offset` (logit units, 0 unless calibrated; not saved) is added to the
     predictor's logit."""
 
+    rate_knob = "offset"
     rate_offset_range = (-12.0, 12.0)  # logit units
 
     def __init__(self, cfg: ModelConfig):

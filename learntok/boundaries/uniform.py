@@ -18,6 +18,8 @@ class UniformBoundaries(StatelessStrategy):
     sequence; BOS is always a boundary on top. The control for the learned policy: same rate, no information.
     `rule_rate` is rho* unless set at inference (learntok.rate). Prescribed boundaries pass through."""
 
+    rate_knob = "rule"
+
     def __init__(self, cfg):
         super().__init__(cfg)
         self.rule_rate = cfg.target_rate                          # the rate the rule places exactly

@@ -81,6 +81,7 @@ class WhitespaceBoundaries(BoundaryStrategy):
     words above r_ws, short words merged into the next below it. The knob is saved with the
     weights (checkpoints from before it load with theta = 0, the plain rule)."""
 
+    rate_knob = "offset"
     rate_offset_range = (-0.999, 1.0)  # theta's bracket for bisection (learntok.rate)
 
     def __init__(self, cfg):

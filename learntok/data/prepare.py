@@ -27,8 +27,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from learntok.data.corpora import (DataError, check_not_prepared, file_lines, files_below, is_binary, jsonl_texts,
-                                   parquet_texts)
+from learntok.data.corpora import (DataError, check_not_prepared, file_kind, file_lines, files_below, is_binary,
+                                   jsonl_texts, parquet_texts)
 from learntok.data.shards import FORMAT, INDEX, VERSION, SplitWriter
 from learntok.data.split import SPLITS
 
@@ -111,13 +111,13 @@ def _text_docs(raw, piece_bytes: int) -> Iterator[bytes]:
 
 def documents(path: Path, opts: PrepareOptions) -> Iterator[tuple[bytes, int]]:
     """(document, input bytes consumed so far) for one file, streamed."""
-    name = path.name
-    if name.endswith(".parquet"):
+    kind = file_kind(path)
+    if kind == "parquet":
         yield from ((doc, 0) for doc in parquet_texts(path, opts.text_field))
         yield b"", path.stat().st_size                                          # progress for the whole file at the end
         return
     with open(path, "rb") as raw:
-        if name.endswith((".jsonl", ".jsonl.gz")):
+        if kind == "jsonl":
             docs = jsonl_texts(file_lines(raw, path), opts.text_field, str(path))
         else:
             if is_binary(raw.read(8192)):

@@ -19,7 +19,7 @@ from learntok.nn.config import ModelConfig
 from learntok.model.generate import generate, stream
 from learntok.nn.layers import RMSNorm, Stack
 from learntok.nn.pooling import num_tokens, pack_rows, upsample
-from learntok.model.pretrained import WEIGHTS, load_weights, read_model, save_model
+from learntok.model.pretrained import WEIGHTS, ModelFiles, load_weights, read_model, save_model
 
 
 @dataclass
@@ -142,7 +142,11 @@ class AUNet(nn.Module):
     @classmethod
     def from_pretrained(cls, path, map_location="cpu") -> "AUNet":
         """An AUNet from a model folder, a checkpoint folder or a run folder (latest checkpoint)."""
-        cfg, weights, folder = read_model(path, map_location)
-        model = cls(cfg)
-        load_weights(model, weights, folder / WEIGHTS)
+        return cls.from_files(read_model(path, map_location), map_location)
+
+    @classmethod
+    def from_files(cls, files: ModelFiles, map_location="cpu") -> "AUNet":
+        """An AUNet from a folder's files read once (learntok.model.pretrained.read_model)."""
+        model = cls(files.model)
+        load_weights(model, files.weights, files.folder / WEIGHTS)
         return model.to(map_location)

@@ -11,7 +11,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -134,19 +134,27 @@ def model_config(d: dict) -> ModelConfig:
         raise ConfigError(f"model: {e}") from None
 
 
-def read_model(path: str | Path, map_location: str | torch.device = "cpu"
-               ) -> tuple[ModelConfig, dict[str, torch.Tensor], Path]:
-    """(ModelConfig, weights, folder) of a model folder, a checkpoint folder or a run folder
-    (latest checkpoint): what `AUNet.from_pretrained` builds a model from."""
+@dataclass
+class ModelFiles:
+    """A model, checkpoint or run folder read once: what `AUNet.from_files` builds a model from."""
+    folder: Path                         # the model or checkpoint folder (a run folder's latest checkpoint)
+    config: dict                         # its config.json, the stamp removed (a run config or a model config)
+    model: ModelConfig                   # the model config in it
+    weights: dict[str, torch.Tensor]     # model.safetensors
+
+
+def read_model(path: str | Path, map_location: str | torch.device = "cpu") -> ModelFiles:
+    """The files of a model folder, a checkpoint folder or a run folder (latest checkpoint)."""
     folder = resolve(path)
     config = read_config(folder)
+    model = config
     if isinstance(config.get("model"), dict):                    # a run config: its model and strategy sections
-        config = {**config["model"], STRATEGY: config.get(STRATEGY, {})}
+        model = {**config["model"], STRATEGY: config.get(STRATEGY, {})}
     try:
-        cfg = model_config(config)
+        cfg = model_config(model)
     except ConfigError as e:
         raise CheckpointError(f"{folder / CONFIG}: {e}") from None
-    return cfg, read_weights(folder / WEIGHTS, map_location), folder
+    return ModelFiles(folder, config, cfg, read_weights(folder / WEIGHTS, map_location))
 
 
 def load_weights(model: torch.nn.Module, weights: dict[str, torch.Tensor], where: Path) -> None:
