@@ -92,7 +92,7 @@ class HNetRouting(BoundaryStrategy):
     i.e. p > sigmoid(-offset) (0.5 at offset 0, H-Net's rule)."""
 
     rate_knob = "offset"
-    rate_offset_range = (-12.0, 12.0)  # logit units
+    rate_offset_range = (-12.0, 12.0)  # logit units: the routing threshold is sigmoid(-offset)
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)

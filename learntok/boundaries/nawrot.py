@@ -96,7 +96,7 @@ class DynamicPooling(BoundaryStrategy):
     predictor's logit."""
 
     rate_knob = "offset"
-    rate_offset_range = (-12.0, 12.0)  # logit units
+    rate_offset_range = (-12.0, 12.0)  # logit units, added to the predictor's logit
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
