@@ -40,8 +40,8 @@ TOY = dict(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16)
 
 
 def model_config(preset: str, strategy: str, toy: bool) -> ModelConfig:
-    cfg = load_config(preset).model
-    return ModelConfig(**{**cfg.__dict__, "boundary": strategy, **(TOY if toy else {})})
+    cfg = load_config(preset, overrides=[f"model.boundary={strategy}"]).model  # the strategy's own options
+    return ModelConfig(**{**cfg.__dict__, **(TOY if toy else {})})
 
 
 def peak_memory(device: torch.device) -> float:

@@ -156,8 +156,8 @@ def peak_flops(device: torch.device, n: int = 2048) -> float:
     return 2 * n ** 3 / min(timed(lambda: a @ b, device) for _ in range(5))
 
 
-def preset_model(name: str, **kw) -> ModelConfig:
-    cfg = load_config(name).model
+def preset_model(name: str, boundary: str | None = None, **kw) -> ModelConfig:
+    cfg = load_config(name, overrides=[f"model.boundary={boundary}"] if boundary else []).model
     return ModelConfig(**{**cfg.__dict__, **kw})
 
 
