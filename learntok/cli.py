@@ -109,8 +109,10 @@ def write_json(path: str | None, record: dict) -> None:
 
 def add_train(sub) -> None:
     p = sub.add_parser("train", help="train a model (or resume a run)",
-                       description="Config layers: defaults <- --preset (default tiny) <- --config FILE <- key.sub=value.")
-    p.add_argument("--preset", help="packaged preset: tiny, 20M, 40M, 90M, 147M (default: tiny, unless --config or --resume)")
+                       description="Config layers: defaults <- --preset (default tiny) <- --config FILE "
+                                   "<- key.sub=value.")
+    p.add_argument("--preset",
+                   help="packaged preset: tiny, 20M, 40M, 90M, 147M (default: tiny, unless --config or --resume)")
     p.add_argument("--config", help="a TOML (or JSON) file of config sections")
     p.add_argument("--out", help="run folder (default: runs/<preset>-<strategy>-<timestamp>)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
@@ -178,12 +180,16 @@ def add_segment(sub) -> None:
     p.add_argument("model", metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder")
     p.add_argument("text", nargs="?", help="text to segment (or --file, or --held-out)")
     p.add_argument("--file", help="read the text from this file (bytes as they are)")
-    p.add_argument("--held-out", action="store_true", help="a passage of the run's test split, with the run's validation figures")
-    p.add_argument("--html", metavar="OUT", help="also write an HTML page (with the learned policy: a compression slider)")
+    p.add_argument("--held-out", action="store_true",
+                   help="a passage of the run's test split, with the run's validation figures")
+    p.add_argument("--html", metavar="OUT",
+                   help="also write an HTML page (with the learned policy: a compression slider)")
     p.add_argument("--greedy", action="store_true", help="decide p > 0.5 instead of sampling")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
-    p.add_argument("--window", type=WINDOW, default=4096, help="read long texts in pieces of this many bytes (BOS included)")
-    p.add_argument("--rate", type=PROBABILITY, help="cut at this boundary rate, calibrated on the run's val split (docs/rate.md)")
+    p.add_argument("--window", type=WINDOW, default=4096,
+                   help="read long texts in pieces of this many bytes (BOS included)")
+    p.add_argument("--rate", type=PROBABILITY,
+                   help="cut at this boundary rate, calibrated on the run's val split (docs/rate.md)")
     p.add_argument("--json", help="write chunks and stats to this JSON file")
     p.set_defaults(func=cmd_segment)
 
@@ -233,14 +239,17 @@ def cmd_segment(args) -> None:
 def add_eval(sub) -> None:
     p = sub.add_parser("eval", help="bits per byte (with error bars) and boundary quality")
     p.add_argument("model", metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder")
-    p.add_argument("--split", default="test", choices=["train", "val", "test", "all"], help="split of the data (all: unsplit)")
+    p.add_argument("--split", default="test", choices=["train", "val", "test", "all"],
+                   help="split of the data (all: unsplit)")
     p.add_argument("--source", help="another data.source (built-in name or path) instead of the run's")
-    p.add_argument("--samples", type=POSITIVE, default=1, help="K sampled segmentations: mean bpb and log-mean-exp bound")
+    p.add_argument("--samples", type=POSITIVE, default=1,
+                   help="K sampled segmentations: mean bpb and log-mean-exp bound")
     p.add_argument("--greedy", action="store_true", help="decide p > 0.5 instead of sampling")
     p.add_argument("--batch-size", type=POSITIVE, help="rows per batch (default: the run's)")
     p.add_argument("--seq-len", type=WINDOW, help="bytes per row, BOS included (default: the run's)")
     p.add_argument("--max-bytes", type=POSITIVE, help="score at most this many bytes")
-    p.add_argument("--bpe-vocab", type=POSITIVE, default=4096, help="vocabulary of the BPE reference trained on the fly")
+    p.add_argument("--bpe-vocab", type=POSITIVE, default=4096,
+                   help="vocabulary of the BPE reference trained on the fly")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
     p.add_argument("--rate", type=PROBABILITY, help="run at this boundary rate, calibrated on the val split (docs/rate.md)")
     p.add_argument("--boundaries-from", metavar="OTHER_RUN", help="score the model with another run's boundary decisions "
@@ -269,7 +278,8 @@ def add_eval_tasks(sub) -> None:
     p.add_argument("--greedy", action="store_true", help="greedy boundaries (p > 0.5) instead of sampled ones")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
     p.add_argument("--limit", type=POSITIVE, help="first N examples of each task")
-    p.add_argument("--delimiter", default=" ", help="between context and continuation (unless the context ends in whitespace)")
+    p.add_argument("--delimiter", default=" ",
+                   help="between context and continuation (unless the context ends in whitespace)")
     p.add_argument("--device", default="cpu", type=device_arg)
     p.add_argument("--json", help="write the results to this JSON file")
     p.set_defaults(func=cmd_eval_tasks)
@@ -334,11 +344,14 @@ def add_sample(sub) -> None:
     p.add_argument("--max-bytes", type=POSITIVE, default=256, help="bytes to generate (fewer if EOS is drawn)")
     p.add_argument("--temperature", type=NONNEGATIVE, default=1.0, help="0: argmax")
     p.add_argument("--top-k", type=POSITIVE, help="sample from the k likeliest bytes")
-    p.add_argument("--top-p", type=PROBABILITY, help="nucleus sampling: the smallest set of bytes with probability >= p")
+    p.add_argument("--top-p", type=PROBABILITY,
+                   help="nucleus sampling: the smallest set of bytes with probability >= p")
     p.add_argument("--seed", type=int, help="seed of the sampled bytes and boundaries")
-    p.add_argument("--boundaries", choices=["sample", "greedy"], default="sample", help="sample boundaries or take p > 0.5")
+    p.add_argument("--boundaries", choices=["sample", "greedy"], default="sample",
+                   help="sample boundaries or take p > 0.5")
     p.add_argument("--show-boundaries", action="store_true", help="mark chunks: colours on a terminal, | otherwise")
-    p.add_argument("--rate", type=PROBABILITY, help="generate at this boundary rate, calibrated on the run's val split (docs/rate.md)")
+    p.add_argument("--rate", type=PROBABILITY,
+                   help="generate at this boundary rate, calibrated on the run's val split (docs/rate.md)")
     p.add_argument("--device", default="cpu", type=device_arg)
     p.add_argument("--json", help="write bytes, seconds, bytes/s and boundary rate to this JSON file")
     p.set_defaults(func=cmd_sample)
@@ -351,7 +364,8 @@ def cmd_sample(args) -> None:
 
     model, run_cfg = load_run(args.model, args.device)
     if args.rate is not None:
-        print(set_rate_for_run(model, run_cfg, args.rate, args.prompt, args.boundaries == "greedy", args.seed or 0).describe(),
+        print(set_rate_for_run(model, run_cfg, args.rate, args.prompt, args.boundaries == "greedy",
+                               args.seed or 0).describe(),
               file=sys.stderr)
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(errors="replace")                 # a non-UTF-8 terminal shows "?", no crash
@@ -440,7 +454,8 @@ def add_prepare(sub) -> None:
     p.add_argument("--test-fraction", type=float, default=0.05, help="expected fraction of documents in test")
     p.add_argument("--seed", type=int, default=0, help="seed of the split hash")
     p.add_argument("--shard-mb", type=POSITIVE, default=256, help="target shard size (MiB)")
-    p.add_argument("--piece-bytes", type=POSITIVE, default=1 << 14, help="read text files as documents of about this many bytes")
+    p.add_argument("--piece-bytes", type=POSITIVE, default=1 << 14,
+                   help="read text files as documents of about this many bytes")
     p.add_argument("--json", help="also write the index to this JSON file")
     p.set_defaults(func=cmd_prepare)
 
@@ -459,8 +474,8 @@ def cmd_prepare(args) -> None:
 
 # ---------------------------------------------------------------- entry point
 
-COMMANDS = [add_train, add_config, add_segment, add_eval, add_eval_tasks, add_diagnose, add_plot, add_sample, add_compare,
-            add_prepare]
+COMMANDS = [add_train, add_config, add_segment, add_eval, add_eval_tasks, add_diagnose, add_plot, add_sample,
+            add_compare, add_prepare]
 
 
 def build_parser() -> argparse.ArgumentParser:

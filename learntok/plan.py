@@ -27,12 +27,12 @@ from torch.utils._pytree import tree_flatten, tree_map_only
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 from torch.utils.weak import WeakIdKeyDictionary
 
-from learntok.boundaries.fixed import bresenham
+from learntok.boundaries.common import bresenham
 from learntok.config import RunConfig
 from learntok.distributed import DistEnv, micro_plan
 from learntok.model.aunet import AUNet
-from learntok.model.config import ModelConfig
-from learntok.model.layers import block_window_mask, window_mask  # cached masks: see cached_masks_forgotten
+from learntok.nn.config import ModelConfig
+from learntok.nn.layers import block_window_mask, window_mask  # cached masks: see cached_masks_forgotten
 from learntok.runtime import resolve_dtype
 from learntok.train import Engine, build_optimizer, train_step
 

@@ -38,7 +38,8 @@ def test_train_then_segment_from_the_command_line(tmp_path):
 
     r = run("segment", out, "--held-out", cwd=tmp_path)         # the README demo's last step
     assert r.returncode == 0, r.stderr
-    assert "line of text" in r.stdout.replace("|", "") and "validation bits per byte" in r.stdout and "whitespace rate" in r.stdout
+    assert "line of text" in r.stdout.replace("|", "")
+    assert "validation bits per byte" in r.stdout and "whitespace rate" in r.stdout
 
 
 @pytest.mark.parametrize("args, words", [
@@ -81,7 +82,7 @@ def test_segment_helpers(tmp_path):
     import torch
 
     from learntok.model.aunet import AUNet
-    from learntok.model.config import ModelConfig
+    from learntok.nn.config import ModelConfig
     from learntok.segment import chunks_from_boundaries, render_html, render_terminal, segment_text
 
     a = torch.tensor([1, 0, 0, 1, 0, 1, 1.0])                       # BOS + 6 bytes

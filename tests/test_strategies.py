@@ -1,4 +1,4 @@
-"""Boundary strategies (DESIGN §5): causality of every registered strategy, gradients of the
+"""Boundary strategies (docs/design.md §5): causality of every registered strategy, gradients of the
 trainable ones, and each rule against a plain reference."""
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ import pytest
 import torch
 
 from learntok import AUNet, ModelConfig, ObjectiveConfig
-from learntok.boundaries import bpe, bpe_paper, strategy_names
+from learntok.boundaries import bpe, bpe_causal, strategy_names
 from learntok.boundaries.base import build_strategy, strategy_class
-from learntok.boundaries.fixed import EntropyBoundaries, whitespace_boundaries
-from learntok.boundaries.dynamic_pooling import binomial_log_prob, mean_pool, mean_pool_reference, relaxed_bernoulli
-from learntok.boundaries.ste import ema_reference, ema_scan, ratio_loss
+from learntok.boundaries.common import whitespace_boundaries
+from learntok.boundaries.entropy import EntropyBoundaries
+from learntok.boundaries.nawrot import binomial_log_prob, mean_pool, mean_pool_reference, relaxed_bernoulli
+from learntok.boundaries.hnet import ema_reference, ema_scan, ratio_loss
 from learntok.config import load_config
 from learntok.data import EOS, encode
 from learntok.errors import ConfigError
@@ -25,7 +26,7 @@ TRAIN_TEXT = shakespeare(60_000, skip=20_000)
 
 
 def tiny(boundary: str, w: int = 8) -> AUNet:
-    model = tiny_model(boundary, policy_window=w, target_rate=0.3 if boundary == "bpe" else 0.2)
+    model = tiny_model(boundary, window=w, target_rate=0.3 if boundary == "bpe" else 0.2)
     model.strategy.fit([TRAIN_TEXT])                             # bpe: 0.3, which its pre-tokenizer can reach here
     return model
 
@@ -36,7 +37,8 @@ def models() -> dict[str, AUNet]:
 
 
 def test_every_strategy_is_tested():
-    assert {"learned", "uniform", "fixed", "whitespace", "bpe", "bpe-causal", "entropy", "nawrot", "hnet"} <= set(strategy_names())
+    assert {"learned", "uniform", "fixed", "whitespace", "bpe", "bpe-causal", "entropy", "nawrot",
+            "hnet"} <= set(strategy_names())
 
 
 @pytest.mark.parametrize("name", strategy_names())
@@ -129,12 +131,12 @@ def test_paper_bpe_boundaries_are_the_first_bytes_of_the_tokens(models):
 def test_paper_bpe_maps_multibyte_and_invalid_bytes():
     """Token starts inside a character split into byte tokens land on the right byte; invalid
     UTF-8 (a window cut inside a character) is left out and never a boundary."""
-    text, src = bpe_paper.utf8_text(b"\xa9ab\xc3\xa9\xe2")          # a cut-off char, "ab", "é", a cut-off char
+    text, src = bpe.utf8_text(b"\xa9ab\xc3\xa9\xe2")          # a cut-off char, "ab", "é", a cut-off char
     assert text == "ab\u00e9" and src == [1, 2, 3, 4]
-    assert bpe_paper.token_byte_starts(["\u0120ab", "\u00c3", "\u00a9"], src) == [1, 3, 4]  # prefix space, é split
-    assert bpe_paper.token_byte_starts(["\u0120", "a", "b\u00c3\u00a9"], src) == [1, 2]
+    assert bpe.token_byte_starts(["\u0120ab", "\u00c3", "\u00a9"], src) == [1, 3, 4]  # prefix space, é split
+    assert bpe.token_byte_starts(["\u0120", "a", "b\u00c3\u00a9"], src) == [1, 2]
     with pytest.raises(ConfigError, match="not a byte-level BPE"):
-        bpe_paper.token_byte_starts(["abcdefg"], src)
+        bpe.token_byte_starts(["abcdefg"], src)
 
 
 def test_paper_bpe_special_symbols_split_runs(models):
@@ -159,7 +161,7 @@ def test_paper_bpe_looks_ahead(models):
 
 def test_paper_bpe_fit_bisects_rate_and_is_saved(models, tmp_path):
     strategy = models["bpe"].strategy
-    assert abs(bpe_paper.bpe_rate(strategy.tokenizer(), [TRAIN_TEXT]) - 0.3) < 0.01  # closest to rho* = 0.3 it can get
+    assert abs(bpe.bpe_rate(strategy.tokenizer(), [TRAIN_TEXT]) - 0.3) < 0.01  # closest to rho* = 0.3 it can get
     models["bpe"].save_pretrained(tmp_path)
     loaded = AUNet.from_pretrained(tmp_path)
     x = encode(shakespeare(100)).unsqueeze(0)
@@ -171,7 +173,7 @@ def test_paper_bpe_tokenizer_and_vocab_options(models, tmp_path):
     models["bpe"].strategy.tokenizer().save(str(path))
     cfg = load_config(overrides=["model.boundary=bpe", "model.target_rate=0.3", f"strategy.tokenizer={path}"]).model
     given = build_strategy(cfg)
-    info = given.fit([TRAIN_TEXT])                               # loaded, not trained: the sample only measures the rate
+    info = given.fit([TRAIN_TEXT])  # loaded, not trained: the sample only measures the rate
     x = encode(shakespeare(200)).unsqueeze(0)
     assert torch.equal(given.boundaries(x), models["bpe"].strategy.boundaries(x))
     assert info["bpe_vocab_size"] == models["bpe"].strategy.tokenizer().get_vocab_size()
@@ -193,27 +195,27 @@ def test_paper_bpe_refuses_generation(models):
 
 def test_bpe_reference_starts_are_the_tokenizers_offsets(models):
     tok = models["bpe-causal"].strategy.tokenizer()
-    for word in bpe.split_pretokens(shakespeare(400)):
-        enc = tok.encode(bpe.to_chars(word))
-        assert bpe.token_starts(tok, word) == [s for s, _ in enc.offsets]
-        assert "".join(enc.tokens) == bpe.to_chars(word)
+    for word in bpe_causal.split_pretokens(shakespeare(400)):
+        enc = tok.encode(bpe_causal.to_chars(word))
+        assert bpe_causal.token_starts(tok, word) == [s for s, _ in enc.offsets]
+        assert "".join(enc.tokens) == bpe_causal.to_chars(word)
 
 
 def test_bpe_causal_rule_mostly_agrees_with_the_tokenizer(models):
     """Boundaries of the causal greedy rule vs the tokenizer's own token starts on whole
     pre-tokens, on held-out text; and the rule is a pure function of the prefix."""
     strategy = models["bpe-causal"].strategy
-    tok, prefixes = strategy.tokenizer(), bpe.token_prefixes(strategy.tokenizer())
+    tok, prefixes = strategy.tokenizer(), bpe_causal.token_prefixes(strategy.tokenizer())
     agree = total = 0
-    for word in bpe.split_pretokens(shakespeare(5000, skip=200_000)):
+    for word in bpe_causal.split_pretokens(shakespeare(5000, skip=200_000)):
         ref = [0] * len(word)
-        for s in bpe.token_starts(tok, word):
+        for s in bpe_causal.token_starts(tok, word):
             ref[s] = 1
-        got = bpe.causal_word_starts(prefixes, word)
+        got = bpe_causal.causal_word_starts(prefixes, word)
         agree += sum(int(g == r) for g, r in zip(got, ref))
         total += len(word)
         for i in range(1, len(word)):
-            assert bpe.causal_word_starts(prefixes, word[:i]) == got[:i]
+            assert bpe_causal.causal_word_starts(prefixes, word[:i]) == got[:i]
     assert agree / total > 0.9
 
 
@@ -221,15 +223,15 @@ def test_bpe_forward_matches_word_rule(models):
     strategy = models["bpe-causal"].strategy
     text = shakespeare(200, skip=9000)
     a = strategy.boundaries(encode(text).unsqueeze(0))[0, 1:].tolist()
-    prefixes = bpe.token_prefixes(strategy.tokenizer())
-    expected = [s for w in bpe.split_pretokens(text) for s in bpe.causal_word_starts(prefixes, w)]
+    prefixes = bpe_causal.token_prefixes(strategy.tokenizer())
+    expected = [s for w in bpe_causal.split_pretokens(text) for s in bpe_causal.causal_word_starts(prefixes, w)]
     assert a == expected
 
 
 def test_bpe_fit_reaches_rate_and_is_saved(models, tmp_path):
     strategy = models["bpe-causal"].strategy
-    words = bpe.sample_words([TRAIN_TEXT])
-    assert abs(bpe.causal_rate(strategy.tokenizer(), words) - 0.2) < 0.01
+    words = bpe_causal.sample_words([TRAIN_TEXT])
+    assert abs(bpe_causal.causal_rate(strategy.tokenizer(), words) - 0.2) < 0.01
     models["bpe-causal"].save_pretrained(tmp_path)
     loaded = AUNet.from_pretrained(tmp_path)
     x = encode(shakespeare(100)).unsqueeze(0)

@@ -59,10 +59,11 @@ def _unnamed_documents(source: str, text_field: str) -> list[bytes]:
     if not path.exists():
         raise DataError(f"data source {source!r} is neither a built-in corpus ({', '.join(BUILTINS)}) "
                         f"nor an existing path")
-    if path.name.endswith((".jsonl", ".jsonl.gz")):
+    kind = file_kind(path)
+    if kind == "jsonl":
         with path.open("rb") as f:
             docs = _jsonl_documents(file_lines(f, path), text_field, str(path))
-    elif path.suffix == ".parquet":
+    elif kind == "parquet":
         docs = list(parquet_texts(path, text_field))
     else:
         docs = [path.read_bytes()]
@@ -71,6 +72,13 @@ def _unnamed_documents(source: str, text_field: str) -> list[bytes]:
     if not docs:
         raise DataError(f"data source {source!r} holds no documents")
     return docs
+
+
+def file_kind(path: Path) -> str:
+    """How a data file is read, by its name: "jsonl" (.jsonl, .jsonl.gz), "parquet" or "text"."""
+    if path.name.endswith((".jsonl", ".jsonl.gz")):
+        return "jsonl"
+    return "parquet" if path.name.endswith(".parquet") else "text"
 
 
 def file_lines(raw, path: Path) -> Iterator[bytes]:

@@ -1,7 +1,7 @@
-"""Generation: cached incremental decoding of an AUNet, one byte at a time (issue 5; the model
-layer: it needs only the model, and `AUNet.generate` / `AUNet.stream` call it).
+"""Generation: cached incremental decoding of an AUNet, one byte at a time (docs/benchmarks.md
+has its speed; the model layer: it needs only the model, and `AUNet.generate` / `AUNet.stream` call it).
 
-For each new byte t (DESIGN §2, in the same order as `AUNet.forward`):
+For each new byte t (docs/design.md §2, in the same order as `AUNet.forward`):
   embed and encode it (byte-level KV caches keep the last attn_window keys) -> early head ->
   decide a[t] with the strategy's `step` (its state: e.g. the last w-1 decisions) ->
   only if a[t] = 1, run the token level on the new token (its KV cache grows by one key,
@@ -31,8 +31,8 @@ import torch
 
 from learntok.boundaries.base import BoundaryOutput
 from learntok.data.vocab import BOS, EOS, PAD, encode, is_byte
-from learntok.model.cache import ModelCache, TokenKV
-from learntok.model.pooling import num_tokens, upsample
+from learntok.nn.cache import ModelCache, TokenKV
+from learntok.nn.pooling import num_tokens, upsample
 from learntok.runtime import PrivateRNG, eval_mode
 
 BOUNDARY_MODES = ("sample", "greedy")

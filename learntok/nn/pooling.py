@@ -1,4 +1,4 @@
-"""Select-downsampling and distribute-then-add upsampling (DESIGN §2.5, §2.7), and token packing.
+"""Select-downsampling and distribute-then-add upsampling (docs/design.md §2.5, §2.7), and token packing.
 
 Shapes: B batch, T bytes, S tokens (padded to the batch's largest count), N packed tokens
 (every row's tokens one after another, padded at the end), D width (any trailing width X).
@@ -41,7 +41,8 @@ class Packing:
     pos: torch.Tensor           # (N,) long byte offset t of each slot (T for padding): the token-level RoPE positions
     padded_index: torch.Tensor  # (B, S) long packed slot of row b's k-th token; N past the row's count
     packed_index: torch.Tensor  # (N,) long flat padded slot b * S + k of each packed token; B * S for padding
-    cu_seqlens: torch.Tensor    # (B + 2,) long row starts, then the total, then N (varlen attention; the tail is its own row)
+    # (B + 2,) long row starts, then the total, then N (varlen attention; the tail is its own row)
+    cu_seqlens: torch.Tensor
     max_len: int                # the longest "row" of cu_seqlens (S, or the tail padding if longer)
     n_bytes: int                # T
 
@@ -73,7 +74,8 @@ def pack_rows(a: torch.Tensor, multiple: int = 1) -> Packing:
     ends = counts.cumsum(0)                                      # (B,)
     starts = ends - counts                                       # (B,) first slot of each row
     dev = a.device
-    slot = torch.where(a.bool(), starts[:, None] + token_index(a), N)  # (B, T) packed slot of each boundary byte; N = dropped
+    # (B, T) packed slot of each boundary byte; N = dropped
+    slot = torch.where(a.bool(), starts[:, None] + token_index(a), N)
     flat = torch.arange(B * T, device=dev)
     byte_index = torch.full((N + 1,), B * T, device=dev).scatter(0, slot.flatten(), flat)[:N]  # (N,)
     pos = torch.where(byte_index < B * T, byte_index % T, T)     # (N,)
