@@ -37,7 +37,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 import learntok
-from learntok.model.pooling import token_counts as true_counts
+import learntok.model.aunet  # noqa: F401  (loads the model's parts: token_counts among them)
 
 aten = torch.ops.aten
 PACKAGE = Path(learntok.__file__).resolve().parent
@@ -57,20 +57,20 @@ _C10_CUDA, _C10_META = 1, 14  # c10::DeviceType values (c10/core/DeviceType.h)
 
 @contextlib.contextmanager
 def cuda_device_guard():
-    """CUDA borrows the meta device's no-op guard in c10's registry while the block runs."""
+    """CUDA borrows the meta device's no-op guard while the block runs: c10's registry of device
+    guards (one pointer per device type, `c10::impl::device_guard_impl_registry`) gets the meta
+    entry in the CUDA slot, and the empty slot back after."""
     lib = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libc10.so"))
     registry = ctypes.addressof(ctypes.c_void_p.in_dll(lib, "_ZN3c104impl26device_guard_impl_registryE"))
-    register = lib["_ZN3c104impl19registerDeviceGuardENS_10DeviceTypeEPKNS0_24DeviceGuardImplInterfaceE"]
-    register.argtypes = [ctypes.c_int8, ctypes.c_void_p]
-    slot = lambda t: ctypes.c_void_p.from_address(registry + 8 * t).value  # noqa: E731
-    if slot(_C10_CUDA) is not None:       # a CUDA build: it has its own guard
+    cuda, meta = (ctypes.c_void_p.from_address(registry + ctypes.sizeof(ctypes.c_void_p) * t) for t in (_C10_CUDA, _C10_META))
+    if cuda.value is not None:                                   # a CUDA build: it has its own guard
         yield
         return
-    register(_C10_CUDA, slot(_C10_META))
+    cuda.value = meta.value
     try:
         yield
     finally:
-        register(_C10_CUDA, None)
+        cuda.value = None
 
 
 # ---------------------------------------------------------------- values and host reads
@@ -270,9 +270,12 @@ def _index(device) -> int:
 @contextlib.contextmanager
 def fake_cuda(monkeypatch, tokens_per_byte: float):
     """The block runs on a one-GPU machine that does no arithmetic (module docstring). Yields the
-    HostValues log. The forward's host read of the token counts (learntok.model.pooling's
-    `token_counts`) gets each row at `tokens_per_byte` when the decisions have no value (they
+    HostValues log. The forward's host read of the token counts (`token_counts`, beside
+    `pack_rows`) gets each row at `tokens_per_byte` when the decisions have no value (they
     came from the weights or a random draw), so the token level runs at the shapes the rate gives."""
+    loaded = {name: m for name, m in sys.modules.items() if name.startswith("learntok.")}
+    true_counts = next(m.token_counts for name, m in loaded.items()
+                       if getattr(getattr(m, "token_counts", None), "__module__", None) == name)
     rng = _RNG()
     for name, fn in {"is_available": lambda: True, "device_count": lambda: 1, "current_device": lambda: 0,
                      "is_bf16_supported": lambda *a, **k: True, "manual_seed_all": lambda seed: None,
@@ -291,8 +294,13 @@ def fake_cuda(monkeypatch, tokens_per_byte: float):
         k = min(T, 1 + math.ceil(tokens_per_byte * (T - 1)))
         return a.long().sum(1), B * k, k
 
-    for module in [m for name, m in sys.modules.items() if name.startswith("learntok.")]:
+    for module in loaded.values():
         if getattr(module, "token_counts", None) is true_counts:   # wherever it is defined or imported
             monkeypatch.setattr(module, "token_counts", token_counts)
-    with cuda_device_guard(), FakeCUDA(allow_non_fake_inputs=True), host:
-        yield host
+    caches = [f for m in loaded.values() for f in vars(m).values() if hasattr(f, "cache_clear")]
+    try:
+        with cuda_device_guard(), FakeCUDA(allow_non_fake_inputs=True), host:
+            yield host
+    finally:
+        for f in caches:                                         # e.g. attention masks memoised per device:
+            f.cache_clear()                                      # no fake tensor outlives its mode
