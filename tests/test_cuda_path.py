@@ -23,7 +23,7 @@ from learntok.distributed import DistEnv, init_distributed, wrap_model
 from learntok.errors import ConfigError
 from learntok.evaluate import EvalOptions, evaluate_bpb
 from learntok.model.aunet import AUNet
-from learntok.runtime import resolve_dtype
+from learntok.runtime import resolve_device, resolve_dtype
 from learntok.train import Engine, MetricWindow, build_optimizer, fit_strategy, lr_at, rank_batches, train_step
 
 from conftest import shakespeare
@@ -155,6 +155,14 @@ def test_the_cuda_path_runs_at_the_paper_shapes(monkeypatch, data, preset, name)
             return
         texts, decisions = generation(m, data)
         assert len(texts) == len(decisions) == 2 and all(d.device.type == "cpu" for d in decisions)
+
+
+@pytest.mark.parametrize("name,want", [("auto", "cuda:1"), ("cuda", "cuda:1"), ("cuda:0", "cuda:0"), ("cpu", "cpu")])
+def test_a_cuda_device_resolves_with_its_index(monkeypatch, name, want):
+    """Tensors on a GPU report cuda:N, and torch.device("cuda") != torch.device("cuda:0")."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    assert resolve_device(name) == torch.device(want)
 
 
 # ---------------------------------------------------------------- mutations: the check must fail
