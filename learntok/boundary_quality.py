@@ -109,7 +109,9 @@ def chunk_length_histogram(x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
     following = torch.full_like(at, T + 1)
     following[:, :-1] = at.flip(1).cummin(1).values.flip(1)[:, 1:]  # (B, T) first start after t
     length = torch.minimum(following, end) - pos                 # (B, T) chunk length at start positions
-    return torch.bincount((length[starts].clamp(max=HIST_MAX + 1) - 1), minlength=HIST_MAX + 1)[:HIST_MAX + 1]
+    bins = (length.clamp(min=1, max=HIST_MAX + 1) - 1).flatten()  # (B T,) histogram bin at start positions
+    # a sum of the starts into their bins: selecting them, or bincount's data-dependent size, is a host sync
+    return torch.zeros(HIST_MAX + 1, dtype=torch.long, device=x.device).scatter_add_(0, bins, starts.flatten().long())
 
 
 def length_histogram(lengths: np.ndarray) -> np.ndarray:

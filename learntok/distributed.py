@@ -169,7 +169,7 @@ def compile_model(model: nn.Module, backend: str = "inductor") -> nn.Module:
     boundaries (rounded up to model.token_pad_multiple): the first call specialises on its S,
     the first different S recompiles once with S symbolic, and later values reuse that graph
     (tests/test_distributed.py counts the compiles). B and T are fixed in training. The one
-    host sync per forward (num_tokens) is a graph break between the two compiled halves."""
+    host sync per forward (token_counts) is a graph break between the two compiled halves."""
     return torch.compile(model, backend=backend, dynamic=None)
 
 

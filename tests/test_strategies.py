@@ -15,7 +15,8 @@ from learntok.boundaries.entropy import EntropyBoundaries
 from learntok.boundaries.nawrot import binomial_log_prob, mean_pool, mean_pool_reference, relaxed_bernoulli
 from learntok.boundaries.hnet import ema_reference, ema_scan, ratio_loss
 from learntok.config import load_config
-from learntok.data import EOS, encode
+from learntok.data import BOS, EOS, PAD, encode
+from learntok.data.vocab import is_byte
 from learntok.errors import ConfigError
 from learntok.model.generate import generate
 from learntok.objective import loss
@@ -260,6 +261,34 @@ def test_entropy_rate_near_target_after_warmup():
         rates.append(out.decisions[:, 1:].mean().item())
     assert abs(sum(rates[-20:]) / 20 - 0.2) < 0.02
     assert rates[0] == 1.0                                       # no threshold before the first update
+
+
+def entropy_threshold_reference(thr: float, updates: int, entropy, x, rho: float, gain: float) -> tuple[float, int]:
+    """The quantile tracker with the real bytes selected by a boolean index (a host sync on a
+    GPU, which `update_threshold` avoids): the reference it is tested against."""
+    values = entropy[:, :-1][is_byte(x[:, 1:])]
+    if values.numel() == 0:
+        return thr, updates
+    if updates == 0:
+        return float(torch.quantile(values, 1.0 - rho)), 1
+    return thr + gain * (float((values > thr).float().mean()) - rho), updates + 1
+
+
+def test_entropy_tracker_matches_the_plain_reference():
+    strategy = EntropyBoundaries(ModelConfig(boundary="entropy", target_rate=0.2)).train()
+    g = torch.Generator().manual_seed(3)
+    thr, updates = 0.0, 0
+    for step in range(6):
+        x = torch.randint(0, 256, (3, 50), generator=g)
+        x[:, 0] = BOS
+        x[1, 30:] = PAD                                          # a short row
+        if step == 2:
+            x[:, 1:] = PAD                                       # a batch without a real byte: no update
+        entropy = torch.rand(3, 50, generator=g) * 5
+        strategy.update_threshold(entropy, x)
+        thr, updates = entropy_threshold_reference(thr, updates, entropy, x, 0.2, strategy.opts.gain)
+        assert int(strategy.updates) == updates
+        assert float(strategy.thr) == pytest.approx(thr, abs=1e-5)
 
 
 def test_entropy_rate_holds_while_entropy_falls():

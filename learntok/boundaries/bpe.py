@@ -65,8 +65,8 @@ def token_byte_starts(tokens: list[str], src: list[int]) -> list[int]:
 def bpe_boundaries(tokenizer, x: torch.Tensor) -> torch.Tensor:
     """(B, T) ids -> (B, T) float: 1 at the first byte of each BPE token of each run of real
     bytes (the run tokenized as a whole), at every special symbol and at the byte after it."""
-    ids = x.cpu().numpy()
-    real = is_byte(x.cpu()).numpy()                              # (B, T) bool
+    xc = x.cpu()                                                 # one copy to the host
+    ids, real = xc.numpy(), is_byte(xc).numpy()                  # (B, T), (B, T) bool
     a = (~real).astype(np.float32)                                # special symbols
     runs = []                                                     # (row, start, end) of each run of real bytes
     for b in range(ids.shape[0]):

@@ -65,15 +65,14 @@ class EntropyBoundaries(BoundaryStrategy):
     def update_threshold(self, entropy: torch.Tensor, x: torch.Tensor) -> None:
         """One step of the quantile tracker on H[t-1] over real target bytes (no host sync)."""
         real = is_byte(x[:, 1:])                                   # (B, T-1)
-        values = entropy[:, :-1][real]
-        if values.numel() == 0:
-            return
+        h, n = entropy[:, :-1], real.sum()                       # selecting the real bytes would be a host sync
         rho = self.cfg.target_rate
-        first = torch.quantile(values[:2 ** 24], 1.0 - rho)      # torch.quantile's size limit
-        rate = (values > self.thr).float().mean()
+        first = torch.nanquantile(torch.where(real, h, float("nan")).flatten()[:2 ** 24], 1.0 - rho)  # its size limit
+        rate = ((h > self.thr) & real).sum() / n.clamp(min=1)
         tracked = self.thr + self.opts.gain * (rate - rho)
-        self.thr.copy_(torch.where(self.updates > 0, tracked, first))
-        self.updates.add_(1)
+        updated = torch.where(self.updates > 0, tracked, first)
+        self.thr.copy_(torch.where(n > 0, updated, self.thr))    # a batch without real bytes changes nothing
+        self.updates.add_((n > 0).long())
 
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
         if early_logits is None:

@@ -28,9 +28,18 @@ def round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
 
+def token_counts(a: torch.Tensor) -> tuple[torch.Tensor, int, int]:
+    """Tokens per row of decisions a (B, T) 0/1: the counts (B,) on the device, and their total
+    and largest read on the host together. This read is the forward's one host sync (the token
+    level's shapes depend on it); every other size is known before the forward."""
+    counts = a.long().sum(1)                                     # (B,)
+    total, longest = torch.stack([counts.sum(), counts.max()]).tolist()
+    return counts, total, longest
+
+
 def num_tokens(a: torch.Tensor, multiple: int = 1) -> int:
-    """The batch's largest token count, rounded up to `multiple` (one host sync per forward)."""
-    return round_up(int(a.sum(1).max().item()), multiple)
+    """The batch's largest token count, rounded up to `multiple` (the forward's one host sync)."""
+    return round_up(token_counts(a)[2], multiple)
 
 
 @dataclass
@@ -68,8 +77,7 @@ def pack_rows(a: torch.Tensor, multiple: int = 1) -> Packing:
     total count) and S (the largest), each rounded up to `multiple` so that shapes, and hence
     compiled graphs, take few distinct values."""
     B, T = a.shape
-    counts = a.long().sum(1)                                     # (B,)
-    total, longest = torch.stack([counts.sum(), counts.max()]).tolist()  # the one host sync
+    counts, total, longest = token_counts(a)                     # (B,); the one host sync
     N, S = round_up(total, multiple), round_up(longest, multiple)
     ends = counts.cumsum(0)                                      # (B,)
     starts = ends - counts                                       # (B,) first slot of each row
