@@ -32,7 +32,7 @@ import torch
 from learntok.boundaries.base import BoundaryOutput
 from learntok.data.vocab import BOS, EOS, PAD, encode, is_byte
 from learntok.nn.cache import ModelCache, TokenKV
-from learntok.nn.pooling import num_tokens, token_counts, upsample
+from learntok.nn.pooling import token_counts, upsample
 from learntok.runtime import PrivateRNG, eval_mode
 
 BOUNDARY_MODES = ("sample", "greedy")
