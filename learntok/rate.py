@@ -42,11 +42,12 @@ class RateSetting:
     reached: float  # the rate measured on the calibration text (the target itself for a rule without text)
     n_bytes: int    # real bytes of calibration text (0 when none was read)
     note: str = ""  # why the target is out of reach, when it is
+    greedy: bool = False  # the decision rule calibrated for: greedy (p > 0.5) or sampled cuts
 
     def describe(self) -> str:
         where = f"on {self.n_bytes:,} held-out bytes" if self.n_bytes else "(exact rule)"
-        line = (f"rate: target {self.target:.3f}, reached {self.reached:.4f} {where}; "
-                f"{self.strategy} {self.knob} {self.value:+.4f}")
+        line = (f"rate: target {self.target:.3f}, reached {self.reached:.4f} by {'greedy' if self.greedy else 'sampled'} "
+                f"cuts {where}; {self.strategy} {self.knob} {self.value:+.4f}")
         return line + (f"; {self.note}" if self.note else "")
 
 
@@ -127,7 +128,10 @@ def set_rate(model, target: float, batches: list[torch.Tensor] | str | bytes | N
              seed: int = 0, seq_len: int = 256) -> RateSetting:
     """Run `model` at boundary rate `target` from now on: the Python API of `--rate`. `batches`
     is held-out text (a list of (B, T) rows, or a str / bytes cut into rows of seq_len), needed by
-    strategies with an offset; calibrate with the `greedy` flag the model will then be run with."""
+    strategies with an offset. The offset is calibrated for one decision rule, `greedy` (p > 0.5)
+    or sampled: give the rule the model will then be run with (at one offset a policy's greedy
+    and sampled cuts run at different rates: how far apart depends on how its probabilities
+    spread around 0.5)."""
     if not 0.0 < target < 1.0:
         raise ConfigError(f"rate {target} must be in (0, 1)")
     strategy, name = model.strategy, model.cfg.boundary
@@ -136,7 +140,7 @@ def set_rate(model, target: float, batches: list[torch.Tensor] | str | bytes | N
     if strategy.rate_knob == "rule":
         strategy.rule_rate = target
         reached, n = measured_rate(model, batches, greedy, seed) if batches else (target, 0)
-        return RateSetting(name, target, "rule", target, reached, n)
+        return RateSetting(name, target, "rule", target, reached, n, greedy=greedy)
     if strategy.rate_knob != "offset":
         raise ConfigError(f"strategy {name!r} has no inference-time rate knob (its rate is fixed when it is "
                           "trained, e.g. bpe's vocabulary): train it at this rate instead (compare --rates)")
@@ -148,7 +152,7 @@ def set_rate(model, target: float, batches: list[torch.Tensor] | str | bytes | N
         low, high = strategy.rate_offset_range
         note = (f"target out of reach: the rate spans only what offsets {low:g}..{high:g} give on this text"
                 if offset in (low, high) else "the rate moves in steps larger than the tolerance on this text")
-    return RateSetting(name, target, "offset", offset, reached, n, note)
+    return RateSetting(name, target, "offset", offset, reached, n, note, greedy)
 
 
 def set_rate_for_run(model, run_cfg, target: float, text: str | bytes | None = None, greedy: bool = False,

@@ -89,6 +89,19 @@ def test_every_strategy_reaches_the_target_on_held_out_text(boundary, target):
     assert n > 20_000 and abs(reached - target) <= 0.005 + shift, (boundary, target, reached)
 
 
+@pytest.mark.parametrize("greedy", [False, True])
+def test_set_rate_calibrates_for_the_decision_rule_in_use(greedy):
+    """Calibrated for greedy cuts, greedy cuts reach the target on other text (sampled likewise);
+    the other rule at that offset does not, which is why the rule is part of the setting."""
+    model = tiny("learned", w=8, rate=0.25)
+    model.strategy.proj.weight.data.mul_(100)                    # probabilities spread around 0.5
+    setting = set_rate(model, 0.25, VAL_TEXT, greedy=greedy)
+    assert setting.greedy == greedy and ("greedy" if greedy else "sampled") in setting.describe()
+    test = text_batches(TEST_TEXT, 256)
+    assert abs(measured_rate(model, test, greedy=greedy)[0] - 0.25) <= 0.005
+    assert abs(measured_rate(model, test, greedy=not greedy)[0] - 0.25) > 0.02
+
+
 def test_learned_offset_moves_the_rate_monotonically_and_calibrates():
     model = tiny("learned", w=8)
     batches = text_batches(VAL_TEXT[:8000], 256)
