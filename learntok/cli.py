@@ -190,6 +190,9 @@ def add_segment(sub) -> None:
                    help="read long texts in pieces of this many bytes (BOS included)")
     p.add_argument("--rate", type=PROBABILITY,
                    help="cut at this boundary rate, calibrated on the run's val split (docs/rate.md)")
+    p.add_argument("--rate-mode", choices=["online", "calibrated"],
+                   help="with --rate: online (the offset moves with the decisions made, so the rate holds on any "
+                        "text; the default where the strategy has it) or calibrated (the offset found on val, fixed)")
     p.add_argument("--json", help="write chunks and stats to this JSON file")
     p.set_defaults(func=cmd_segment)
 
@@ -204,6 +207,7 @@ def cmd_segment(args) -> None:
 
     if sum(x is not None and x is not False for x in (args.text, args.file, args.held_out)) != 1:
         raise ConfigError("give one of: a text, --file F, --held-out")
+    check_rate_mode(args)
     model, run_cfg = load_run(args.model)
     run_figures = {}
     if args.held_out:
@@ -213,7 +217,8 @@ def cmd_segment(args) -> None:
     else:
         data = Path(args.file).read_bytes() if args.file else args.text
     if args.rate is not None:
-        print(set_rate_for_run(model, run_cfg, args.rate, data, args.greedy, args.seed).describe(), file=sys.stderr)
+        print(set_rate_for_run(model, run_cfg, args.rate, data, args.greedy, args.seed, args.rate_mode).describe(),
+              file=sys.stderr)
     chunks, stats = segment_text(model, data, greedy=args.greedy, seed=args.seed, window=args.window)
     if args.held_out:
         print("-- a held-out passage (test split), cut into the model's chunks --")
@@ -252,6 +257,9 @@ def add_eval(sub) -> None:
                    help="vocabulary of the BPE reference trained on the fly")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
     p.add_argument("--rate", type=PROBABILITY, help="run at this boundary rate, calibrated on the val split (docs/rate.md)")
+    p.add_argument("--rate-mode", choices=["online", "calibrated"],
+                   help="with --rate: online (the offset moves with the decisions made, so the rate holds on any "
+                        "text; the default where the strategy has it) or calibrated (the offset found on val, fixed)")
     p.add_argument("--boundaries-from", metavar="OTHER_RUN", help="score the model with another run's boundary decisions "
                    "on the same windows, or 'uniform' (random at its target rate); also reports its own, paired "
                    "(docs/compare.md)")
@@ -260,11 +268,19 @@ def add_eval(sub) -> None:
     p.set_defaults(func=cmd_eval)
 
 
+def check_rate_mode(args) -> None:
+    """--rate-mode chooses how --rate is held: without --rate it would do nothing."""
+    if args.rate_mode is not None and args.rate is None:
+        raise ConfigError(f"--rate-mode {args.rate_mode} needs --rate R (the rate to hold)")
+
+
 def cmd_eval(args) -> None:
     from learntok.evaluate import format_report, run_eval
 
+    check_rate_mode(args)
     report = run_eval(args.model, args.split, args.source, args.samples, args.greedy, args.batch_size,
-                      args.seq_len, args.max_bytes, args.seed, args.bpe_vocab, args.device, args.rate, args.boundaries_from)
+                      args.seq_len, args.max_bytes, args.seed, args.bpe_vocab, args.device, args.rate, args.boundaries_from,
+                      args.rate_mode)
     print(format_report(report))
     write_json(args.json, report)
 
@@ -352,6 +368,9 @@ def add_sample(sub) -> None:
     p.add_argument("--show-boundaries", action="store_true", help="mark chunks: colours on a terminal, | otherwise")
     p.add_argument("--rate", type=PROBABILITY,
                    help="generate at this boundary rate, calibrated on the run's val split (docs/rate.md)")
+    p.add_argument("--rate-mode", choices=["online", "calibrated"],
+                   help="with --rate: online (the offset moves with the decisions made, so the rate holds on any "
+                        "text; the default where the strategy has it) or calibrated (the offset found on val, fixed)")
     p.add_argument("--device", default="cpu", type=device_arg)
     p.add_argument("--json", help="write bytes, seconds, bytes/s and boundary rate to this JSON file")
     p.set_defaults(func=cmd_sample)
@@ -362,10 +381,11 @@ def cmd_sample(args) -> None:
     from learntok.rate import set_rate_for_run
     from learntok.sample import sample
 
+    check_rate_mode(args)
     model, run_cfg = load_run(args.model, args.device)
     if args.rate is not None:
         print(set_rate_for_run(model, run_cfg, args.rate, args.prompt, args.boundaries == "greedy",
-                               args.seed or 0).describe(),
+                               args.seed or 0, args.rate_mode).describe(),
               file=sys.stderr)
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(errors="replace")                 # a non-UTF-8 terminal shows "?", no crash

@@ -267,10 +267,12 @@ def decision_source(spec: str, model, greedy: bool, device: torch.device) -> tup
 def run_eval(path: str | Path, split: str = "test", source: str | None = None, samples: int = 1,
              greedy: bool = False, batch_size: int | None = None, seq_len: int | None = None,
              max_bytes: int | None = None, seed: int = 0, bpe_vocab: int = 4096,
-             device: str = "cpu", rate: float | None = None, boundaries_from: str | None = None) -> dict:
+             device: str = "cpu", rate: float | None = None, boundaries_from: str | None = None,
+             rate_mode: str | None = None) -> dict:
     """Everything `learntok eval` reports, as one JSON-ready dict. The data is the run's own
     (`data.source`, its split), read through ByteData as training read it, or `source`. With
-    `rate`, the model runs at that boundary rate, calibrated on the val split (learntok.rate).
+    `rate`, the model runs at that boundary rate, calibrated on the val split and held online or
+    fixed by `rate_mode` (learntok.rate.set_rate).
     With `boundaries_from` (`decision_source`), the figures are the model's with those decisions,
     and `own` holds its own decisions' on the same windows, paired (docs/compare.md)."""
     if samples < 1:
@@ -294,7 +296,7 @@ def run_eval(path: str | Path, split: str = "test", source: str | None = None, s
     setting = None
     if rate is not None:
         calibration = held_out_batches(data, opts.seq_len, split="val" if "val" in data.split_names else split)
-        setting = dataclasses.asdict(set_rate(model, rate, calibration, greedy, seed))
+        setting = dataclasses.asdict(set_rate(model, rate, calibration, greedy, seed, mode=rate_mode))
     result = evaluate_bpb(model, data, split, dataclasses.replace(opts, per_window=decide is not None))
     if setting is not None:
         result["rate_setting"] = setting

@@ -35,7 +35,8 @@ def _windows(run_dir: Path, cfg: RunConfig, data: ByteData, opts: EvalOptions, r
     model, _ = load_run(run_dir, resolve_device(cfg.system.device))
     offset = math.nan
     if rate is not None:
-        offset = set_rate(model, rate, held_out_batches(data, opts.seq_len), opts.greedy, opts.seed).value
+        offset = set_rate(model, rate, held_out_batches(data, opts.seq_len), opts.greedy, opts.seed,
+                          mode="calibrated").value
     w = {**window_nats(model, data, "test", opts), "offset": offset}
     np.savez(path, **w)
     return w

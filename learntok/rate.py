@@ -13,6 +13,11 @@ Each strategy declares one of two knobs on the interface (`BoundaryStrategy.rate
   the bisection still converges to a crossing).
 A strategy with neither (bpe: its rate is its vocabulary, fitted before training) says so.
 
+Two modes (`RATE_MODES`). "calibrated": the offset found on held-out text, fixed. "online": the
+same start, then the offset moves byte by byte with the decisions made (an integral controller
+on each row's running rate, `RateControl`), so the rate holds on text unlike the calibration
+text; the default where the strategy has it (`online_rate`: learned, frozen, entropy, hnet).
+
 Shapes: B batch, T bytes (BOS at t = 0).
 """
 from __future__ import annotations
@@ -22,6 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
+from learntok.boundaries.base import RateControl
 from learntok.boundaries.common import bisect_rate
 from learntok.config import ConfigError
 from learntok.data import ByteData
@@ -31,23 +37,28 @@ from learntok.runtime import inference
 
 CALIBRATION_BYTES = 1 << 16  # held-out bytes a calibration reads by default
 TOLERANCE = 0.005            # |reached - target| beyond which `set_rate` reports the target missed
+RATE_MODES = ("online", "calibrated")  # `--rate-mode`: move the knob with the decisions made, or fix it
+KNOB_NAMES = {"rule": "rule", "offset": "offset", "online": "online control from offset"}
 
 
 @dataclass
 class RateSetting:
     strategy: str   # model.cfg.boundary
     target: float   # the requested rate
-    knob: str       # "rule" or "offset"
-    value: float    # the rule's rate or the offset set
+    knob: str       # "rule", "offset" (calibrated) or "online" (online control)
+    value: float    # the rule's rate, the offset set, or the offset online control starts from
     reached: float  # the rate measured on the calibration text (the target itself for a rule without text)
     n_bytes: int    # real bytes of calibration text (0 when none was read)
     note: str = ""  # why the target is out of reach, when it is
     greedy: bool = False  # the decision rule calibrated for: greedy (p > 0.5) or sampled cuts
 
     def describe(self) -> str:
-        where = f"on {self.n_bytes:,} held-out bytes" if self.n_bytes else "(exact rule)"
-        line = (f"rate: target {self.target:.3f}, reached {self.reached:.4f} by {'greedy' if self.greedy else 'sampled'} "
-                f"cuts {where}; {self.strategy} {self.knob} {self.value:+.4f}")
+        rule = "greedy" if self.greedy else "sampled"
+        if self.n_bytes:
+            where = f"reached {self.reached:.4f} by {rule} cuts on {self.n_bytes:,} held-out bytes"
+        else:
+            where = f"{rule} cuts, " + ("an exact rule" if self.knob == "rule" else "no held-out text read")
+        line = f"rate: target {self.target:.3f}, {where}; {self.strategy} {KNOB_NAMES[self.knob]} {self.value:+.4f}"
         return line + (f"; {self.note}" if self.note else "")
 
 
@@ -110,7 +121,12 @@ def calibrate(model, batches: list[torch.Tensor], target: float, greedy: bool = 
               iters: int = 30) -> tuple[float, float, int]:
     """The offset of the model's strategy (rate_knob "offset") that hits `target` on the batches, by
     bisection in its bracket; the knob is left at it. Returns (offset, rate reached, bytes)."""
-    knob, inputs = model.strategy, strategy_inputs(model, batches)
+    return calibrate_inputs(model.strategy, strategy_inputs(model, batches), target, greedy, seed, iters)
+
+
+def calibrate_inputs(knob, inputs, target: float, greedy: bool = False, seed: int = 0,
+                     iters: int = 30) -> tuple[float, float, int]:
+    """`calibrate` from `strategy_inputs`."""
     n_bytes = 0
 
     def rate_of(offset: float) -> float:
@@ -124,17 +140,31 @@ def calibrate(model, batches: list[torch.Tensor], target: float, greedy: bool = 
     return float(knob.rate_offset), reached, n_bytes
 
 
+def default_mode(strategy) -> str:
+    """The rate mode `set_rate` uses when none is given: online where the strategy has it."""
+    return "online" if strategy.online_rate else "calibrated"
+
+
 def set_rate(model, target: float, batches: list[torch.Tensor] | str | bytes | None = None, greedy: bool = False,
-             seed: int = 0, seq_len: int = 256) -> RateSetting:
+             seed: int = 0, seq_len: int = 256, mode: str | None = None) -> RateSetting:
     """Run `model` at boundary rate `target` from now on: the Python API of `--rate`. `batches`
     is held-out text (a list of (B, T) rows, or a str / bytes cut into rows of seq_len), needed by
     strategies with an offset. The offset is calibrated for one decision rule, `greedy` (p > 0.5)
     or sampled: give the rule the model will then be run with (at one offset a policy's greedy
     and sampled cuts run at different rates: how far apart depends on how its probabilities
-    spread around 0.5)."""
+    spread around 0.5). `mode` (RATE_MODES; default `default_mode`): "online" starts online
+    control from that offset (without held-out text, from the offset the model has) and reports
+    the rate reached under control on the held-out text; "calibrated" keeps the offset fixed."""
     if not 0.0 < target < 1.0:
         raise ConfigError(f"rate {target} must be in (0, 1)")
     strategy, name = model.strategy, model.cfg.boundary
+    mode = default_mode(strategy) if mode is None else mode
+    if mode not in RATE_MODES:
+        raise ConfigError(f"rate mode {mode!r} is not one of {', '.join(RATE_MODES)}")
+    if mode == "online" and not strategy.online_rate:
+        raise ConfigError(f"strategy {name!r} has no online rate control (its knob is "
+                          f"{strategy.rate_knob or 'fixed at training'}): use --rate-mode calibrated")
+    strategy.rate_control = None                                 # calibration decides without the controller
     if isinstance(batches, (str, bytes)):
         batches = text_batches(batches, seq_len)
     if strategy.rate_knob == "rule":
@@ -144,25 +174,35 @@ def set_rate(model, target: float, batches: list[torch.Tensor] | str | bytes | N
     if strategy.rate_knob != "offset":
         raise ConfigError(f"strategy {name!r} has no inference-time rate knob (its rate is fixed when it is "
                           "trained, e.g. bpe's vocabulary): train it at this rate instead (compare --rates)")
-    if not batches:
+    if not batches and mode == "calibrated":
         raise ConfigError(f"strategy {name!r} calibrates its rate on held-out text: give some")
-    offset, reached, n = calibrate(model, batches, target, greedy, seed)
+    if not batches:
+        strategy.rate_control = RateControl.for_rule(target, strategy.samples and not greedy)
+        return RateSetting(name, target, "online", float(strategy.rate_offset), 0.0, 0, greedy=greedy)
+    inputs = strategy_inputs(model, batches)
+    offset, reached, n = calibrate_inputs(strategy, inputs, target, greedy, seed)
+    if mode == "online":
+        strategy.rate_control = RateControl.for_rule(target, strategy.samples and not greedy)
+        reached, n = decided_rate(strategy, inputs, greedy, seed)
     note = ""
     if abs(reached - target) > TOLERANCE:
         low, high = strategy.rate_offset_range
         note = (f"target out of reach: the rate spans only what offsets {low:g}..{high:g} give on this text"
-                if offset in (low, high) else "the rate moves in steps larger than the tolerance on this text")
-    return RateSetting(name, target, "offset", offset, reached, n, note, greedy)
+                if offset in (low, high) and mode == "calibrated" else
+                "the rate moves in steps larger than the tolerance on this text")
+    return RateSetting(name, target, "offset" if mode == "calibrated" else "online", offset, reached, n, note, greedy)
 
 
 def set_rate_for_run(model, run_cfg, target: float, text: str | bytes | None = None, greedy: bool = False,
-                     seed: int = 0) -> RateSetting:
+                     seed: int = 0, mode: str | None = None) -> RateSetting:
     """`--rate` of the commands: calibrate on the run's validation split (the first
-    CALIBRATION_BYTES), or on `text` for a bare model folder (no run config, no data)."""
+    CALIBRATION_BYTES), or, for a bare model folder (no run config, no data), on `text` in
+    calibrated mode (online mode reads nothing in advance: it starts from the model's offset)."""
+    mode = default_mode(model.strategy) if mode is None else mode
     if run_cfg is not None:
         batches = held_out_batches(ByteData.from_config(run_cfg.data), run_cfg.train.seq_len)
-    elif text is not None:
+    elif text is not None and mode == "calibrated":
         batches = text_batches(text, 256)
     else:
         batches = None
-    return set_rate(model, target, batches, greedy, seed)
+    return set_rate(model, target, batches, greedy, seed, mode=mode)

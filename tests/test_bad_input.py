@@ -135,6 +135,13 @@ def wider_vocabulary(t: Path) -> str:
     return "wide"
 
 
+def whitespace_model(t: Path) -> str:
+    """A model folder of a strategy without online rate control."""
+    from learntok import AUNet, ModelConfig
+    AUNet(ModelConfig(d_model=32, n_heads=2, boundary="whitespace")).save_pretrained(t / "ws")
+    return "ws"
+
+
 TRAIN = ["train", "--preset", "tiny", *TINY]
 # (id, setup(tmp) -> args, words in the error); tmp holds run/, corpus.txt, task.jsonl, prep/
 CASES = [
@@ -225,6 +232,12 @@ CASES = [
     ("eval-boundaries-from-other-vocabulary", lambda t: ["eval", "run", "--boundaries-from", wider_vocabulary(t)],
      "byte vocabulary"),
     ("eval-boundaries-from-with-rate", lambda t: ["eval", "run", "--boundaries-from", "uniform", "--rate", "0.3"], "--rate"),
+    # rate modes (docs/rate.md)
+    ("eval-rate-mode-without-rate", lambda t: ["eval", "run", "--rate-mode", "online"], "--rate-mode online needs --rate"),
+    ("sample-rate-mode-unknown", lambda t: ["sample", "run", "--prompt", "a", "--rate", "0.2", "--rate-mode", "fast"],
+     "--rate-mode"),
+    ("segment-rate-mode-online-without-control", lambda t: ["segment", whitespace_model(t), "some text", "--rate", "0.2",
+                                                             "--rate-mode", "online"], "no online rate control"),
     # learntok config
     ("config-unknown-key", lambda t: ["config", "--preset", "147M", "train.bogus=1"], "train.bogus"),
     ("config-bad-value", lambda t: ["config", "train.steps=many"], "train.steps=many"),

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from learntok import AUNet
-from learntok.boundaries.base import BoundaryStrategy, strategy_class, strategy_names
+from learntok.boundaries import learned
+from learntok.boundaries.base import BoundaryStrategy, RateControl, strategy_class, strategy_names
 from learntok.data import BOS, EOS, encode
 from learntok.model.generate import _events, decode_step, generate, prefill, prompt_ids, sample_next
 from learntok.sample import ChunkWriter
@@ -72,6 +73,36 @@ def test_cached_generation_matches_full_forward(boundary, w):
         generated = dec[b, prompts[b].numel():n]
         if boundary in ("learned", "uniform", "nawrot"):         # no boundary is forced at the newest byte
             assert 0 < generated.sum() < generated.numel()
+
+
+ONLINE_STRATEGIES = [(name, w) for name, w in STEP_STRATEGIES if strategy_class(name).online_rate]
+
+
+@pytest.mark.parametrize("boundary,w", ONLINE_STRATEGIES)
+@pytest.mark.parametrize("mode", ["sample", "greedy"])
+def test_online_control_decides_in_generation_as_the_full_forward(boundary, w, mode, monkeypatch):
+    """Under online rate control, cached generation (prefill, then `step` byte by byte) makes
+    the decisions that one full forward over the finished sequence makes with the same draws:
+    the controller's state carries through the prefill and every step."""
+    model = tiny(boundary, w)
+    model.strategy.rate_control = RateControl(0.35)
+    draws, real = [], learned.uniform_draws
+    monkeypatch.setattr(learned, "uniform_draws", lambda shape, device: draws.append(real(shape, device)) or draws[-1])
+    prompts = [prompt_ids(p) for p in PROMPTS]
+    events = list(_events(model, prompts, max_bytes=3 * WINDOW, temperature=1.0, top_k=None, top_p=None,
+                          seed=1, boundaries=mode, stop_at_eos=False))
+    ids, dec, keep = (torch.cat([getattr(e, f) for e in events], dim=1) for f in ("ids", "decisions", "keep"))
+    sampled = mode == "sample" and bool(draws)                   # greedy decisions read no draws
+    table = torch.cat([draws[0]] + [d[:, None] for d in draws[1:]], dim=1) if sampled else None  # (B, L) every draw
+    for b in range(len(prompts)):
+        n = int(keep[b].sum())
+        if table is not None:
+            monkeypatch.setattr(learned, "uniform_draws", lambda shape, device: table[b:b + 1, :shape[1]])
+        with torch.no_grad():
+            full = model(ids[b:b + 1, :n], greedy=mode == "greedy").boundaries[0]
+        assert torch.equal(full, dec[b, :n])
+    generated = dec[:, prompts[0].numel():int(keep[0].sum())]
+    assert 0 < generated.sum() < generated.numel()
 
 
 @pytest.mark.parametrize("boundary,w", STEP_STRATEGIES)

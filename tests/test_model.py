@@ -6,6 +6,7 @@ import torch
 
 from learntok.boundaries.learned import (_loop_scan, _map_scan, bernoulli_log_prob, policy_logits, sample_reference,
                                         sample_scan)
+from learntok.boundaries.base import RateControl
 from learntok.data import BOS, encode
 from learntok.nn.pooling import downsample, downsample_reference, upsample, upsample_reference
 
@@ -37,13 +38,16 @@ def test_prescribed_boundaries_used_and_scored():
 
 
 @pytest.mark.parametrize("w", [1, 8])
-@pytest.mark.parametrize("boundary", ["learned", "uniform", "fixed"])
+@pytest.mark.parametrize("boundary", ["learned", "learned-online", "uniform", "fixed"])
 @pytest.mark.parametrize("train_mode", [True, False])
 def test_causality(w, boundary, train_mode):
     """Outputs and decisions at positions <= t never change when a byte after t changes, for
-    sampled boundaries (same random draws) and prescribed ones, on real text longer than the window."""
-    model = tiny_model(boundary, window=w)
+    sampled boundaries (same random draws) and prescribed ones, on real text longer than the
+    window; `learned-online`: the learned policy under online rate control (docs/rate.md)."""
+    model = tiny_model(boundary.removesuffix("-online"), window=w)
     model.train(train_mode)
+    if boundary.endswith("-online"):
+        model.strategy.rate_control = RateControl(0.3)
     text = shakespeare(80)
     x = encode(text).unsqueeze(0)
     T = x.size(1)

@@ -90,16 +90,20 @@ def test_every_strategy_reaches_the_target_on_held_out_text(boundary, target):
 
 
 @pytest.mark.parametrize("greedy", [False, True])
-def test_set_rate_calibrates_for_the_decision_rule_in_use(greedy):
+@pytest.mark.parametrize("mode", ["calibrated", "online"])
+def test_set_rate_calibrates_for_the_decision_rule_in_use(greedy, mode):
     """Calibrated for greedy cuts, greedy cuts reach the target on other text (sampled likewise);
-    the other rule at that offset does not, which is why the rule is part of the setting."""
+    at that fixed offset the other rule does not, which is why the rule is part of the setting.
+    Online control holds the rate for either rule from either start (its settling step is the
+    calibrated rule's: 0.01)."""
     model = tiny("learned", w=8, rate=0.25)
     model.strategy.proj.weight.data.mul_(100)                    # probabilities spread around 0.5
-    setting = set_rate(model, 0.25, VAL_TEXT, greedy=greedy)
+    setting = set_rate(model, 0.25, VAL_TEXT, greedy=greedy, mode=mode)
     assert setting.greedy == greedy and ("greedy" if greedy else "sampled") in setting.describe()
     test = text_batches(TEST_TEXT, 256)
     assert abs(measured_rate(model, test, greedy=greedy)[0] - 0.25) <= 0.005
-    assert abs(measured_rate(model, test, greedy=not greedy)[0] - 0.25) > 0.02
+    other = abs(measured_rate(model, test, greedy=not greedy)[0] - 0.25)
+    assert other > 0.02 if mode == "calibrated" else other <= 0.01, other
 
 
 def test_learned_offset_moves_the_rate_monotonically_and_calibrates():
@@ -277,7 +281,13 @@ def test_rate_options_of_eval_segment_and_sample(tmp_path, capsys):
     assert main(["eval", str(run), "--rate", "0.3", "--max-bytes", "4096", "--json", str(tmp_path / "e.json")]) == 0
     report = json.loads((tmp_path / "e.json").read_text())
     assert report["rate_setting"]["target"] == 0.3 and abs(report["rate_setting"]["reached"] - 0.3) <= 0.01
+    assert report["rate_setting"]["knob"] == "online"            # the learned policy's default
+    assert abs(report["boundary_rate"] - 0.3) <= 0.01
     assert "rate: target 0.300" in capsys.readouterr().out
+    assert main(["eval", str(run), "--rate", "0.3", "--rate-mode", "calibrated", "--max-bytes", "4096",
+                 "--json", str(tmp_path / "e.json")]) == 0
+    assert json.loads((tmp_path / "e.json").read_text())["rate_setting"]["knob"] == "offset"
+    assert "learned offset" in capsys.readouterr().out
     text = "A text to cut into tokens, at a chosen rate of boundaries per byte."
     assert main(["segment", str(run), text, "--rate", "0.5", "--greedy", "--html", str(tmp_path / "p.html"),
                  "--json", str(tmp_path / "s.json")]) == 0
@@ -285,5 +295,7 @@ def test_rate_options_of_eval_segment_and_sample(tmp_path, capsys):
     assert 'id="offset"' in (tmp_path / "p.html").read_text()
     assert main(["sample", str(run), "--prompt", "AB", "--max-bytes", "8", "--seed", "1", "--rate", "0.1"]) == 0
     assert "rate: target 0.100" in capsys.readouterr().err
+    assert main(["sample", str(run), "--prompt", "AB", "--max-bytes", "8", "--rate", "0.1", "--rate-mode", "online"]) == 0
+    assert "online control from offset" in capsys.readouterr().err
     assert main(["eval", str(run), "--rate", "1.5"]) == 2
     assert "argument --rate: 1.5 must be > 0.0 and <= 1.0" in capsys.readouterr().err

@@ -9,7 +9,7 @@ import torch
 
 from learntok import AUNet, ModelConfig, ObjectiveConfig
 from learntok.boundaries import bpe, bpe_causal, strategy_names
-from learntok.boundaries.base import build_strategy, strategy_class
+from learntok.boundaries.base import RateControl, build_strategy, strategy_class
 from learntok.boundaries.common import whitespace_boundaries
 from learntok.boundaries.entropy import EntropyBoundaries
 from learntok.boundaries.nawrot import binomial_log_prob, mean_pool, mean_pool_reference, relaxed_bernoulli
@@ -44,13 +44,18 @@ def test_every_strategy_is_tested():
 
 @pytest.mark.parametrize("name", strategy_names())
 @pytest.mark.parametrize("train_mode", [True, False])
-def test_causality(models, name, train_mode):
+@pytest.mark.parametrize("online", [False, True])
+def test_causality(models, name, train_mode, online):
     """Decisions, policy logits and outputs at positions <= t never change when a byte after t
-    changes (same random draws, same strategy state), for decided and prescribed boundaries."""
+    changes (same random draws, same strategy state), for decided and prescribed boundaries,
+    and under online rate control (docs/rate.md) where the strategy has it."""
     if not strategy_class(name).causal:
         pytest.skip(f"{name} sees the whole sequence by design (the paper's rule): its lookahead is measured instead")
+    if online and not strategy_class(name).online_rate:
+        pytest.skip(f"{name} has no online rate control")
     model = models[name]
     model.train(train_mode)
+    model.strategy.rate_control = RateControl(0.3) if online else None
     x = encode(shakespeare(90) + "é ü—!".encode()).unsqueeze(0).repeat(2, 1)
     T = x.size(1)
     state = copy.deepcopy(model.state_dict())
@@ -74,6 +79,7 @@ def test_causality(models, name, train_mode):
         assert torch.equal(p1.boundaries, o1.boundaries)          # prescribed decisions pass through
         torch.testing.assert_close(p1.logits[:, sl], p2.logits[:, sl], atol=1e-5, rtol=1e-5)
     model.load_state_dict(state)
+    model.strategy.rate_control = None
 
 
 @pytest.mark.parametrize("name,params", [("learned", ["proj.weight"]), ("nawrot", ["mlp.0.weight", "mlp.2.weight"]),

@@ -16,6 +16,7 @@ from typing import Callable
 import torch
 from torch import nn
 
+from learntok.data.vocab import is_byte
 from learntok.nn.config import ModelConfig
 from learntok.nn.pooling import Packing, downsample
 
@@ -48,6 +49,82 @@ class PolicyTerms:
     cap: float           # the soft cap
 
 
+def decision_mask(x: torch.Tensor) -> torch.Tensor:
+    """(B, T) bool: the decisions that count (toward the boundary rate, the rate losses and the
+    scores): real bytes (not BOS/EOS/PAD) at t >= 1. BOS's decision is always 1 and never scored."""
+    real = is_byte(x)
+    real[:, 0] = False
+    return real
+
+
+@dataclass(frozen=True)
+class RateControl:
+    """Causal rate control at inference (docs/rate.md, "Online rate control"): an integral
+    controller on each row's running rate, training's law (`LearnedPolicy.adapt_rate`) applied
+    after every decision that counts (`decision_mask`) instead of after every optimizer step,
+
+        delta <- delta - g (a[t] - rho),   delta = 0 at each row's BOS,
+
+    delta moving the strategy's rate knob (added to its offset) for the next byte. The gain g is
+    `warmup_gain` for a row's first `warmup_bytes` counted bytes (to find quickly the offset this
+    text needs, when it is not the calibrated one) and `gain` after. When the gain drops, the
+    offset's swing after a boundary shrinks from G (1 - rho) to g (1 - rho); where the policy
+    cuts sharply, the offset's mean level then rises by up to half the difference, paid for in
+    missed boundaries, so delta takes `settle` times that difference at the switch: a half where
+    decisions are deterministic (thresholds, greedy cuts), a quarter where they are drawn, the
+    draws smoothing the cut (`for_rule`; measured in docs/rate.md).
+    Because g is piecewise constant, delta is a function of three integer counts (the state:
+    counted bytes `n`, boundaries within the warm-up `warm`, boundaries after it `late`), and
+    `offset` computes it from them: the scan, generation's step and a prompt's prefill agree
+    exactly. A row's boundary count misses rho n by O(delta / g) whatever its length, so the
+    reached rate misses rho by O(1 / (g n)) on any text."""
+    target: float            # rho: the requested boundaries per counted byte
+    gain: float = 1.0        # g after the warm-up: logit units per unit rate error per byte (docs/rate.md)
+    warmup_gain: float = 4.0  # g during a row's first warmup_bytes counted bytes
+    warmup_bytes: int = 32   # counted bytes of each row under warmup_gain
+    settle: float = 0.5      # fraction of (warmup_gain - gain) (1 - rho) added to delta at the end of the warm-up
+
+    @classmethod
+    def for_rule(cls, target: float, sampled: bool) -> "RateControl":
+        """The defaults for deterministic decisions, or drawn ones (`sampled`)."""
+        return cls(target, settle=0.25 if sampled else 0.5)
+
+    def init_state(self, batch: int, device: torch.device) -> dict[str, torch.Tensor]:
+        zeros = torch.zeros(batch, device=device)
+        return {"n": zeros, "warm": zeros, "late": zeros}
+
+    def offset(self, state: dict[str, torch.Tensor]) -> torch.Tensor:
+        """delta (any shape of the counts) from the counts: the sum of -g (a - rho) over them."""
+        n, warm, late = state["n"], state["warm"], state["late"]
+        n_warm = n.clamp(max=float(self.warmup_bytes))
+        step = self.settle * (self.warmup_gain - self.gain) * (1.0 - self.target) * (n >= self.warmup_bytes).float()
+        return step - (self.warmup_gain * (warm - self.target * n_warm) + self.gain * (late - self.target * (n - n_warm)))
+
+    def update(self, state: dict[str, torch.Tensor], a: torch.Tensor, counted: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The counts after deciding a (B,) float 0/1 at bytes that count where counted (B,) is 1."""
+        in_warmup = (state["n"] < self.warmup_bytes).float()
+        return {"n": state["n"] + counted, "warm": state["warm"] + a * counted * in_warmup,
+                "late": state["late"] + a * counted * (1.0 - in_warmup)}
+
+    def _hits(self, a: torch.Tensor, counted: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(B, T) each: counted bytes before t, boundaries at t within the warm-up and after it."""
+        n = counted.cumsum(1) - counted                          # exact integers
+        hit = a * counted
+        warm = hit * (n < self.warmup_bytes).float()
+        return n, warm, hit - warm
+
+    def counts_before(self, a: torch.Tensor, counted: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The state before each byte, (B, T) each, from decisions a and counted (B, T) float."""
+        n, warm, late = self._hits(a, counted)
+        return {"n": n, "warm": warm.cumsum(1) - warm, "late": late.cumsum(1) - late}
+
+    def state_after(self, a: torch.Tensor, counted: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The state after decisions a (B, T) at bytes counted (B, T) float (a prompt's prefill)."""
+        _, warm, late = self._hits(a, counted)
+        return {"n": counted.sum(1), "warm": warm.sum(1), "late": late.sum(1)}
+
+
+
 class BoundaryStrategy(nn.Module):
     """Base class. Subclasses implement `forward`; `has_policy` says whether log_prob is a
     real score-function term."""
@@ -62,6 +139,9 @@ class BoundaryStrategy(nn.Module):
     rule_rate: float                  # "rule": the rate the strategy's rule places exactly
     rate_offset: torch.Tensor         # "offset": () the knob; raising it raises the rate
     rate_offset_range: tuple[float, float] = (0.0, 0.0)  # "offset": the bracket a calibration bisects in
+    online_rate: bool = False         # the strategy can run under online rate control (`rate_control`)
+    samples: bool = False             # its decisions are drawn unless `greedy` (else deterministic)
+    rate_control: RateControl | None = None  # online rate control at inference (set by learntok.rate; None: off)
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -158,6 +238,22 @@ class BoundaryStrategy(nn.Module):
         Must agree with `forward` given the same random draws; with `boundaries` it returns
         them and advances the state as if it had decided them."""
         raise NotImplementedError(f"strategy {type(self).__name__} has no incremental step")
+
+    # Online rate control's part of the decoding state (strategies with `online_rate` add it to theirs).
+    def control_init(self, batch: int, device: torch.device) -> dict:
+        """{"control": the controller's counts at a row's start}, or {} when control is off."""
+        c = self.rate_control
+        return {} if c is None else {"control": c.init_state(batch, device)}
+
+    def control_prefill(self, x: torch.Tensor, decisions: torch.Tensor) -> dict:
+        """The controller's part after a prompt x (B, T) read with `decisions` (B, T)."""
+        c = self.rate_control
+        return {} if c is None else {"control": c.state_after(decisions.float(), decision_mask(x).float())}
+
+    def control_step(self, state: dict, a: torch.Tensor, x: torch.Tensor, t: int) -> dict:
+        """The controller's part after deciding a (B,) at the new bytes x (B,), position t."""
+        c = self.rate_control
+        return {} if c is None else {"control": c.update(state["control"], a, (is_byte(x) & (t >= 1)).float())}
 
     def adapt_rate(self, rate: torch.Tensor, gain: float) -> None:
         """Integral control of the boundary rate after an optimizer step (learned policy only)."""

@@ -1,6 +1,7 @@
 """What several boundary strategies share: the decisions that count, the output of a strategy
 without a policy, the bias that starts a policy at the target rate, a bisection for rate knobs,
-even integer strides (Bresenham), stateless decoding and SpaceByte's word rule.
+even integer strides (Bresenham), stateless decoding, SpaceByte's word rule and the scan of
+online rate control (`base.RateControl`) with its plain reference.
 
 Shapes: B batch, T bytes (BOS at t = 0).
 """
@@ -11,16 +12,7 @@ from typing import Callable
 
 import torch
 
-from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy
-from learntok.data.vocab import is_byte
-
-
-def decision_mask(x: torch.Tensor) -> torch.Tensor:
-    """(B, T) bool: the decisions that count (toward the boundary rate, the rate losses and the
-    scores): real bytes (not BOS/EOS/PAD) at t >= 1. BOS's decision is always 1 and never scored."""
-    real = is_byte(x)
-    real[:, 0] = False
-    return real
+from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, RateControl, decision_mask  # noqa: F401 (re-exported)
 
 
 def fixed_output(decisions: torch.Tensor) -> BoundaryOutput:
@@ -95,3 +87,43 @@ def whitespace_boundaries(x: torch.Tensor) -> torch.Tensor:
     word = is_wordlike(x)
     a = ~word[:, 1:] & word[:, :-1]                              # (B, T-1): decision for t = 1..T-1
     return torch.cat([torch.ones_like(x[:, :1], dtype=torch.bool), a], dim=1).float()
+
+
+def controlled_scan(decide: Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor], counted: torch.Tensor,
+                    control: RateControl, past: int = 0) -> torch.Tensor:
+    """Decisions under `control`, sequential in t on the device (no host sync), vectorised over
+    B. decide(t, prev, delta) -> (B,) bool is the strategy's rule at byte t given prev (B, past),
+    the decisions a[t-past .. t-1] (0 before position 0), and the controller's delta (B,); the
+    strategy's `step` calls the same rule. counted (B, T) bool -> a (B, T) float, a[:, 0] = 1."""
+    B, T = counted.shape
+    c = counted.float()
+    buf = c.new_zeros(B, T + past)                               # buf[:, t + past] = a[t]; zeros before 0
+    buf[:, past] = 1.0                                           # BOS
+    state = control.init_state(B, c.device)
+    for t in range(1, T):
+        a = decide(t, buf[:, t:t + past], control.offset(state)).float()
+        buf[:, t + past] = a
+        state = control.update(state, a, c[:, t])
+    return buf[:, past:]
+
+
+def controlled_reference(decide: Callable[[int, int, list[float], float], bool], counted: torch.Tensor,
+                         control: RateControl, past: int = 0) -> torch.Tensor:
+    """A plain Python loop over rows and bytes, the reference for `controlled_scan`: the law
+    delta <- delta - g (a - rho) applied literally, in Python floats, with the settling step at
+    the end of the warm-up. decide(b, t, prev, delta) is the strategy's rule for row b at byte t,
+    prev its last `past` decisions (oldest first)."""
+    B, T = counted.shape
+    a = torch.zeros(B, T)
+    settle = control.settle * (control.warmup_gain - control.gain) * (1.0 - control.target)
+    for b in range(B):
+        a[b, 0], delta, n = 1.0, settle if control.warmup_bytes == 0 else 0.0, 0
+        for t in range(1, T):
+            prev = [float(a[b, t - k]) if t - k >= 0 else 0.0 for k in range(past, 0, -1)]
+            a[b, t] = float(decide(b, t, prev, delta))
+            if counted[b, t]:
+                gain = control.warmup_gain if n < control.warmup_bytes else control.gain
+                delta -= gain * (float(a[b, t]) - control.target)
+                n += 1
+                delta += settle if n == control.warmup_bytes else 0.0
+    return a

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
-from learntok.boundaries.common import fixed_output
+from learntok.boundaries.common import controlled_scan, decision_mask, fixed_output
 from learntok.data.vocab import is_byte
 
 
@@ -42,9 +42,11 @@ class EntropyBoundaries(BoundaryStrategy):
     rate after each training forward (`update_threshold`); a forward decides with the threshold
     from earlier batches. No gradient. Why feedback rather than an EMA of quantiles:
     docs/strategies.md ("entropy"). Inference-time rate control (learntok.rate): `rate_offset`
-    (nats, 0 unless calibrated, not saved) lowers the threshold, H[t-1] > thr - offset."""
+    (nats, 0 unless calibrated, not saved) lowers the threshold, H[t-1] > thr - offset; online
+    rate control (`rate_control`) moves it further, byte by byte, with the decisions made."""
 
     rate_knob = "offset"
+    online_rate = True
     rate_offset_range = (-8.0, 8.0)  # nats; H lies in [0, ln 256 = 5.5]
 
     def __init__(self, cfg):
@@ -78,23 +80,32 @@ class EntropyBoundaries(BoundaryStrategy):
         if early_logits is None:
             raise ValueError("the entropy strategy needs the early head's logits")
         entropy = next_byte_entropy(early_logits.detach())       # (B, T)
-        if boundaries is None:
-            boundaries = entropy_boundaries(entropy, self.threshold() - self.rate_offset)
+        limit, control = self.threshold() - self.rate_offset, self.rate_control
+        if boundaries is None and control is None:
+            boundaries = entropy_boundaries(entropy, limit)
+        elif boundaries is None:                                 # the rule of `step`, delta moving the limit
+            boundaries = controlled_scan(lambda t, prev, delta: entropy[:, t - 1] > limit - delta,
+                                         decision_mask(x), control)
         if self.training:
             self.update_threshold(entropy, x)
         return fixed_output(boundaries)
 
-    # Incremental decoding: the state is H[t-1], which decides a[t]; the threshold is frozen.
+    # Incremental decoding: the state is H[t-1], which decides a[t] (the threshold is frozen), and
+    # under online rate control the controller's counts.
     def init_state(self, batch, device) -> dict:
-        return {"entropy": torch.zeros(batch, device=device)}
+        return {"entropy": torch.zeros(batch, device=device), **self.control_init(batch, device)}
 
     def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
-        return {"entropy": next_byte_entropy(early_logits[:, -1])}
+        return {"entropy": next_byte_entropy(early_logits[:, -1]), **self.control_prefill(x, decisions)}
 
     def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
+        limit, control = self.threshold() - self.rate_offset, self.rate_control
         if boundaries is None:
             if t == 0:
                 boundaries = torch.ones(x.shape, device=x.device)
+            elif control is None:
+                boundaries = (state["entropy"] > limit).float()
             else:
-                boundaries = (state["entropy"] > self.threshold() - self.rate_offset).float()
-        return boundaries.float(), boundaries.float(), {"entropy": next_byte_entropy(early_logits)}
+                boundaries = (state["entropy"] > limit - control.offset(state["control"])).float()
+        a = boundaries.float()
+        return a, a, {"entropy": next_byte_entropy(early_logits), **self.control_step(state, a, x, t)}

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
-from learntok.boundaries.common import decision_mask
+from learntok.boundaries.common import controlled_scan, decision_mask
 from learntok.nn.config import ModelConfig
 
 
@@ -89,9 +89,11 @@ class HNetRouting(BoundaryStrategy):
 
     Inference-time rate control (learntok.rate): `rate_offset` (logit units, 0 unless
     calibrated, not saved) moves the routing threshold: boundary iff logit(p) + offset > 0,
-    i.e. p > sigmoid(-offset) (0.5 at offset 0, H-Net's rule)."""
+    i.e. p > sigmoid(-offset) (0.5 at offset 0, H-Net's rule); online rate control
+    (`rate_control`) moves the offset further, byte by byte, with the decisions made."""
 
     rate_knob = "offset"
+    online_rate = True
     rate_offset_range = (-12.0, 12.0)  # logit units: the routing threshold is sigmoid(-offset)
 
     def __init__(self, cfg: ModelConfig):
@@ -111,28 +113,40 @@ class HNetRouting(BoundaryStrategy):
 
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
         p = routing_probs(self.q(h), self.k(h))                  # (B, T) fp32, differentiable
-        if boundaries is None:
+        control = self.rate_control
+        if boundaries is None and control is None:
             boundaries = (p > self.threshold()).float()
+        elif boundaries is None:                                 # the rule of `step`, delta moving the offset
+            pd = p.detach()
+            boundaries = controlled_scan(lambda t, prev, delta: pd[:, t] > torch.sigmoid(-(self.rate_offset + delta)),
+                                         decision_mask(x), control)
         a = boundaries.float().clone()
         a[:, 0] = 1.0
         aux = self.opts.ratio_weight * ratio_loss(a, p, decision_mask(x).float(), self.cfg.target_rate)
         logits = torch.logit(p.detach().clamp(1e-4, 1 - 1e-4))
         return BoundaryOutput(a, logits, p, torch.zeros_like(a), aux)
 
-    # Incremental decoding: the state is q[t-1] (fp32), which the routing of byte t compares with k[t].
+    # Incremental decoding: the state is q[t-1] (fp32), which the routing of byte t compares with k[t],
+    # and under online rate control the controller's counts.
     def init_state(self, batch, device) -> dict:
-        return {"q": torch.zeros(batch, self.cfg.d_model, device=device)}
+        return {"q": torch.zeros(batch, self.cfg.d_model, device=device), **self.control_init(batch, device)}
 
     def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
-        return {"q": self.q(h[:, -1]).float()}
+        return {"q": self.q(h[:, -1]).float(), **self.control_prefill(x, decisions)}
 
     def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
         q, k = self.q(h).float(), self.k(h).float()               # (B, D)
         p = ((1.0 - F.cosine_similarity(state["q"], k, dim=-1)) / 2.0).clamp(0.0, 1.0)  # (B,)
         if t == 0:
             p = torch.ones_like(p)
-        a = (p > self.threshold()).float() if boundaries is None else boundaries.float()
-        return a, p, {"q": q}
+        control = self.rate_control
+        if boundaries is not None:
+            a = boundaries.float()
+        elif control is None:
+            a = (p > self.threshold()).float()
+        else:
+            a = (p > torch.sigmoid(-(self.rate_offset + control.offset(state["control"])))).float()
+        return a, p, {"q": q, **self.control_step(state, a, x, t)}
 
     def dechunk_step(self, z: torch.Tensor, probs: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
         """One step of `ema_scan`: zbar = p z + (1 - p) zbar_prev."""

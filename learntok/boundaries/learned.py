@@ -11,6 +11,8 @@ the rate controller's integral term (a buffer, 0 unless objective.rate_gain > 0)
 Sampling with w > 1 is sequential in t: `sample_scan` runs it on the device, vectorised over
 B, without a host sync, from pre-drawn uniforms; then `policy_logits` recomputes l for the
 sampled decisions in one parallel, differentiable pass. With w = 1 everything is parallel.
+Under online rate control (`rate_control`, docs/rate.md) the offset moves with the decisions
+made, so every w is sequential: `controlled_scan` with `byte_logit`, the rule `step` uses.
 Shapes: B batch, T bytes, D width, W = w.
 """
 from __future__ import annotations
@@ -23,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, PolicyTerms, register
-from learntok.boundaries.common import target_logit
+from learntok.boundaries.common import controlled_scan, decision_mask, target_logit
 from learntok.nn.config import ModelConfig
 
 
@@ -35,6 +37,19 @@ def past_decisions(a: torch.Tensor, w: int) -> torch.Tensor:
     """(B, T) -> (B, T, w-1): [..., k-1] = a[t-k] for k = 1..w-1 (0 before position 0)."""
     cols = [F.pad(a[:, :-k], (k, 0)) if k < a.size(1) else torch.zeros_like(a) for k in range(1, w)]
     return torch.stack(cols, dim=-1) if cols else a.new_zeros(*a.shape, 0)
+
+
+def byte_logit(v: torch.Tensor, past: torch.Tensor, scale: float, offset, cap: float) -> torch.Tensor:
+    """One byte's logit: v (B, W) fp32, past (B, W-1) = a[t-(w-1) .. t-1], offset () or (B,) -> (B,).
+    The one rule of the controlled scan and of generation's step, so that they decide alike."""
+    mix = v[:, -1] + (v[:, :-1] * past).sum(-1)                  # same order as policy_logits
+    return softcap(scale * mix + offset, cap)
+
+
+def uniform_draws(shape, device: torch.device) -> torch.Tensor:
+    """The policy's draws u in (0, 1) (a[t] = 1 iff u[t] < p[t]): the forward takes all bytes'
+    at once, generation's step one byte's."""
+    return torch.rand(shape, device=device).clamp_(1e-7, 1 - 1e-7)
 
 
 def policy_logits(v: torch.Tensor, a: torch.Tensor, scale: float, offset: float, cap: float) -> torch.Tensor:
@@ -141,6 +156,8 @@ class LearnedConfig:
 class LearnedPolicy(BoundaryStrategy):
     has_policy = True
     rate_knob = "offset"
+    online_rate = True
+    samples = True
     rate_offset_range = (-24.0, 24.0)  # logit units; the soft cap (6) saturates well inside
 
     def __init__(self, cfg: ModelConfig):
@@ -157,14 +174,23 @@ class LearnedPolicy(BoundaryStrategy):
         self.rate_bias.zero_()
 
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
-        opts = self.opts
+        opts, control = self.opts, self.rate_control
         v = self.proj(self.norm(h.float())).float()              # (B, T, W) fp32
         offset = self.offset + self.rate_bias
+        counted = decision_mask(x).float()                       # (B, T) the decisions the controller counts
         if boundaries is None:
-            u = torch.rand(x.shape, device=x.device).clamp_(1e-7, 1 - 1e-7)  # (B, T) fixed draws
-            boundaries = sample_scan(v.detach(), u, opts.logit_scale, offset, opts.softcap, greedy)
+            u = uniform_draws(x.shape, x.device)                 # (B, T) fixed draws
+            if control is None:
+                boundaries = sample_scan(v.detach(), u, opts.logit_scale, offset, opts.softcap, greedy)
+            else:
+                thr, vd = torch.zeros_like(u) if greedy else torch.logit(u), v.detach()
+                boundaries = controlled_scan(
+                    lambda t, prev, delta: thr[:, t] < byte_logit(vd[:, t], prev, opts.logit_scale, offset + delta,
+                                                                  opts.softcap), counted, control, opts.window - 1)
         a = boundaries.float().clone()
         a[:, 0] = 1.0
+        if control is not None:
+            offset = offset + control.offset(control.counts_before(a, counted))  # (B, T) the offsets used
         logits = policy_logits(v, a, opts.logit_scale, offset, opts.softcap)  # (B, T), differentiable
         log_prob = bernoulli_log_prob(logits, a)
         log_prob = torch.cat([torch.zeros_like(log_prob[:, :1]), log_prob[:, 1:]], dim=1)  # 0 at BOS
@@ -192,29 +218,31 @@ class LearnedPolicy(BoundaryStrategy):
         if gain > 0:
             self.rate_bias.sub_(gain * (rate.to(self.rate_bias) - self.cfg.target_rate))
 
-    # Incremental decoding: the state is the last w-1 decisions, past[:, j] = a[t-(w-1)+j].
+    # Incremental decoding: the state is the last w-1 decisions, past[:, j] = a[t-(w-1)+j], and
+    # under online rate control the controller's counts.
     def init_state(self, batch: int, device: torch.device) -> dict:
-        return {"past": torch.zeros(batch, self.opts.window - 1, device=device)}
+        return {"past": torch.zeros(batch, self.opts.window - 1, device=device), **self.control_init(batch, device)}
 
     def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
         padded = F.pad(decisions.float(), (self.opts.window - 1, 0))  # (B, W-1 + T): zeros before 0
-        return {"past": padded[:, decisions.size(1):]}              # (B, W-1) the last w-1 decisions
+        return {"past": padded[:, decisions.size(1):],              # (B, W-1) the last w-1 decisions
+                **self.control_prefill(x, decisions)}
 
     @torch.no_grad()
     def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
-        opts = self.opts
+        opts, control = self.opts, self.rate_control
         v = self.proj(self.norm(h.float())).float()              # (B, W)
         past = state["past"]                                     # (B, W-1)
-        mix = v[:, -1] + (v[:, :-1] * past).sum(-1)              # same order as policy_logits
-        logits = softcap(opts.logit_scale * mix + self.offset + self.rate_bias, opts.softcap)  # (B,)
+        offset = self.offset + self.rate_bias
+        if control is not None:
+            offset = offset + control.offset(state["control"])   # (B,)
+        logits = byte_logit(v, past, opts.logit_scale, offset, opts.softcap)  # (B,)
         probs = torch.sigmoid(logits)
         if boundaries is not None:
             a = boundaries.float()
         elif t == 0:
             a = torch.ones_like(logits)                          # BOS
-        elif greedy:
-            a = (logits > 0).float()
         else:
-            u = torch.rand(logits.shape, device=logits.device).clamp_(1e-7, 1 - 1e-7)
-            a = (torch.logit(u) < logits).float()
-        return a, probs, {"past": torch.cat([past, a[:, None]], dim=1)[:, 1:]}
+            thr = torch.zeros_like(logits) if greedy else torch.logit(uniform_draws(logits.shape, logits.device))
+            a = (thr < logits).float()
+        return a, probs, {"past": torch.cat([past, a[:, None]], dim=1)[:, 1:], **self.control_step(state, a, x, t)}
