@@ -157,7 +157,8 @@ def build(d: dict[str, dict[str, Any]]) -> RunConfig:
     for name, cls in SECTIONS.items():
         values = d[name]
         if name == "model":
-            values = {**values, STRATEGY: strategy_options(values["boundary"], d.get(STRATEGY, {}))}
+            values = {**values, STRATEGY: strategy_options(values["boundary"], d.get(STRATEGY, {}),
+                                                           conditioned=bool(values.get("rate_conditioned")))}
         try:
             parts[name] = cls(**values)
         except (ValueError, TypeError) as e:

@@ -71,14 +71,21 @@ def token_ce(logits: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch
     return ce * mask, mask
 
 
-def batch_baseline(r: torch.Tensor, mask: torch.Tensor, kind: str) -> torch.Tensor:
+def batch_baseline(r: torch.Tensor, mask: torch.Tensor, kind: str, target: torch.Tensor | None = None) -> torch.Tensor:
     """Subtract, at each position t, a baseline computed over the batch (masked).
     mean: the batch mean (the paper; biased by O(1/B)). loo: the mean of the *other*
-    samples (leave-one-out; independent of a sample's own decisions, so unbiased). r, mask (B, T')."""
+    samples (leave-one-out; independent of a sample's own decisions, so unbiased). r, mask (B, T').
+    With per-row targets (B,) (rate-conditioned training), each row is compared with the rows
+    of its own target only: rows cut at another rate earn systematically other rewards, which
+    would enter every advantage as noise (docs/rate.md)."""
     if kind == "none":
         return r * mask
-    total = (r * mask).sum(0, keepdim=True)                      # (1, T')
-    count = mask.sum(0, keepdim=True)                            # (1, T')
+    if target is None:
+        total = (r * mask).sum(0, keepdim=True)                  # (1, T')
+        count = mask.sum(0, keepdim=True)                        # (1, T')
+    else:
+        same = (target[:, None] == target[None, :]).to(r.dtype)  # (B, B) rows of one target
+        total, count = same @ (r * mask), same @ mask            # (B, T') sums over each row's group
     if kind == "mean":
         base = total / count.clamp(min=1)
     elif kind == "loo":
@@ -126,11 +133,18 @@ def policy_loss(log_prob: torch.Tensor, returns: torch.Tensor, mask: torch.Tenso
     return -(lp * g.detach()).sum() / n
 
 
-def rate_loss(logits: torch.Tensor, probs: torch.Tensor, mask: torch.Tensor, target: float) -> torch.Tensor:
+def rate_loss(logits: torch.Tensor, probs: torch.Tensor, mask: torch.Tensor, target: float | torch.Tensor) -> torch.Tensor:
     """L_rate = mean(l) * stopgrad(mean(p) - rho*): pushes every logit by the same amount
-    toward the target rate. Means over sampled positions with a target (B, T) -> scalar."""
+    toward the target rate. Means over sampled positions with a target (B, T) -> scalar. With
+    per-row targets (B,), each row's logits toward its own target: the byte-weighted mean over
+    rows of mean_b(l) * stopgrad(mean_b(p) - rho_b)."""
     m = mask[:, 1:]
     n = m.sum().clamp(min=1)
+    if isinstance(target, torch.Tensor):
+        n_row = m.sum(1)                                         # (B,)
+        mean_l = (logits[:, 1:-1].float() * m).sum(1) / n_row.clamp(min=1)
+        mean_p = (probs[:, 1:-1].float() * m).sum(1) / n_row.clamp(min=1)
+        return (n_row * mean_l * (mean_p - target).detach()).sum() / n
     mean_l = (logits[:, 1:-1].float() * m).sum() / n
     mean_p = (probs[:, 1:-1].float() * m).sum() / n
     return mean_l * (mean_p - target).detach()
@@ -177,7 +191,8 @@ def loss(out, x: torch.Tensor, cfg: ObjectiveConfig):
     ce_mean, ce_e_mean = ce.sum() / n, ce_e.sum() / n
 
     reward = (ce_e - ce).detach() if cfg.early_baseline else -ce.detach()
-    adv = batch_baseline(reward, mask, cfg.batch_baseline)
+    per_row = out.target_rate if isinstance(out.target_rate, torch.Tensor) else None
+    adv = batch_baseline(reward, mask, cfg.batch_baseline, per_row)
     returns = discount(adv, cfg.gamma)
     l_pi = policy_loss(out.boundary_log_prob, returns, mask, n)
     l_rate = rate_loss(out.boundary_logits, out.boundary_probs, mask, out.target_rate)
@@ -197,4 +212,8 @@ def loss(out, x: torch.Tensor, cfg: ObjectiveConfig):
         "n_bytes": n.detach(),
     }
     metrics.update(boundary_stats(x, out.boundaries, out.boundary_probs))
+    if per_row is not None:                                      # how far rows land from their own targets
+        real = decision_mask(x)[:, 1:].float()
+        metrics["target_rate_error"] = ((out.boundaries[:, 1:] * real).sum(1) - per_row * real.sum(1)).sum() / \
+            real.sum().clamp(min=1)
     return total, metrics

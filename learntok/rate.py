@@ -38,14 +38,15 @@ from learntok.runtime import inference
 CALIBRATION_BYTES = 1 << 16  # held-out bytes a calibration reads by default
 TOLERANCE = 0.005            # |reached - target| beyond which `set_rate` reports the target missed
 RATE_MODES = ("online", "calibrated")  # `--rate-mode`: move the knob with the decisions made, or fix it
-KNOB_NAMES = {"rule": "rule", "offset": "offset", "online": "online control from offset"}
+KNOB_NAMES = {"rule": "rule", "offset": "offset", "online": "online control from offset",
+              "condition": "conditioned on the rate, offset"}
 
 
 @dataclass
 class RateSetting:
     strategy: str   # model.cfg.boundary
     target: float   # the requested rate
-    knob: str       # "rule", "offset" (calibrated) or "online" (online control)
+    knob: str       # "rule", "offset" (calibrated), "condition" (a rate-conditioned model) or "online" (online control)
     value: float    # the rule's rate, the offset set, or the offset online control starts from
     reached: float  # the rate measured on the calibration text (the target itself for a rule without text)
     n_bytes: int    # real bytes of calibration text (0 when none was read)
@@ -167,6 +168,8 @@ def set_rate(model, target: float, batches: list[torch.Tensor] | str | bytes | N
     strategy.rate_control = None                                 # calibration decides without the controller
     if isinstance(batches, (str, bytes)):
         batches = text_batches(batches, seq_len)
+    if strategy.condition is not None:
+        return condition_rate(model, target, batches, greedy, seed, mode)
     if strategy.rate_knob == "rule":
         strategy.rule_rate = target
         reached, n = measured_rate(model, batches, greedy, seed) if batches else (target, 0)
@@ -191,6 +194,23 @@ def set_rate(model, target: float, batches: list[torch.Tensor] | str | bytes | N
                 if offset in (low, high) and mode == "calibrated" else
                 "the rate moves in steps larger than the tolerance on this text")
     return RateSetting(name, target, "offset" if mode == "calibrated" else "online", offset, reached, n, note, greedy)
+
+
+def condition_rate(model, target: float, batches: list[torch.Tensor] | None, greedy: bool, seed: int,
+                   mode: str) -> RateSetting:
+    """`set_rate` for a rate-conditioned model: the condition is the target, no calibration
+    ("calibrated" mode: the offset the model was trained to use for it; "online": online control
+    from there). The rate reached on `batches` is reported when they are given."""
+    strategy, name = model.strategy, model.cfg.boundary
+    strategy.condition.rate.fill_(target)
+    if mode == "online":
+        strategy.rate_control = RateControl.for_rule(target, strategy.samples and not greedy)
+    reached, n = decided_rate(strategy, strategy_inputs(model, batches), greedy, seed) if batches else (0.0, 0)
+    offset = float(strategy.condition.offset(strategy.condition.rate.reshape(1))[0] + strategy.rate_offset)
+    lo, hi = strategy.condition.lo, strategy.condition.hi
+    note = "" if lo <= target <= hi else f"outside the trained range {lo:g}..{hi:g}"
+    return RateSetting(name, target, "condition" if mode == "calibrated" else "online", offset, reached, n, note,
+                       greedy)
 
 
 def set_rate_for_run(model, run_cfg, target: float, text: str | bytes | None = None, greedy: bool = False,

@@ -188,9 +188,11 @@ def train_step(eng: Engine, micro_batches: list[torch.Tensor], objective: Object
         step_metrics["grad_norm"] = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # FSDP: a DTensor
     optimizer.step()
     with torch.no_grad():
-        rate = step_metrics["boundary_rate"]
+        rate, sums = step_metrics["boundary_rate"], model.strategy.controller_sums()
         if objective.rate_gain > 0:
             rate = all_reduce(rate, env, "mean")  # every rank moves its controller by the same amount
+            if sums is not None:
+                sums.copy_(all_reduce(sums, env))
         model.strategy.adapt_rate(rate, objective.rate_gain)
     return step_metrics
 

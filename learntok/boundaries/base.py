@@ -37,6 +37,8 @@ class BoundaryOutput:
     aux_loss: torch.Tensor    # () fp32 the strategy's own loss, already weighted (0 for most)
     # (B, T) fp32 differentiable relaxed decisions (nawrot's straight-through); None elsewhere
     relaxed: torch.Tensor | None = None
+    # (B,) each row's target rate (rate-conditioned training, docs/rate.md); None: the model's target_rate
+    target: torch.Tensor | None = None
 
 
 @dataclass
@@ -141,12 +143,15 @@ class BoundaryStrategy(nn.Module):
     rate_offset_range: tuple[float, float] = (0.0, 0.0)  # "offset": the bracket a calibration bisects in
     online_rate: bool = False         # the strategy can run under online rate control (`rate_control`)
     samples: bool = False             # its decisions are drawn unless `greedy` (else deterministic)
+    conditionable: bool = False       # it can be trained rate-conditioned (model.rate_conditioned, docs/rate.md)
     rate_control: RateControl | None = None  # online rate control at inference (set by learntok.rate; None: off)
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
         self.opts = self.Config(**cfg.strategy)  # validated by the config loader; checked again here
+        # rate-conditioned policies: the target rates they are told (its `.rate`: what --rate sets); None elsewhere
+        self.condition: nn.Module | None = None
 
     def forward(
         self,
@@ -257,6 +262,11 @@ class BoundaryStrategy(nn.Module):
 
     def adapt_rate(self, rate: torch.Tensor, gain: float) -> None:
         """Integral control of the boundary rate after an optimizer step (learned policy only)."""
+
+    def controller_sums(self) -> torch.Tensor | None:
+        """The rate controller's sums since its last step, to add over ranks before `adapt_rate`
+        (a rate-conditioned policy's per-target errors); None when it reads only the batch rate."""
+        return None
 
     def init_weights(self, generator: torch.Generator | None = None) -> None:
         """Initialise the strategy's parameters from `generator` (its own, seeded apart from the

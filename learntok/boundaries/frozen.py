@@ -26,7 +26,8 @@ class FrozenPolicy(LearnedPolicy):
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
         out = super().forward(h.detach(), x, boundaries=boundaries, greedy=greedy)
         zeros = torch.zeros_like(out.log_prob)
-        return BoundaryOutput(out.decisions, out.logits.detach(), out.probs.detach(), zeros, out.aux_loss)
+        return BoundaryOutput(out.decisions, out.logits.detach(), out.probs.detach(), zeros, out.aux_loss,
+                              target=out.target)
 
     def adapt_rate(self, rate: torch.Tensor, gain: float) -> None:
         """No controller: the frozen policy's rate is what its initial weights give."""

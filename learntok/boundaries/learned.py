@@ -152,12 +152,82 @@ class LearnedConfig:
             raise ValueError(f"window {self.window} must be >= 1")
 
 
+CONDITION_BINS = 8  # grid points of the rate-conditioned controller, log-spaced over rate_range
+
+
+class RateCondition(nn.Module):
+    """Rate-conditioned training's targets and their controller (docs/rate.md, "One model for
+    every rate"). In training, each group of `rows` consecutive rows draws a target rho
+    log-uniform from [lo, hi]; in evaluation every row takes `rate` (what --rate sets; the
+    model's target_rate by default). The policy is told rho as its offset, logit(rho) + bias(rho):
+    bias is the integral rate controller per target, CONDITION_BINS terms log-spaced over the
+    range and interpolated linearly in log rho, each moved by the rate error of the rows near it.
+    The offset is made nondecreasing in rho (a running max over the grid), so a higher request
+    never cuts fewer boundaries for the same draws (w = 1). Outside the range it is logit(rho)
+    plus the nearest end's bias. Shapes: B rows, K = CONDITION_BINS."""
+
+    def __init__(self, lo: float, hi: float, rows: int, default: float):
+        super().__init__()
+        self.lo, self.hi, self.rows = lo, hi, rows
+        self.register_buffer("bias", torch.zeros(CONDITION_BINS))  # per-target integral terms (logit units; saved)
+        self.register_buffer("rate", torch.tensor(float(default)), persistent=False)  # the condition in evaluation
+        self.register_buffer("pending", torch.zeros(2, CONDITION_BINS), persistent=False)  # error and bytes per bin
+
+    def grid(self) -> torch.Tensor:
+        """(K,) the grid's rates."""
+        return torch.logspace(math.log10(self.lo), math.log10(self.hi), CONDITION_BINS, device=self.bias.device)
+
+    def targets(self, batch: int, device: torch.device, training: bool) -> torch.Tensor:
+        """(B,) each row's target: drawn in groups of `rows` (training), else the condition."""
+        if not training:
+            return self.rate.expand(batch).to(device)
+        u = torch.rand(-(-batch // self.rows), device=device)    # one draw per group
+        rho = torch.exp(math.log(self.lo) + u * (math.log(self.hi) - math.log(self.lo)))
+        return rho.repeat_interleave(self.rows)[:batch]
+
+    def _place(self, rho: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B,) grid index below each rho (long) and the fraction toward the next, in log rate."""
+        pos = (torch.log(rho) - math.log(self.lo)) / (math.log(self.hi) - math.log(self.lo)) * (CONDITION_BINS - 1)
+        pos = pos.clamp(0, CONDITION_BINS - 1)
+        low = pos.floor().clamp(max=CONDITION_BINS - 2)
+        return low.long(), pos - low
+
+    def offset(self, rho: torch.Tensor) -> torch.Tensor:
+        """(B,) the policy's offset for targets rho (B,)."""
+        levels = torch.cummax(torch.logit(self.grid()) + self.bias, 0).values  # (K,) nondecreasing
+        low, f = self._place(rho)
+        inside = (1 - f) * levels[low] + f * levels[low + 1]
+        ends = levels[[0, -1]] - torch.logit(self.grid()[[0, -1]])  # the ends' bias after the running max
+        outside = torch.logit(rho) + torch.where(rho < self.lo, ends[0], ends[1])
+        return torch.where((rho < self.lo) | (rho > self.hi), outside, inside)
+
+    @torch.no_grad()
+    def record(self, rho: torch.Tensor, a: torch.Tensor, counted: torch.Tensor) -> None:
+        """Add each row's rate error (its decisions a (B, T) over the bytes counted (B, T)) to
+        the grid points around its target, weighted by the row's bytes."""
+        n = counted.sum(1)                                         # (B,)
+        err = (a * counted).sum(1) - rho * n                       # (B,) boundaries over or under the target
+        low, f = self._place(rho)
+        for idx, w in ((low, 1 - f), (low + 1, f)):
+            self.pending[0].index_add_(0, idx, w * err)
+            self.pending[1].index_add_(0, idx, w * n)
+
+    @torch.no_grad()
+    def adapt(self, gain: float) -> None:
+        """bias <- bias - gain (rate - rho) per grid point, from the rows recorded since the last call."""
+        err, n = self.pending
+        if gain > 0:
+            self.bias.sub_(gain * torch.where(n > 0, err / n.clamp(min=1e-9), torch.zeros_like(err)))
+        self.pending.zero_()
+
+
 @register("learned", config=LearnedConfig)
 class LearnedPolicy(BoundaryStrategy):
     has_policy = True
     rate_knob = "offset"
     online_rate = True
     samples = True
+    conditionable = True
     rate_offset_range = (-24.0, 24.0)  # logit units; the soft cap (6) saturates well inside
 
     def __init__(self, cfg: ModelConfig):
@@ -166,22 +236,35 @@ class LearnedPolicy(BoundaryStrategy):
         self.proj = nn.Linear(cfg.d_model, self.opts.window)
         self.offset = target_logit(cfg.target_rate)
         self.register_buffer("rate_bias", torch.zeros(()))       # integral term of the rate controller
+        if cfg.rate_conditioned:
+            self.condition = RateCondition(*cfg.rate_range, cfg.rows_per_rate, cfg.target_rate)
 
     def init_weights(self, generator: torch.Generator | None = None) -> None:
         # small weights: p starts near rho* everywhere (s = 1/16 keeps it there while v is O(1))
         nn.init.normal_(self.proj.weight, std=self.cfg.init_std, generator=generator)
         nn.init.zeros_(self.proj.bias)
         self.rate_bias.zero_()
+        if self.condition is not None:
+            self.condition.bias.zero_()
+
+    def row_offset(self, batch: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The offset of the logit, () or (B,) for a rate-conditioned policy, and each row's
+        target rate (B,) (None unconditioned): logit(rho*) + rate_bias, or RateCondition's."""
+        if self.condition is None:
+            return self.offset + self.rate_bias, None
+        rho = self.condition.targets(batch, device, self.training)
+        return self.condition.offset(rho) + self.rate_bias, rho
 
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
         opts, control = self.opts, self.rate_control
         v = self.proj(self.norm(h.float())).float()              # (B, T, W) fp32
-        offset = self.offset + self.rate_bias
+        offset, rho = self.row_offset(x.size(0), x.device)       # () or (B,)
+        col = offset[:, None] if offset.dim() else offset        # broadcasts against (B, T)
         counted = decision_mask(x).float()                       # (B, T) the decisions the controller counts
         if boundaries is None:
             u = uniform_draws(x.shape, x.device)                 # (B, T) fixed draws
             if control is None:
-                boundaries = sample_scan(v.detach(), u, opts.logit_scale, offset, opts.softcap, greedy)
+                boundaries = sample_scan(v.detach(), u, opts.logit_scale, col, opts.softcap, greedy)
             else:
                 thr, vd = torch.zeros_like(u) if greedy else torch.logit(u), v.detach()
                 boundaries = controlled_scan(
@@ -190,11 +273,13 @@ class LearnedPolicy(BoundaryStrategy):
         a = boundaries.float().clone()
         a[:, 0] = 1.0
         if control is not None:
-            offset = offset + control.offset(control.counts_before(a, counted))  # (B, T) the offsets used
-        logits = policy_logits(v, a, opts.logit_scale, offset, opts.softcap)  # (B, T), differentiable
+            col = col + control.offset(control.counts_before(a, counted))  # (B, T) the offsets used
+        logits = policy_logits(v, a, opts.logit_scale, col, opts.softcap)  # (B, T), differentiable
         log_prob = bernoulli_log_prob(logits, a)
         log_prob = torch.cat([torch.zeros_like(log_prob[:, :1]), log_prob[:, 1:]], dim=1)  # 0 at BOS
-        return BoundaryOutput(a, logits, torch.sigmoid(logits), log_prob, torch.zeros((), device=h.device))
+        if rho is not None and self.training and self.has_policy:
+            self.condition.record(rho, a, counted)               # for the per-target controller (adapt_rate)
+        return BoundaryOutput(a, logits, torch.sigmoid(logits), log_prob, torch.zeros((), device=h.device), target=rho)
 
     @property
     def rate_offset(self) -> torch.Tensor:
@@ -207,16 +292,21 @@ class LearnedPolicy(BoundaryStrategy):
         """The logit's terms for encoder vectors h (B, T, D) (`policy_logits` from them, tested)."""
         s = self.opts.logit_scale
         v = self.proj(self.norm(h.float())).float()              # (B, T, W)
-        return PolicyTerms(s * v[..., -1], s * v[..., :-1].flip(-1), self.offset + float(self.rate_bias),
-                           self.opts.softcap)
+        offset = self.row_offset(1, h.device)[0]
+        return PolicyTerms(s * v[..., -1], s * v[..., :-1].flip(-1), float(offset.flatten()[0]), self.opts.softcap)
 
     @torch.no_grad()
     def adapt_rate(self, rate: torch.Tensor, gain: float) -> None:
         """Integral control: bias <- bias - gain * (rate - rho*). Dual ascent on the constraint
         E[a] = rho* in logit space; it holds the long-run rate at the target without pulling
         individual logits toward one value, as a stronger L_rate would."""
-        if gain > 0:
+        if self.condition is not None:                           # per target, from the rows recorded
+            self.condition.adapt(gain)
+        elif gain > 0:
             self.rate_bias.sub_(gain * (rate.to(self.rate_bias) - self.cfg.target_rate))
+
+    def controller_sums(self) -> torch.Tensor | None:
+        return None if self.condition is None else self.condition.pending
 
     # Incremental decoding: the state is the last w-1 decisions, past[:, j] = a[t-(w-1)+j], and
     # under online rate control the controller's counts.
@@ -233,7 +323,7 @@ class LearnedPolicy(BoundaryStrategy):
         opts, control = self.opts, self.rate_control
         v = self.proj(self.norm(h.float())).float()              # (B, W)
         past = state["past"]                                     # (B, W-1)
-        offset = self.offset + self.rate_bias
+        offset = self.row_offset(v.size(0), v.device)[0]         # () or (B,)
         if control is not None:
             offset = offset + control.offset(state["control"])   # (B,)
         logits = byte_logit(v, past, opts.logit_scale, offset, opts.softcap)  # (B,)

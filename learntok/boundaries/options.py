@@ -33,10 +33,15 @@ def option_types(boundary: str) -> dict[str, Any]:
     return field_types(strategy_class(boundary).Config)
 
 
-def strategy_options(boundary: str, values: dict[str, Any], source: str = STRATEGY) -> dict[str, Any]:
+def strategy_options(boundary: str, values: dict[str, Any], source: str = STRATEGY,
+                     conditioned: bool = False) -> dict[str, Any]:
     """The [strategy] section checked against model.boundary's config class: every option, with
-    defaults for those not given. An unknown strategy, or a key of another strategy, is an error."""
+    defaults for those not given. An unknown strategy, a key of another strategy, or
+    model.rate_conditioned (`conditioned`) for a strategy that cannot be, is an error."""
     hints = option_types(boundary)
+    if conditioned and not strategy_class(boundary).conditionable:
+        able = ", ".join(n for n in strategy_names() if strategy_class(n).conditionable)
+        raise ConfigError(f"model.rate_conditioned: strategy {boundary!r} cannot be rate-conditioned (only {able})")
     for key in values:
         if key not in hints:
             known = ", ".join(hints) or "none"

@@ -31,7 +31,7 @@ class ModelOutput:
     boundary_probs: torch.Tensor     # (B, T) fp32 P(a_t = 1)
     boundary_log_prob: torch.Tensor  # (B, T) fp32 log pi(a_t | x, a_<t); 0 at BOS / without a policy
     aux_loss: torch.Tensor           # () the strategy's own (weighted) loss
-    target_rate: float               # rho*, for the rate loss
+    target_rate: float | torch.Tensor  # rho* for the rate loss; (B,) each row's own (rate-conditioned training)
     n_tokens: torch.Tensor           # (B,) tokens per sequence
 
 
@@ -110,7 +110,7 @@ class AUNet(nn.Module):
         return ModelOutput(
             logits=logits, early_logits=early, boundaries=b.decisions,
             boundary_logits=b.logits, boundary_probs=b.probs, boundary_log_prob=b.log_prob,
-            aux_loss=b.aux_loss, target_rate=self.cfg.target_rate,
+            aux_loss=b.aux_loss, target_rate=self.cfg.target_rate if b.target is None else b.target,
             n_tokens=b.decisions.sum(1),
         )
 

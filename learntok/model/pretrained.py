@@ -127,7 +127,8 @@ def model_config(d: dict) -> ModelConfig:
     given = {k: v for k, v in d.items() if k != STRATEGY}
     given, options = move_old_keys(given, d.get(STRATEGY, {}), given.get("boundary", ModelConfig.boundary))
     values = check_fields(ModelConfig, given, "model", "model config")
-    options = strategy_options(values.get("boundary", ModelConfig.boundary), options)
+    options = strategy_options(values.get("boundary", ModelConfig.boundary), options,
+                               conditioned=bool(values.get("rate_conditioned")))
     try:
         return ModelConfig(**values, strategy=options)
     except (ValueError, TypeError) as e:

@@ -23,6 +23,9 @@ class ModelConfig:
     target_rate: float = 0.2      # rho*: target boundaries per byte
     token_pad_multiple: int = 8   # pad the token dimension S to a multiple (bounded recompiles)
     init_std: float = 0.02        # std of the normal init of linear and embedding weights
+    rate_conditioned: bool = False  # train each row at a target drawn from rate_range, told to the policy (docs/rate.md)
+    rate_range: tuple[float, float] = (0.1, 0.35)  # the conditioned targets' range (boundaries per byte)
+    rows_per_rate: int = 4        # rows of a micro-batch sharing one drawn target (the batch baseline compares them)
     # the boundary strategy's own options (its config class in learntok.boundaries; [strategy] in a run config)
     strategy: dict[str, Any] = field(default_factory=dict)
 
@@ -35,3 +38,8 @@ class ModelConfig:
             raise ValueError(f"target_rate {self.target_rate} must be in (0, 1)")
         if self.attn_window < 1:
             raise ValueError(f"attn_window {self.attn_window} must be >= 1")
+        if len(self.rate_range) != 2 or not 0.0 < self.rate_range[0] < self.rate_range[1] < 1.0:
+            raise ValueError(f"rate_range {tuple(self.rate_range)} must be two rates with 0 < low < high < 1")
+        if self.rows_per_rate < 2:
+            raise ValueError(f"rows_per_rate {self.rows_per_rate} must be >= 2 (the batch baseline compares the "
+                             "rows of one target)")
