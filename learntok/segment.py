@@ -85,6 +85,9 @@ class PageData:
     offset: float = 0.0
     cap: float = 0.0
     note: str = ""                      # a line shown under the text
+    # a rate-conditioned policy (docs/rate.md): [slider offset d, the target rate the model is conditioned
+    # on when its offset is offset + d] on a grid, d nondecreasing; the page shows the rate the slider sets
+    conditions: list[list[float]] | None = None
 
 
 def page_data(model, text: str | bytes, greedy: bool = True, seed: int = 0, window: int | None = None) -> PageData:
@@ -112,6 +115,13 @@ def page_data(model, text: str | bytes, greedy: bool = True, seed: int = 0, wind
     if not strategy.has_policy:
         return PageData(data, decisions, probs, pos, note=f"strategy {model.cfg.boundary}: no policy logit to move, so "
                         "no slider (set its rate with --rate)")
+    if strategy.condition is not None:                           # the condition acts as the offset alone
+        rates = torch.logspace(-2, math.log10(0.9), 64, device=device)
+        with torch.no_grad():
+            moved = (strategy.condition.offset(rates) + strategy.rate_offset - terms.offset).tolist()
+        return PageData(data, decisions, probs, pos, base, mix, terms.offset, terms.cap,
+                        note="greedy boundaries (p > 0.5) of the rate-conditioned model: the slider sets the rate it "
+                             "is conditioned on", conditions=[[d, r] for d, r in zip(moved, rates.tolist())])
     return PageData(data, decisions, probs, pos, base, mix, terms.offset, terms.cap,
                     note="greedy boundaries (p > 0.5); the slider adds d to every logit")
 
@@ -146,6 +156,13 @@ function decide(delta) {
   }
   return {a, p};
 }
+function conditionAt(d) {                       // the rate a conditioned model is told at slider offset d
+  const c = D.conditions;
+  let i = 0;
+  while (i < c.length - 2 && c[i + 1][0] < d) i++;
+  const f = Math.min(1, Math.max(0, (d - c[i][0]) / ((c[i + 1][0] - c[i][0]) || 1)));
+  return c[i][1] + f * (c[i + 1][1] - c[i][1]);
+}
 function charLength(b) { return b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1; }
 function render(delta) {
   const {a, p} = decide(delta), pre = document.getElementById('text');
@@ -169,7 +186,7 @@ function render(delta) {
   const rate = bytes.length ? cuts / bytes.length : 0;
   document.getElementById('stats').textContent = n + ' chunks, rate ' + rate.toFixed(3) +
     ', mean chunk ' + (bytes.length / Math.max(n, 1)).toFixed(2) + ' bytes' +
-    (D.base ? ', offset ' + delta.toFixed(2) : '');
+    (D.conditions ? ', conditioned on rate ' + conditionAt(delta).toFixed(3) : D.base ? ', offset ' + delta.toFixed(2) : '');
 }
 const slider = document.getElementById('offset');
 if (slider) {

@@ -238,6 +238,16 @@ CASES = [
      "--rate-mode"),
     ("segment-rate-mode-online-without-control", lambda t: ["segment", whitespace_model(t), "some text", "--rate", "0.2",
                                                              "--rate-mode", "online"], "no online rate control"),
+    # rate-conditioned training (docs/rate.md)
+    ("train-rate-conditioned-uniform", lambda t: [*TRAIN, "model.boundary=uniform", "model.rate_conditioned=true",
+                                                  "--out", "new"], "cannot be rate-conditioned"),
+    ("train-rate-range-reversed", lambda t: [*TRAIN, "model.rate_conditioned=true", "model.rate_range=0.3,0.1",
+                                             "--out", "new"], "rate_range"),
+    ("train-rate-range-one-rate", lambda t: [*TRAIN, "model.rate_range=0.2", "--out", "new"], "rate_range"),
+    ("train-rows-per-rate-1", lambda t: [*TRAIN, "model.rate_conditioned=true", "model.rows_per_rate=1",
+                                         "--out", "new"], "rows_per_rate"),
+    ("train-rate-conditioned-not-a-bool", lambda t: [*TRAIN, "model.rate_conditioned=maybe", "--out", "new"],
+     "rate_conditioned"),
     # learntok config
     ("config-unknown-key", lambda t: ["config", "--preset", "147M", "train.bogus=1"], "train.bogus"),
     ("config-bad-value", lambda t: ["config", "train.steps=many"], "train.steps=many"),

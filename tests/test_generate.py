@@ -20,6 +20,7 @@ WINDOW = 16
 # every registered strategy with an incremental step (bpe's re-tokenises the text so far)
 STEP_STRATEGIES = [("learned", 1)] + [
     (name, 8) for name in strategy_names() if strategy_class(name).step is not BoundaryStrategy.step]
+STEP_STRATEGIES += [("learned-conditioned", 8)]                 # rate-conditioned (docs/rate.md), at rate 0.3
 PROMPTS = [b"To be, or not to be, that is the question:", b"Whether 'tis nobler",
            "caf\u00e9 \u2014 na\u00efve r\u00e9sum\u00e9 ok"]
 
@@ -34,7 +35,12 @@ def one_thread():
 
 
 def tiny(boundary="learned", w=8) -> AUNet:
-    model = tiny_model(boundary, n_mid=2, attn_window=WINDOW, window=w)
+    conditioned = boundary.endswith("-conditioned")
+    model = tiny_model(boundary.removesuffix("-conditioned"), n_mid=2, attn_window=WINDOW, window=w,
+                       rate_conditioned=conditioned)
+    if conditioned:                                              # per-target biases as if trained, and a condition
+        model.strategy.condition.bias.copy_(torch.linspace(1.0, -1.0, model.strategy.condition.bias.numel()))
+        model.strategy.condition.rate.fill_(0.3)
     if boundary.startswith("bpe"):
         with warnings.catch_warnings():                          # a BPE of 20 words cannot reach rho*: no matter
             warnings.simplefilter("ignore")
@@ -75,7 +81,8 @@ def test_cached_generation_matches_full_forward(boundary, w):
             assert 0 < generated.sum() < generated.numel()
 
 
-ONLINE_STRATEGIES = [(name, w) for name, w in STEP_STRATEGIES if strategy_class(name).online_rate]
+ONLINE_STRATEGIES = [(name, w) for name, w in STEP_STRATEGIES
+                     if strategy_class(name.removesuffix("-conditioned")).online_rate]
 
 
 @pytest.mark.parametrize("boundary,w", ONLINE_STRATEGIES)

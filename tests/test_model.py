@@ -38,13 +38,14 @@ def test_prescribed_boundaries_used_and_scored():
 
 
 @pytest.mark.parametrize("w", [1, 8])
-@pytest.mark.parametrize("boundary", ["learned", "learned-online", "uniform", "fixed"])
+@pytest.mark.parametrize("boundary", ["learned", "learned-online", "learned-conditioned", "uniform", "fixed"])
 @pytest.mark.parametrize("train_mode", [True, False])
 def test_causality(w, boundary, train_mode):
     """Outputs and decisions at positions <= t never change when a byte after t changes, for
     sampled boundaries (same random draws) and prescribed ones, on real text longer than the
-    window; `learned-online`: the learned policy under online rate control (docs/rate.md)."""
-    model = tiny_model(boundary.removesuffix("-online"), window=w)
+    window; `learned-online`: the learned policy under online rate control, `learned-conditioned`
+    rate-conditioned (a target drawn per group of rows in training; docs/rate.md)."""
+    model = tiny_model(boundary.partition("-")[0], window=w, rate_conditioned=boundary.endswith("-conditioned"))
     model.train(train_mode)
     if boundary.endswith("-online"):
         model.strategy.rate_control = RateControl(0.3)
@@ -63,8 +64,10 @@ def test_causality(w, boundary, train_mode):
         torch.testing.assert_close(o1.logits[:, sl], o2.logits[:, sl], atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(o1.early_logits[:, sl], o2.early_logits[:, sl], atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(o1.boundary_logits[:, sl], o2.boundary_logits[:, sl], atol=1e-5, rtol=1e-5)
-        # prescribed: the same decisions everywhere
+        # prescribed: the same decisions everywhere (and the same draws: a conditioned row's target)
+        torch.manual_seed(7)
         p1 = model(x, boundaries=o1.boundaries)
+        torch.manual_seed(7)
         p2 = model(y, boundaries=o1.boundaries)
         torch.testing.assert_close(p1.logits[:, sl], p2.logits[:, sl], atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(p1.boundary_log_prob[:, sl], p2.boundary_log_prob[:, sl], atol=1e-5, rtol=1e-5)
