@@ -138,7 +138,13 @@ def test_set_rate_errors():
     with pytest.raises(ConfigError, match="must be in"):
         set_rate(tiny("uniform"), 1.0)
     with pytest.raises(ConfigError, match="held-out text"):
-        set_rate(tiny("learned"), 0.2)
+        set_rate(tiny("learned"), 0.2, mode="calibrated")
+    with pytest.raises(ConfigError, match="rate mode 'fast'"):
+        set_rate(tiny("learned"), 0.2, VAL_TEXT, mode="fast")
+    with pytest.raises(ConfigError, match="'whitespace' has no online rate control"):
+        set_rate(tiny("whitespace"), 0.2, VAL_TEXT, mode="online")
+    start = set_rate(tiny("learned"), 0.2)                       # online needs no text: the model's own offset
+    assert start.knob == "online" and start.n_bytes == 0 and "no held-out text read" in start.describe()
     far = set_rate(tiny("fixed"), 0.25)                          # a rule needs no text
     assert far.knob == "rule" and far.reached == 0.25
 

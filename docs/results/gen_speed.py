@@ -11,7 +11,7 @@ rates = [0.1, 0.2, 0.33]
 models = {}
 for r in rates:
     m, cfg = load_run(run)
-    print(set_rate_for_run(m, cfg, r).describe(), flush=True)
+    print(set_rate_for_run(m, cfg, r, mode="calibrated").describe(), flush=True)
     models[r] = m
 best = {r: 0.0 for r in rates}
 rate_seen = {}
