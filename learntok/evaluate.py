@@ -31,6 +31,7 @@ from learntok.data.dataset import ALL
 from learntok.distributed import DistEnv, all_reduce
 from learntok.model.pretrained import resolve
 from learntok.objective import LN2, boundary_counts, boundary_rates, token_ce
+from learntok.progress import Progress, note
 from learntok.rate import RateSetting, held_out_batches, set_rate
 from learntok.runtime import autocast, inference, resolve_device, resolve_dtype
 
@@ -71,6 +72,7 @@ class EvalOptions:
     quality: bool = False                # chunk lengths and P/R/F1 against word and space starts
     per_window: bool = False             # each window's CE nats and scored bytes (pairs two models on the same windows; one process)
     reference_starts: Callable[[torch.Tensor], torch.Tensor] | None = None  # x -> (B, T) bool, e.g. BPE starts
+    progress: str | None = None          # show a progress bar (stderr) under this name; None: silent
 
 
 def evaluate_bpb(model, data: ByteData, split: str, opts: EvalOptions, env: DistEnv | None = None) -> dict:
@@ -94,7 +96,9 @@ def evaluate_bpb(model, data: ByteData, split: str, opts: EvalOptions, env: Dist
     if opts.per_window and world > 1:
         raise ConfigError("per-window figures are for one process (they pair two models' windows)")
     with inference(model, opts.seed, device):
-        batches = data.eval_batches(split, opts.batch_size, opts.seq_len, max_bytes=opts.max_bytes)
+        batches = Progress(data.eval_batches(split, opts.batch_size, opts.seq_len, max_bytes=opts.max_bytes),
+                           desc=opts.progress, unit="batch", enabled=opts.progress is not None,
+                           total=data.n_eval_batches(split, opts.batch_size, opts.seq_len, opts.max_bytes))
         for i, (x, doc_ids) in enumerate(batches):
             if i % world != rank:
                 continue
@@ -192,6 +196,7 @@ def reference_starts_for(model, data: ByteData, vocab_size: int) -> tuple[Callab
     if model.strategy.has_reference:
         return model.strategy.reference_starts, {"tokenizer": f"the run's {model.cfg.boundary} strategy"}
     fit_split = ALL if ALL in data.split_names else "train"
+    note(f"training a reference BPE ({vocab_size} tokens) on the {fit_split} split")
     tok = bq.reference_bpe(data.sample_documents(fit_split, FIT_BYTES), vocab_size)
     return (lambda x: bq.bpe_starts(tok, x)), {"tokenizer": f"trained on the {fit_split} split",
                                                "vocab_size": tok.get_vocab_size()}
@@ -221,7 +226,7 @@ def run_eval(path: str | Path, split: str = "test", source: str | None = None, s
     opts = EvalOptions(batch_size or (run_cfg.train.batch_size if run_cfg else 16),
                        seq_len or (run_cfg.train.seq_len if run_cfg else 1024), max_bytes, samples, greedy, seed,
                        amp=resolve_dtype(run_cfg.system.dtype if run_cfg else "auto", dev),
-                       per_document=True, quality=True, reference_starts=reference)
+                       per_document=True, quality=True, reference_starts=reference, progress=f"eval {split}")
     setting = None
     if rate is not None:
         calibration = held_out_batches(data, opts.seq_len, split="val" if "val" in data.split_names else split)

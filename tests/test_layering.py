@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "learntok"
 
 # Bottom to top. A module name or a package prefix ("learntok.data" covers learntok.data.*).
 LAYERS: list[tuple[str, list[str]]] = [
-    ("foundations", ["learntok.errors", "learntok.runtime"]),
+    ("foundations", ["learntok.errors", "learntok.runtime", "learntok.progress"]),
     ("data", ["learntok.data"]),
     ("model parts", ["learntok.model", "learntok.model.config", "learntok.model.layers", "learntok.model.pooling",
                      "learntok.model.cache"]),
@@ -22,10 +22,10 @@ LAYERS: list[tuple[str, list[str]]] = [
     # The run config composes the component configs above; the model reads its config through it.
     ("run config", ["learntok.config"]),
     ("model", ["learntok.model.pretrained", "learntok.model.generate", "learntok.model.aunet"]),
-    ("run services", ["learntok.checkpoint", "learntok.runfolder", "learntok.rate", "learntok.distributed",
+    ("run services", ["learntok.checkpoint", "learntok.runfolder", "learntok.tracking", "learntok.rate", "learntok.distributed",
                       "learntok.boundary_quality",
                       "learntok.plots"]),
-    ("library", ["learntok.evaluate", "learntok.segment", "learntok.train", "learntok.eval_tasks",
+    ("library", ["learntok.evaluate", "learntok.segment", "learntok.train", "learntok.eval_tasks", "learntok.jobs",
                  "learntok.diagnose", "learntok.sample", "learntok.frontier", "learntok.compare"]),
     ("commands", ["learntok.cli", "learntok.__main__", "learntok.lm_eval_adapter"]),
 ]
@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, list[str]]] = [
 # Imports allowed inside functions: optional or heavy dependencies, and torch APIs that older
 # supported torch versions lack (imported only on the path that uses them).
 LAZY_OK = ("matplotlib", "pyarrow", "tokenizers", "lm_eval", "torch.distributed.fsdp", "torch.distributed.checkpoint",
-           "torch.nn.attention.varlen", "pydoc_data")
+           "torch.nn.attention.varlen", "pydoc_data", "torch.utils.tensorboard", "wandb")
 LAZY_EXEMPT = {"learntok.cli"}
 
 

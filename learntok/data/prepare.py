@@ -25,11 +25,10 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tqdm import tqdm
-
 from learntok.data.corpora import DataError, check_not_prepared, file_lines, files_below, is_binary, jsonl_texts, parquet_texts
 from learntok.data.shards import FORMAT, INDEX, VERSION, SplitWriter
 from learntok.data.split import SPLITS
+from learntok.progress import Progress
 
 _MASK64 = (1 << 64) - 1
 
@@ -151,8 +150,7 @@ def prepare(sources: list[str], out: str | Path, opts: PrepareOptions | None = N
     writers = {s: SplitWriter(out, s, opts.shard_bytes) for s in SPLITS}
     counts = {"read": 0, "dropped_short": 0, "dropped_long": 0, "truncated": 0}
     t0, total = time.perf_counter(), sum(f.stat().st_size for f in files)
-    bar = tqdm(total=total, unit="B", unit_scale=True, desc="prepare", disable=not progress,
-               delay=1.0)                                        # a quick failure stays one line
+    bar = Progress(total=total, unit="B", unit_scale=True, desc="prepare", enabled=progress)
     try:
         for path in files:
             done = 0
