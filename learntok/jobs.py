@@ -90,6 +90,7 @@ def latest_figures(run_dir: Path, tail: int = 1 << 16) -> tuple[int, float | Non
 
 
 def last_line(log: Path) -> str:
-    """The last non-blank line of a log (what a failed child said last)."""
+    """The last non-blank line of a log: what a failed child said last (without its `learntok:
+    error:` prefix, as it goes into the parent's own error)."""
     lines = [line for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
-    return lines[-1].strip() if lines else "no output"
+    return lines[-1].strip().removeprefix("learntok: error: ") if lines else "no output"

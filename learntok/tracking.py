@@ -70,7 +70,9 @@ class Tracker:
         check_trackers(cfg)
         if cfg.tensorboard:
             from torch.utils.tensorboard import SummaryWriter
-            self.tb = SummaryWriter(str(self.run_dir), purge_step=start + 1 if start else None, flush_secs=30)
+            # every writer marks its session start, so the reader sees a resume's start as a restart
+            # and drops the earlier events from the step after the checkpoint on
+            self.tb = SummaryWriter(str(self.run_dir), purge_step=start + 1 if start else 0, flush_secs=30)
         if cfg.wandb:
             self.wb = _wandb_run(self.run_dir, cfg.wandb, config, fresh=start == 0)
 
