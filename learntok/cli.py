@@ -22,6 +22,11 @@ def set_threads(n: int) -> None:
     set_torch_threads(n)
 
 
+def launch_rank() -> int:
+    from learntok.runtime import launch_rank as rank
+    return rank()
+
+
 def _expected_errors() -> tuple[type[BaseException], ...]:
     from learntok.checkpoint import CheckpointError
     from learntok.config import ConfigError
@@ -140,8 +145,9 @@ def cmd_train(args) -> None:
     cfg = load_config(preset, base, with_steps(args))
     out = args.out or f"runs/{preset or Path(base).stem}-{cfg.model.boundary}-{time.strftime('%Y%m%d-%H%M%S')}"
     summary = train(cfg, out, resume=args.resume)
-    print(json.dumps(summary, indent=2))
-    write_json(args.json, summary)
+    if launch_rank() == 0:                                       # under torchrun, one summary
+        print(json.dumps(summary, indent=2))
+        write_json(args.json, summary)
 
 
 # ---------------------------------------------------------------- segment
@@ -371,9 +377,10 @@ def cmd_compare(args) -> None:
     variants = variants_from_args(args.strategies, args.ablations, args.rates)
     records = compare(variants, out, args.preset, overrides, args.eval_bytes, jobs=args.jobs, sweep=args.sweep,
                       seeds=seeds)
-    print(format_seed_table(seed_summary(records, variants)) if seeds is not None else format_table(records))
-    print(f"results in {out}", file=sys.stderr)
-    write_json(args.json, {"results": records})
+    if launch_rank() == 0:                                       # under torchrun, one table
+        print(format_seed_table(seed_summary(records, variants)) if seeds is not None else format_table(records))
+        print(f"results in {out}", file=sys.stderr)
+        write_json(args.json, {"results": records})
 
 
 # ---------------------------------------------------------------- prepare (docs/scaling.md)
