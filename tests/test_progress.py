@@ -85,3 +85,31 @@ def test_eval_and_segment_hint_that_a_short_learned_run_has_not_settled(tmp_path
     hint = f"this run has trained 1 steps; a learned boundary policy needs about {SETTLE_STEPS}"
     assert hint in learntok(command, tmp_path / "learned", *args).stderr
     assert "hint:" not in learntok(command, tmp_path / "fixed", *args).stderr     # no policy to settle
+
+
+def test_on_a_terminal_it_is_a_bar_that_redraws_in_place():
+    """stderr a pseudo-terminal: tqdm's bar, redrawn with carriage returns, no timestamps."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+    code = ("import time\nfrom learntok.progress import Progress, note\n"
+            "for i in Progress(range(3), desc='work', total=3, unit='step'):\n    time.sleep(0.05)\nnote('done')\n")
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # a fresh pty is 0 wide
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=follower, stdout=subprocess.DEVNULL,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), **EAGER})
+    os.close(follower)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:                                          # the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    proc.wait(timeout=60)
+    text = out.decode("utf-8", errors="replace")
+    assert proc.returncode == 0 and "\r" in text and "work: 100%" in text and "3/3" in text and "done" in text
+    assert not any(STAMPED.match(line) for line in text.replace("\r", "\n").splitlines())
