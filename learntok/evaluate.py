@@ -96,9 +96,10 @@ def evaluate_bpb(model, data: ByteData, split: str, opts: EvalOptions, env: Dist
     if opts.per_window and world > 1:
         raise ConfigError("per-window figures are for one process (they pair two models' windows)")
     with inference(model, opts.seed, device):
-        batches = Progress(data.eval_batches(split, opts.batch_size, opts.seq_len, max_bytes=opts.max_bytes),
-                           desc=opts.progress, unit="batch", enabled=opts.progress is not None,
-                           total=data.n_eval_batches(split, opts.batch_size, opts.seq_len, opts.max_bytes))
+        batches = data.eval_batches(split, opts.batch_size, opts.seq_len, max_bytes=opts.max_bytes)
+        if opts.progress is not None:
+            batches = Progress(batches, desc=opts.progress, unit="batch",
+                               total=data.n_eval_batches(split, opts.batch_size, opts.seq_len, opts.max_bytes))
         for i, (x, doc_ids) in enumerate(batches):
             if i % world != rank:
                 continue
