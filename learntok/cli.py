@@ -225,6 +225,9 @@ def add_eval(sub) -> None:
     p.add_argument("--bpe-vocab", type=POSITIVE, default=4096, help="vocabulary of the BPE reference trained on the fly")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
     p.add_argument("--rate", type=PROBABILITY, help="run at this boundary rate, calibrated on the val split (docs/rate.md)")
+    p.add_argument("--boundaries-from", metavar="OTHER_RUN", help="score the model with another run's boundary decisions "
+                   "on the same windows, or 'uniform' (random at its target rate); also reports its own, paired "
+                   "(docs/compare.md)")
     p.add_argument("--device", default="cpu", type=device_arg)
     p.add_argument("--json", help="write every figure to this JSON file")
     p.set_defaults(func=cmd_eval)
@@ -235,7 +238,7 @@ def cmd_eval(args) -> None:
 
     short_run_hint(args.model)
     report = run_eval(args.model, args.split, args.source, args.samples, args.greedy, args.batch_size,
-                      args.seq_len, args.max_bytes, args.seed, args.bpe_vocab, args.device, args.rate)
+                      args.seq_len, args.max_bytes, args.seed, args.bpe_vocab, args.device, args.rate, args.boundaries_from)
     print(format_report(report))
     write_json(args.json, report)
 
@@ -348,9 +351,12 @@ def cmd_sample(args) -> None:
 
 def add_compare(sub) -> None:
     p = sub.add_parser("compare", help="train and evaluate several boundary strategies on one backbone and budget",
-                       description="Variants: STRATEGY[+key=value...], e.g. learned+gamma=1.0; finished variants are skipped.")
-    p.add_argument("--preset", default="tiny", help="packaged preset shared by every variant (default tiny)")
-    p.add_argument("--strategies", required=True, help="comma-separated variants, e.g. learned,uniform,bpe,learned+w=1")
+                       description="Variants: STRATEGY[+key=value...], e.g. learned+gamma=1.0; finished variants are skipped. "
+                       "Or --runs: finished runs side by side on the same windows.")
+    p.add_argument("--preset", help="packaged preset shared by every variant (default tiny)")
+    p.add_argument("--strategies", help="comma-separated variants, e.g. learned,uniform,bpe,learned+w=1")
+    p.add_argument("--runs", nargs="+", metavar="RUN", help="instead of training: evaluate these finished run folders on "
+                   "the first one's windows, with each one's difference from it paired by window (docs/compare.md)")
     p.add_argument("--steps", type=POSITIVE, help="optimizer steps per variant (train.steps)")
     p.add_argument("--out", help="results folder (default runs/compare-<preset>-<timestamp>)")
     p.add_argument("--ablations", action="store_true", help="add the learned policy's ablations (gamma=1, no batch "
@@ -371,16 +377,36 @@ def add_compare(sub) -> None:
 def cmd_compare(args) -> None:
     from learntok.compare import compare, format_seed_table, format_table, parse_seeds, seed_summary, variants_from_args
 
+    if args.runs is not None:
+        return cmd_compare_runs(args)
+    if args.strategies is None:
+        raise ConfigError("compare needs --strategies (variants to train) or --runs (finished runs to evaluate)")
+    preset = args.preset or "tiny"
     overrides = with_steps(args)
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
-    out = args.out or f"runs/compare-{args.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = args.out or f"runs/compare-{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
     variants = variants_from_args(args.strategies, args.ablations, args.rates)
-    records = compare(variants, out, args.preset, overrides, args.eval_bytes, jobs=args.jobs, sweep=args.sweep,
+    records = compare(variants, out, preset, overrides, args.eval_bytes, jobs=args.jobs, sweep=args.sweep,
                       seeds=seeds)
     if launch_rank() == 0:                                       # under torchrun, one table
         print(format_seed_table(seed_summary(records, variants)) if seeds is not None else format_table(records))
         print(f"results in {out}", file=sys.stderr)
         write_json(args.json, {"results": records})
+
+
+def cmd_compare_runs(args) -> None:
+    from learntok.compare_runs import compare_runs, format_runs
+
+    training = {"--strategies": args.strategies, "--preset": args.preset, "--steps": args.steps, "--out": args.out,
+                "--ablations": args.ablations or None, "--jobs": None if args.jobs == 1 else args.jobs,
+                "--seeds": args.seeds, "--rates": args.rates, "--sweep": args.sweep,
+                "key=value overrides": [o for o in args.overrides if not o.startswith("system.threads=")] or None}  # main adds --threads
+    given = [name for name, value in training.items() if value is not None]
+    if given:
+        raise ConfigError(f"--runs evaluates finished runs: drop the training options ({', '.join(given)})")
+    report = compare_runs(args.runs, args.eval_bytes)
+    print(format_runs(report), end="")
+    write_json(args.json, report)
 
 
 # ---------------------------------------------------------------- prepare (docs/scaling.md)

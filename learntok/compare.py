@@ -47,7 +47,8 @@ ABLATIONS = ["learned+gamma=1.0", "learned+baseline=none", "learned+early=false"
 DONE = "done.json"
 
 # The paper's figures for orientation (docs/compare.md): test bits per byte at 147M on FineWeb,
-# and the whitespace rate of the 40M ablations. Keyed by learntok's variant names.
+# and the whitespace rate of the 40M ablations. Keyed by learntok's variant names; shown only
+# beside runs of a paper preset on FineWeb-like data (`paper_figure`), never beside a small run.
 PAPER = {
     "learned": "1.297 bpb (147M); ws 0.99 (40M)",
     "learned+w=1": "1.280 bpb (147M)",
@@ -58,6 +59,16 @@ PAPER = {
     "learned+gamma=1.0": "ws 0.41 (40M)",
     "learned+early=false": "ws 0.72 (40M)",
 }
+
+
+PAPER_PRESETS = ("20M", "40M", "90M", "147M")
+
+
+def paper_figure(spec: str, preset: str | None, cfg: RunConfig) -> str | None:
+    """The paper's figure for a variant when the run is comparable in kind: a paper preset trained
+    on FineWeb-like data (a source whose name says fineweb). None otherwise."""
+    comparable = preset in PAPER_PRESETS and "fineweb" in str(cfg.data.source).lower()
+    return PAPER.get(spec.partition("@")[0]) if comparable else None
 
 
 def parse_variant(spec: str) -> tuple[str, list[str]]:
@@ -176,7 +187,7 @@ def run_variant(spec: str, preset: str | None, overrides: list[str], out: Path, 
     record = {"variant": spec, "run": run_name(spec, seed), "seed": cfg.train.seed,
               "strategy": cfg.model.boundary, "steps": cfg.train.steps,
               "params": summary.get("params"), "bytes_per_s": train_speed(run_dir),
-              "paper": PAPER.get(spec), **figures}
+              "paper": paper_figure(spec, preset, cfg), **figures}
     if env.is_main:
         append_row(run_dir, "eval", summary["step"], figures)
         (run_dir / DONE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
@@ -197,15 +208,18 @@ def relative_step_time(records: list[dict], reference: str = "uniform") -> None:
 
 def format_table(records: list[dict]) -> str:
     """The Markdown table of results.md, in the paper's layout: test bits per byte, the rate
-    reached, the whitespace rate, and the paper's figure where it reports one; then the
-    validation figures, the per-document standard errors and the step time."""
-    head = ("| variant | test bpb | boundary rate | whitespace rate | paper | test doc bpb (s.e.) | val bpb | "
-            "step time vs uniform |\n|---|---|---|---|---|---|---|---|\n")
+    reached, the whitespace rate, and (for paper presets on FineWeb-like data only) the paper's
+    figure; then the validation figures, the per-document standard errors and the step time."""
+    paper = any(r.get("paper") for r in records)
+    head = ("| variant | test bpb | boundary rate | whitespace rate | " + ("paper (147M / 40M, FineWeb) | " if paper else "")
+            + "test doc bpb (s.e.) | val bpb | step time vs uniform |\n|---|---|---|---|" + ("---|" if paper else "")
+            + "---|---|---|\n")
     rows = []
     for r in records:
         rel = f"{r['step_time_rel']:.2f}x" if r.get("step_time_rel") else "n/a"
+        cell = f"{r.get('paper') or '-'} | " if paper else ""
         rows.append(f"| {r.get('run', r['variant'])} | {r['test_bpb']:.4f} | {r['test_boundary_rate']:.3f} | "
-                    f"{r['test_whitespace_rate']:.3f} | {r.get('paper') or '-'} | "
+                    f"{r['test_whitespace_rate']:.3f} | {cell}"
                     f"{r['test_doc_bpb']:.4f} ({r['test_doc_se']:.4f}) | {r['val_bpb']:.4f} | {rel} |")
     return head + "\n".join(rows) + "\n"
 

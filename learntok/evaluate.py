@@ -24,11 +24,13 @@ import numpy as np
 import torch
 
 from learntok import boundary_quality as bq
+from learntok.boundaries import build_strategy
 from learntok.checkpoint import load_run
 from learntok.config import ConfigError
 from learntok.data import ByteData, DataConfig, DataError
 from learntok.data.dataset import ALL
 from learntok.distributed import DistEnv, all_reduce
+from learntok.errors import CheckpointError
 from learntok.model.pretrained import resolve
 from learntok.objective import LN2, boundary_counts, boundary_rates, token_ce
 from learntok.progress import Progress, note
@@ -72,6 +74,8 @@ class EvalOptions:
     quality: bool = False                # chunk lengths and P/R/F1 against word and space starts
     per_window: bool = False             # each window's CE nats and scored bytes (pairs two models on the same windows; one process)
     reference_starts: Callable[[torch.Tensor], torch.Tensor] | None = None  # x -> (B, T) bool, e.g. BPE starts
+    boundaries_from: Callable[[torch.Tensor], torch.Tensor] | None = None  # x -> (B, T) decisions the model is scored
+                                         # with instead of its own (the boundary swap: `decision_source`)
     progress: str | None = None          # show a progress bar (stderr) under this name; None: silent
 
 
@@ -108,7 +112,7 @@ def evaluate_bpb(model, data: ByteData, split: str, opts: EvalOptions, env: Dist
             ce_k = []
             for k in range(K):
                 with autocast(device, opts.amp):
-                    out = model(x, greedy=opts.greedy)
+                    out = decide_and_forward(model, x, opts)
                 ce, mask = token_ce(out.logits, x)               # (B, T-1)
                 ce_k.append(ce.double().sum(1))                  # (B,)
                 if k == 0:
@@ -135,6 +139,35 @@ def evaluate_bpb(model, data: ByteData, split: str, opts: EvalOptions, env: Dist
         per = torch.cat(windows, dim=1).cpu().numpy() if windows else np.zeros((2, 0))
         result.update(window_nats=per[0], window_bytes=per[1])
     return result
+
+
+def decide_and_forward(model, x: torch.Tensor, opts: EvalOptions):
+    """The model's forward on x (B, T): with its own decisions, or with opts.boundaries_from's. The
+    source draws from the evaluation's seeded stream where the model's own decisions would, and the
+    model's draws with the decisions given (nawrot still draws its relaxed sample) are discarded, so
+    a source that is the model itself gives the model's own evaluation exactly, at every sample k."""
+    if opts.boundaries_from is None:
+        return model(x, greedy=opts.greedy)
+    given = opts.boundaries_from(x)                              # (B, T) float 0/1
+    with torch.random.fork_rng(devices=[x.device] if x.device.type == "cuda" else []):
+        return model(x, boundaries=given, greedy=opts.greedy)
+
+
+def window_nats(model, data: ByteData, split: str, opts: EvalOptions) -> dict[str, np.ndarray | float]:
+    """Per window (row) of `split`: CE nats summed and scored bytes (evaluate_bpb's per-window
+    figures, so their totals give its bpb), with the bpb and the boundary and whitespace rates.
+    They pair two models (or one model's two sources of decisions) on the same windows."""
+    r = evaluate_bpb(model, data, split, dataclasses.replace(opts, per_window=True))
+    return {"nats": r["window_nats"], "bytes": r["window_bytes"], "bpb": r["bpb"], "rate": r["boundary_rate"],
+            "whitespace_rate": r["whitespace_rate"]}
+
+
+def paired_difference(a: dict, b: dict) -> tuple[float, float]:
+    """bpb of `a` minus bpb of `b` on the same windows (corpus level), and the standard error of
+    the mean per-window difference (windows of one document are not independent: a lower bound)."""
+    diff = (a["nats"] - b["nats"]) / (LN2 * np.maximum(a["bytes"], 1))
+    mean = float((a["nats"].sum() - b["nats"].sum()) / (LN2 * a["bytes"].sum()))
+    return mean, float(diff.std(ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else 0.0
 
 
 QUALITY_REFS = len(bq.WORD_REFERENCES) + 1  # the word references, then the optional reference starts (BPE)
@@ -205,18 +238,48 @@ def reference_starts_for(model, data: ByteData, vocab_size: int) -> tuple[Callab
 
 FIT_BYTES = 4_000_000  # bytes of training text the reference BPE is trained on
 
+UNIFORM = "uniform"  # `--boundaries-from uniform`: the rule, not a folder (write ./uniform for one)
+
+
+def decision_source(spec: str, model, greedy: bool, device: torch.device) -> tuple[Callable, dict]:
+    """(x -> (B, T) decisions, what they are) for `eval --boundaries-from`: `uniform` (the uniform
+    rule at the model's target rate) or another run's (or model folder's) model deciding with its
+    own strategy on each window, sampled (or greedy, as the evaluation) from the evaluation's
+    seeded stream (`decide_and_forward`). A non-causal source (`bpe`) is fine: nothing is generated."""
+    if spec == UNIFORM:
+        rule = build_strategy(dataclasses.replace(model.cfg, boundary=UNIFORM, strategy={}))  # reads no encoder output
+        return (lambda x: rule(None, x).decisions), {"source": UNIFORM, "strategy": UNIFORM,
+                                                     "target_rate": model.cfg.target_rate}
+    if not Path(spec).exists():
+        raise ConfigError(f"--boundaries-from {spec}: no such run or model folder (or give '{UNIFORM}')")
+    try:
+        other, other_cfg = load_run(spec, device)
+    except CheckpointError as e:
+        raise CheckpointError(f"--boundaries-from {spec}: {e}") from None
+    if other.cfg.vocab_size != model.cfg.vocab_size:
+        raise ConfigError(f"--boundaries-from {spec}: its byte vocabulary has {other.cfg.vocab_size} ids, this "
+                          f"model's {model.cfg.vocab_size}: they do not read the same windows")
+    info = {"source": str(resolve(spec)), "strategy": other.cfg.boundary, "target_rate": other.cfg.target_rate,
+            "data_source": other_cfg.data.source if other_cfg is not None else None}
+    return (lambda x: other(x, greedy=greedy).boundaries), info
+
 
 def run_eval(path: str | Path, split: str = "test", source: str | None = None, samples: int = 1,
              greedy: bool = False, batch_size: int | None = None, seq_len: int | None = None,
              max_bytes: int | None = None, seed: int = 0, bpe_vocab: int = 4096,
-             device: str = "cpu", rate: float | None = None) -> dict:
+             device: str = "cpu", rate: float | None = None, boundaries_from: str | None = None) -> dict:
     """Everything `learntok eval` reports, as one JSON-ready dict. The data is the run's own
     (`data.source`, its split), read through ByteData as training read it, or `source`. With
-    `rate`, the model runs at that boundary rate, calibrated on the val split (learntok.rate)."""
+    `rate`, the model runs at that boundary rate, calibrated on the val split (learntok.rate).
+    With `boundaries_from` (`decision_source`), the figures are the model's with those decisions,
+    and `own` holds its own decisions' on the same windows, paired (docs/compare.md)."""
     if samples < 1:
         raise ConfigError(f"--samples {samples} must be >= 1")
+    if rate is not None and boundaries_from is not None:
+        raise ConfigError("--rate sets the model's own boundary rate, which --boundaries-from replaces: give one of them")
     dev = resolve_device(device)
     model, run_cfg = load_run(path, dev)
+    decide, swap = decision_source(boundaries_from, model, greedy, dev) if boundaries_from is not None else (None, None)
     if source is None and run_cfg is None:
         raise DataError("this model folder holds no run config: pass --source")
     data_cfg = run_cfg.data if run_cfg is not None else DataConfig()
@@ -227,14 +290,22 @@ def run_eval(path: str | Path, split: str = "test", source: str | None = None, s
     opts = EvalOptions(batch_size or (run_cfg.train.batch_size if run_cfg else 16),
                        seq_len or (run_cfg.train.seq_len if run_cfg else 1024), max_bytes, samples, greedy, seed,
                        amp=resolve_dtype(run_cfg.system.dtype if run_cfg else "auto", dev),
-                       per_document=True, quality=True, reference_starts=reference, progress=f"eval {split}")
+                       per_document=True, quality=True, reference_starts=reference, boundaries_from=decide,
+                       progress=f"eval {split}")
     setting = None
     if rate is not None:
         calibration = held_out_batches(data, opts.seq_len, split="val" if "val" in data.split_names else split)
         setting = dataclasses.asdict(set_rate(model, rate, calibration, greedy, seed))
-    result = evaluate_bpb(model, data, split, opts)
+    result = evaluate_bpb(model, data, split, dataclasses.replace(opts, per_window=decide is not None))
     if setting is not None:
         result["rate_setting"] = setting
+    if decide is not None:
+        own = window_nats(model, data, split, dataclasses.replace(opts, boundaries_from=None, per_document=False,
+                                                                   quality=False))
+        swapped = {"nats": result.pop("window_nats"), "bytes": result.pop("window_bytes")}
+        diff, se = paired_difference(swapped, own)
+        result.update(boundaries_from=swap, swap_minus_own=diff, swap_minus_own_se=se, n_windows=len(own["nats"]),
+                      own={k: own[k] for k in ("bpb", "rate", "whitespace_rate")})
     doc_nats, doc_bytes = result.pop("doc_nats"), result.pop("doc_bytes")
     report = {"checkpoint": str(resolve(path)), "split": split, "source": data_cfg.source,
               "strategy": model.cfg.boundary, "seq_len": opts.seq_len, "batch_size": opts.batch_size, "seed": seed,
@@ -255,6 +326,14 @@ def format_report(r: dict) -> str:
         lines.append(RateSetting(**r["rate_setting"]).describe().replace("held-out", "val"))
     lines.append(f"boundaries{' (greedy)' if r['greedy'] else ''}: rate {r['boundary_rate']:.3f}  whitespace rate "
                  f"{r['whitespace_rate']:.3f}  mean chunk {r['mean_chunk_length']:.2f} bytes")
+    if "boundaries_from" in r:
+        src, own = r["boundaries_from"], r["own"]
+        lines[1:1] = [f"boundaries from {src['source']} ({src['strategy']}): the figures below are this model's with "
+                      f"those decisions",
+                      f"own boundaries on the same windows: bpb {own['bpb']:.4f}, rate {own['rate']:.3f}, whitespace rate "
+                      f"{own['whitespace_rate']:.3f}; swapped - own {r['swap_minus_own']:+.4f} bpb "
+                      f"({r['swap_minus_own_se']:.4f} s.e. over {r['n_windows']} windows): what its own boundaries are "
+                      f"worth to it"]
     for ref in (*bq.WORD_REFERENCES, "bpe_starts"):
         if ref in r:
             m = r[ref]

@@ -4,7 +4,6 @@ against `uniform` at the same target rate, and against training FLOPs per byte; 
 run at every rate by calibration (`--sweep`) against the models trained at each rate."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from pathlib import Path
@@ -15,28 +14,12 @@ import torch
 from learntok.checkpoint import load_run
 from learntok.config import ConfigError, RunConfig
 from learntok.data import ByteData
-from learntok.evaluate import EvalOptions, evaluate_bpb
+from learntok.evaluate import EvalOptions, paired_difference, window_nats
 from learntok.model.aunet import AUNet
 from learntok.objective import LN2
 from learntok.plots import pyplot
 from learntok.rate import held_out_batches, set_rate
 from learntok.runtime import resolve_device, resolve_dtype
-
-
-def window_nats(model, data: ByteData, split: str, opts: EvalOptions) -> dict[str, np.ndarray | float]:
-    """Per window (row) of `split`: CE nats summed and scored bytes (evaluate_bpb's per-window
-    figures, so their totals give its bpb), and the boundary rate. They pair two models on the
-    same windows."""
-    r = evaluate_bpb(model, data, split, dataclasses.replace(opts, per_window=True))
-    return {"nats": r["window_nats"], "bytes": r["window_bytes"], "rate": r["boundary_rate"]}
-
-
-def paired_difference(a: dict, b: dict) -> tuple[float, float]:
-    """bpb of `a` minus bpb of `b` on the same windows (corpus level), and the standard error of
-    the mean per-window difference (windows of one document are not independent: a lower bound)."""
-    diff = (a["nats"] - b["nats"]) / (LN2 * np.maximum(a["bytes"], 1))
-    mean = float((a["nats"].sum() - b["nats"].sum()) / (LN2 * a["bytes"].sum()))
-    return mean, float(diff.std(ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else 0.0
 
 
 def train_flops_per_byte(cfg, rate: float, seq_len: int) -> float:

@@ -6,6 +6,7 @@ x[t+1]; the decision a[t] for t >= 1 is scored against the discounted return G[t
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -16,6 +17,7 @@ from learntok.data.vocab import N_SYMBOLS, is_byte
 
 LN2 = math.log(2.0)
 BASELINES = ("mean", "loo", "none")
+EARLY_FOR = ("all", "policy")
 
 
 @dataclass
@@ -28,12 +30,25 @@ class ObjectiveConfig:
     early_baseline: bool = True    # reward = CE_early - CE (else -CE)
     rate_gain: float = 0.0         # integral gain of the rate controller (logit units per unit rate error per step; 0 = off)
     early_mix: bool = False        # (1 - lambda_early) CE + lambda_early CEe, the authors' convex mix, instead of CE + lambda_early CEe
+    early_for: str = "all"         # which strategies train with the early-exit loss: all | policy (the authors': strategies without a policy at weight 0)
 
     def __post_init__(self) -> None:
         if self.batch_baseline not in BASELINES:
             raise ValueError(f"batch_baseline {self.batch_baseline!r} is not one of {BASELINES}")
         if not 0.0 < self.gamma <= 1.0:
             raise ValueError(f"gamma {self.gamma} must be in (0, 1]")
+        if self.early_for not in EARLY_FOR:
+            raise ValueError(f"early_for {self.early_for!r} is not one of {EARLY_FOR}")
+
+
+def objective_for(cfg: ObjectiveConfig, has_policy: bool) -> ObjectiveConfig:
+    """The objective a strategy trains with. With early_for = "policy", a strategy without a
+    score-function policy (uniform, bpe, nawrot, hnet, ...) gets lambda_early = 0: the early-exit
+    head exists for the policy's reward, and the authors train their baselines at an early-exit
+    weight of 0 (training_defaults.json; only sequential.json sets 0.1, docs/reproduce.md)."""
+    if cfg.early_for == "policy" and not has_policy:
+        return dataclasses.replace(cfg, lambda_early=0.0)
+    return cfg
 
 
 def token_ce(logits: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

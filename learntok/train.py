@@ -27,7 +27,7 @@ from learntok.distributed import (DistEnv, all_reduce, barrier, broadcast_module
                                   slot_seed, wrap_model)
 from learntok.model.aunet import AUNet
 from learntok.evaluate import EvalOptions, evaluate_bpb
-from learntok.objective import ObjectiveConfig, loss
+from learntok.objective import ObjectiveConfig, loss, objective_for
 from learntok.progress import Progress, note
 from learntok.runfolder import SEGMENTS, check_resume, claim, release, trim_logs
 from learntok.runtime import autocast, resolve_dtype, seed_everything, set_rng_state, set_threads
@@ -248,6 +248,7 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
     data = ByteData.from_config(run_cfg.data)
     seed_everything(tc.seed)
     model = AUNet(run_cfg.model).to(device)
+    objective = objective_for(run_cfg.objective, model.strategy.has_policy)
     fitted = {} if resume else fit_strategy(model, data, env)       # e.g. the bpe tokenizer, fitted once
     wrapped = wrap_model(model, env, sc.fsdp)                       # before the optimizer: FSDP swaps parameters
     optimizer = build_optimizer(model, run_cfg.optim, device)
@@ -279,7 +280,7 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
     try:
         for step in bar:
             xs, seeds = rank_batches(data, step, run_cfg, env)
-            window.add(step + 1, train_step(eng, xs, run_cfg.objective, run_cfg.optim, lr_at(step, run_cfg.optim, tc.steps), seeds))
+            window.add(step + 1, train_step(eng, xs, objective, run_cfg.optim, lr_at(step, run_cfg.optim, tc.steps), seeds))
             done, at_end = step + 1, step + 1 == end
             due = lambda every: every > 0 and done % every == 0  # noqa: E731
             do_eval, do_ckpt = due(lc.eval_every) or at_end, due(run_cfg.checkpoint.every) or at_end

@@ -128,6 +128,13 @@ def run_without_checkpoints(t: Path) -> str:
     return "run"
 
 
+def wider_vocabulary(t: Path) -> str:
+    """A model folder whose byte vocabulary is not the run's."""
+    from learntok import AUNet, ModelConfig
+    AUNet(ModelConfig(d_model=32, n_heads=2, vocab_size=384)).save_pretrained(t / "wide")
+    return "wide"
+
+
 TRAIN = ["train", "--preset", "tiny", *TINY]
 # (id, setup(tmp) -> args, words in the error); tmp holds run/, corpus.txt, task.jsonl, prep/
 CASES = [
@@ -194,6 +201,20 @@ CASES = [
     ("segment-rate-zero", lambda t: ["segment", "run", "text", "--rate", "0"], "--rate"),
     ("segment-two-texts", lambda t: ["segment", "run", "text", "--greedy", "more text"], "unrecognized arguments: more text"),
     ("prepare-piece-bytes-0", lambda t: ["prepare", "corpus.txt", "--out", "new", "--piece-bytes", "0"], "--piece-bytes"),
+    # finished runs compared, and the boundary swap
+    ("compare-runs-missing-folder", lambda t: ["compare", "--runs", "run", "nosuch"], "--runs nosuch: no such folder"),
+    ("compare-runs-not-a-run", lambda t: ["compare", "--runs", "run", "prep"], "--runs prep"),
+    ("compare-runs-model-folder", lambda t: ["compare", "--runs", "run", wider_vocabulary(t)], "not a training checkpoint"),
+    ("compare-runs-one-run", lambda t: ["compare", "--runs", "run"], "at least two"),
+    ("compare-runs-with-training-options", lambda t: ["compare", "--runs", "run", "run", "--seeds", "2", "train.steps=4"],
+     "drop the training options (--seeds, key=value overrides)"),
+    ("compare-neither-strategies-nor-runs", lambda t: ["compare", "--out", "c"], "--strategies"),
+    ("eval-boundaries-from-missing-run", lambda t: ["eval", "run", "--boundaries-from", "no/such/run"], "no/such/run"),
+    ("eval-boundaries-from-bad-name", lambda t: ["eval", "run", "--boundaries-from", "unifrom"], "or give 'uniform'"),
+    ("eval-boundaries-from-not-a-run", lambda t: ["eval", "run", "--boundaries-from", "prep"], "--boundaries-from prep"),
+    ("eval-boundaries-from-other-vocabulary", lambda t: ["eval", "run", "--boundaries-from", wider_vocabulary(t)],
+     "byte vocabulary"),
+    ("eval-boundaries-from-with-rate", lambda t: ["eval", "run", "--boundaries-from", "uniform", "--rate", "0.3"], "--rate"),
 ]
 
 

@@ -136,3 +136,14 @@ def test_compare_seeds_layout_and_resume(tmp_path):
     before = marker.stat().st_mtime_ns
     assert main(args) == 0 and marker.stat().st_mtime_ns == before      # finished runs are not retrained
     assert main([*args, "train.seed=3"]) == 2                            # --seeds owns train.seed
+
+
+def test_paper_figures_only_beside_comparable_runs():
+    from learntok.compare import paper_figure
+    from learntok.config import load_config
+    small = load_config("tiny", None, [])
+    assert paper_figure("learned", "tiny", small) is None
+    assert paper_figure("learned", "147M", load_config("147M", None, [])) is None           # Shakespeare by default
+    fineweb = load_config("147M", None, ["data.source=/data/fineweb-edu/train"])
+    assert paper_figure("learned", "147M", fineweb).startswith("1.297")
+    assert paper_figure("learned@0.2", "147M", fineweb).startswith("1.297")

@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, list[str]]] = [
                       "learntok.boundary_quality",
                       "learntok.plots"]),
     ("library", ["learntok.evaluate", "learntok.segment", "learntok.train", "learntok.eval_tasks", "learntok.jobs",
-                 "learntok.diagnose", "learntok.sample", "learntok.frontier", "learntok.compare"]),
+                 "learntok.diagnose", "learntok.sample", "learntok.frontier", "learntok.compare", "learntok.compare_runs"]),
     ("commands", ["learntok.cli", "learntok.__main__", "learntok.lm_eval_adapter"]),
 ]
 

@@ -153,3 +153,15 @@ def test_early_mix_is_the_authors_convex_combination():
     _, m = loss(out, x, cfg)
     mixed, _ = loss(out, x, ObjectiveConfig(lambda_pi=0.0, lambda_rate=0.0, lambda_early=0.1, early_mix=True))
     assert float(mixed.detach()) == pytest.approx(0.9 * float(m["ce"]) + 0.1 * float(m["ce_early"]), rel=1e-6)
+
+
+def test_early_exit_weight_per_strategy():
+    """early_for = "policy" (the paper presets): strategies without a policy train at an early-exit
+    weight of 0, as the authors' baselines do; the learned policy keeps lambda_early."""
+    from learntok.objective import ObjectiveConfig, objective_for
+    cfg = ObjectiveConfig(lambda_early=0.1, early_for="policy")
+    assert objective_for(cfg, has_policy=True).lambda_early == 0.1
+    assert objective_for(cfg, has_policy=False).lambda_early == 0.0
+    assert objective_for(ObjectiveConfig(lambda_early=0.1), has_policy=False).lambda_early == 0.1
+    with pytest.raises(ValueError):
+        ObjectiveConfig(early_for="baselines")

@@ -222,7 +222,7 @@ def test_compare_at_rates_writes_the_frontier_and_the_sweep(tmp_path):
     import json
 
     from learntok.compare import compare
-    from learntok.frontier import window_nats
+    from learntok.evaluate import window_nats
     from learntok.checkpoint import load_run
     from learntok.data import ByteData
     from learntok.evaluate import EvalOptions, evaluate_bpb

@@ -5,11 +5,13 @@ their attribution) and `python-stdlib` is the source of the running interpreter'
 library; `python-docs` is the Python reference documentation that ships with the interpreter
 (`pydoc_data.topics`): technical English with code, grammar, paths and lists, 0.5 MB; `python-rst`
 ships with the package: the Python Library Reference's reStructuredText sources, 6.3 MB of the
-same kind of text (code blocks, option lists, paths, indentation). Paths may be a
-text file, a folder, JSONL(.gz) or parquet, each file read by `file_documents` (the one reader
-that training and `learntok prepare` share, so both see the same documents): a JSONL record or a
-parquet row is a document, and a text file is read in pieces of about PIECE_BYTES cut after a
-newline. Empty documents are dropped.
+same kind of text (code blocks, option lists, paths, indentation); `debref-de`, `-fr`, `-es`, `-ja`
+and `-zh` ship with the package: the Debian Reference manual in German, French, Spanish, Japanese
+and Simplified Chinese, one document per section, 0.5-0.6 MB each. Paths may be a text file, a
+folder, JSONL(.gz) or parquet, each file read by `file_documents` (the one reader that training
+and `learntok prepare` share, so both see the same documents): a JSONL record or a parquet row
+is a document, and a text file is read in pieces of about PIECE_BYTES cut after a newline.
+Empty documents are dropped.
 """
 from __future__ import annotations
 
@@ -24,8 +26,9 @@ from pathlib import Path
 
 from learntok.errors import DataError
 
-BUILTINS = ("shakespeare", "kjv", "python-stdlib", "python-docs", "python-rst")
-_SHIPPED = ("shakespeare", "kjv", "python-rst")  # learntok/corpora/NAME.jsonl.gz
+DEBIAN_REFERENCE = ("debref-de", "debref-fr", "debref-es", "debref-ja", "debref-zh")  # scripts/build_debian_reference.py
+BUILTINS = ("shakespeare", "kjv", "python-stdlib", "python-docs", "python-rst", *DEBIAN_REFERENCE)
+_SHIPPED = ("shakespeare", "kjv", "python-rst", *DEBIAN_REFERENCE)  # learntok/corpora/NAME.jsonl.gz
 _STDLIB_SKIP = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
 _BINARY_PROBE = 8192  # bytes read to decide whether a file is binary (contains a NUL byte)
 # A text file is read in pieces of about this many bytes (cut after a newline): a 1 MB file gives

@@ -25,7 +25,7 @@ from learntok.data.vocab import BOS, EOS, PAD
 
 @dataclass
 class DataConfig:
-    source: str = "shakespeare"  # built-in corpus (shakespeare, kjv, python-stdlib, python-docs, python-rst) or a path: text file, folder, .jsonl(.gz), .parquet, prepared data folder (index.json)
+    source: str = "shakespeare"  # built-in corpus (shakespeare, kjv, python-stdlib, python-docs, python-rst, debref-de/fr/es/ja/zh) or a path: text file, folder, .jsonl(.gz), .parquet, prepared data folder (index.json)
     text_field: str = "text"  # JSONL field / parquet column that holds a document's text
     val_fraction: float = 0.05  # fraction of documents (pieces, for few documents) held out for validation
     test_fraction: float = 0.05  # fraction of documents (pieces, for few documents) held out for test
