@@ -110,7 +110,8 @@ def write_json(path: str | None, record: dict) -> None:
 
 
 def short_run_hint(path: str) -> None:
-    """`segment` and `eval`: one stderr line when a learned policy has trained too few steps to settle."""
+    """`segment` and `eval`, once they are done: one stderr line when a learned policy has trained
+    too few steps to settle (after the output, so that an error stays the only line)."""
     from learntok.checkpoint import short_run_hint as hint
 
     line = hint(path)
@@ -179,7 +180,6 @@ def cmd_segment(args) -> None:
     if sum(x is not None and x is not False for x in (args.text, args.file, args.held_out)) != 1:
         raise ConfigError("give one of: a text, --file F, --held-out")
     model, run_cfg = load_run(args.model)
-    short_run_hint(args.model)
     run_figures = {}
     if args.held_out:
         if run_cfg is None:
@@ -207,6 +207,7 @@ def cmd_segment(args) -> None:
         view = page_data(model, data, seed=args.seed, window=args.window, progress="segment --html")
         print(f"wrote {render_html(chunks, args.html, view=view)}", file=sys.stderr)
     write_json(args.json, {**stats, "chunks": [c.decode("utf-8", errors="replace") for c in chunks]})
+    short_run_hint(args.model)
 
 
 # ---------------------------------------------------------------- eval, eval-tasks, diagnose, plot (docs/evaluation.md)
@@ -236,11 +237,11 @@ def add_eval(sub) -> None:
 def cmd_eval(args) -> None:
     from learntok.evaluate import format_report, run_eval
 
-    short_run_hint(args.model)
     report = run_eval(args.model, args.split, args.source, args.samples, args.greedy, args.batch_size,
                       args.seq_len, args.max_bytes, args.seed, args.bpe_vocab, args.device, args.rate, args.boundaries_from)
     print(format_report(report))
     write_json(args.json, report)
+    short_run_hint(args.model)
 
 
 def add_eval_tasks(sub) -> None:
