@@ -4,6 +4,7 @@ against `uniform` at the same target rate, and against training FLOPs per byte; 
 run at every rate by calibration (`--sweep`) against the models trained at each rate."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
