@@ -67,10 +67,17 @@ def _unnamed_documents(source: str, text_field: str) -> list[bytes]:
                         f"nor an existing path")
     docs = [doc for doc, _ in file_documents(path, text_field) if doc]
     if not docs:
-        table = path.name.endswith((".jsonl", ".jsonl.gz", ".parquet"))
+        table = file_kind(path) != "text"
         raise DataError(f"{path} holds no documents" if table else f"file {path} is empty" if not path.stat().st_size
                         else f"file {path} is binary (a NUL byte in its first {_BINARY_PROBE} bytes), not text")
     return docs
+
+
+def file_kind(path: Path) -> str:
+    """How a data file is read, by its name: "jsonl" (.jsonl, .jsonl.gz), "parquet" or "text"."""
+    if path.name.endswith((".jsonl", ".jsonl.gz")):
+        return "jsonl"
+    return "parquet" if path.name.endswith(".parquet") else "text"
 
 
 def file_documents(path: Path, text_field: str = "text", piece_bytes: int = PIECE_BYTES) -> Iterator[tuple[bytes, int]]:
@@ -78,12 +85,13 @@ def file_documents(path: Path, text_field: str = "text", piece_bytes: int = PIEC
     (field `text_field`), parquet rows (column `text_field`), or a text file in pieces of about
     `piece_bytes` (nothing for a binary file: a NUL byte in its first 8 KB). Empty documents
     are yielded too (as b""); readers drop them."""
-    if path.name.endswith(".parquet"):
+    kind = file_kind(path)
+    if kind == "parquet":
         yield from ((doc, 0) for doc in parquet_texts(path, text_field))
         yield b"", path.stat().st_size                                          # progress for the whole file at the end
         return
     with open(path, "rb") as raw:
-        if path.name.endswith((".jsonl", ".jsonl.gz")):
+        if kind == "jsonl":
             docs = jsonl_texts(file_lines(raw, path), text_field, str(path))
         else:
             if is_binary(raw.read(_BINARY_PROBE)):

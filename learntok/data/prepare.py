@@ -46,8 +46,10 @@ class PrepareOptions:
 
     def __post_init__(self) -> None:
         if self.val_fraction < 0 or self.test_fraction < 0 or self.val_fraction + self.test_fraction >= 1:
-            raise DataError(f"val_fraction {self.val_fraction} + test_fraction {self.test_fraction} must be in [0, 1), each >= 0")
-        if self.max_doc_bytes is not None and (self.max_doc_bytes < 1 or (not self.truncate and self.max_doc_bytes < self.min_doc_bytes)):
+            raise DataError(f"val_fraction {self.val_fraction} + test_fraction {self.test_fraction} "
+                            "must be in [0, 1), each >= 0")
+        too_small = not self.truncate and self.max_doc_bytes is not None and self.max_doc_bytes < self.min_doc_bytes
+        if self.max_doc_bytes is not None and (self.max_doc_bytes < 1 or too_small):
             raise DataError(f"max_doc_bytes {self.max_doc_bytes} is below min_doc_bytes {self.min_doc_bytes}")
         if self.truncate and self.max_doc_bytes is None:
             raise DataError("truncate needs max_doc_bytes")
