@@ -256,6 +256,8 @@ def seed_summary(records: list[dict], variants: list[str]) -> list[dict]:
     rows = []
     for spec in variants:
         mine = sorted((r for r in records if r["variant"] == spec), key=lambda r: r["seed"])
+        if not mine:                                             # a variant with no finished seed yet
+            continue
         row = {"variant": spec, "seeds": [r["seed"] for r in mine]}
         for key in ("test_bpb", "val_bpb", "test_boundary_rate", "test_whitespace_rate"):
             row[key], row[f"{key}_se"] = mean_se([r[key] for r in mine])
