@@ -33,7 +33,8 @@ from learntok.evaluate import EvalOptions, evaluate_bpb
 from learntok.objective import ObjectiveConfig, loss, objective_for
 from learntok.runfolder import check_resume, claim, release, trim_logs
 from learntok.runtime import autocast, resolve_dtype, seed_everything, set_rng_state, set_threads
-from learntok.segment import render_terminal, segment_text
+from learntok.display import render_terminal
+from learntok.segment import segment_text
 
 
 class TrainingDiverged(RuntimeError):
@@ -82,12 +83,13 @@ def validate(model: nn.Module, data: ByteData, run_cfg: RunConfig, amp: torch.dt
             "val_whitespace_rate": r["whitespace_rate"], "val_bytes": r["n_bytes"]}
 
 
-def write_segments(model: nn.Module, texts: list[bytes], path: Path, step: int, seed: int) -> None:
-    """Append sample segmentations of held-out texts, `|` between chunks."""
+def write_segments(model: nn.Module, texts: list[bytes], path: Path, step: int, seed: int, fsdp: bool = False) -> None:
+    """Append sample segmentations of held-out texts, `|` between chunks (FSDP: every rank runs
+    the model's whole forward, which gathers its weights)."""
     with open(path, "a", encoding="utf-8") as f:
         f.write(f"== step {step}\n")
         for text in texts:
-            chunks, stats = segment_text(model, text, seed=seed)
+            chunks, stats = segment_text(model, text, seed=seed, full_forward=fsdp)
             f.write(f"[rate {stats['boundary_rate']:.3f} ws {stats['whitespace_rate']:.3f}] "
                     f"{render_terminal(chunks, color=False)}\n")
 
@@ -299,7 +301,7 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
                 _append_jsonl(metrics_path, {"step": done, "bytes_seen": bytes_seen, **val})
             summary.update(val)
         if do_segment and (main or sc.fsdp):
-            write_segments(model, texts, run_dir / "segments.txt" if main else Path(os.devnull), done, tc.seed)
+            write_segments(model, texts, run_dir / "segments.txt" if main else Path(os.devnull), done, tc.seed, sc.fsdp)
         if do_ckpt:
             last_ckpt = ckpt(done)
         window.reset()  # bytes/s counts training time only

@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "learntok"
 
 # Bottom to top. A module name or a package prefix ("learntok.data" covers learntok.data.*).
 LAYERS: list[tuple[str, list[str]]] = [
-    ("foundations", ["learntok.errors", "learntok.runtime"]),
+    ("foundations", ["learntok.errors", "learntok.runtime", "learntok.display"]),
     ("data", ["learntok.data"]),
     ("model parts", ["learntok.model", "learntok.model.config", "learntok.model.layers", "learntok.model.pooling",
                      "learntok.model.cache"]),
@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("run services", ["learntok.checkpoint", "learntok.runfolder", "learntok.rate", "learntok.distributed",
                       "learntok.boundary_quality",
                       "learntok.plots"]),
-    ("library", ["learntok.evaluate", "learntok.segment", "learntok.train", "learntok.eval_tasks",
+    ("library", ["learntok.evaluate", "learntok.segment", "learntok.page", "learntok.tokenizer", "learntok.train", "learntok.eval_tasks",
                  "learntok.diagnose", "learntok.sample", "learntok.frontier", "learntok.compare", "learntok.compare_runs"]),
     ("commands", ["learntok.cli", "learntok.__main__", "learntok.lm_eval_adapter"]),
 ]
