@@ -182,7 +182,7 @@ def cmd_segment(args) -> None:
         if args.held_out:
             print("-- a held-out passage (test split), cut into the model's chunks --")
         try:
-            stats = stream_segments(tok.decide(rows, args.greedy, args.seed, terms=page is not None), sys.stdout,
+            stats = stream_segments(tok.decide(rows, args.greedy, args.seed, terms=page.limit if page else 0), sys.stdout,
                                     sys.stdout.isatty(), json_out, page.add if page else None)
         except BaseException:
             if json_out is not None:

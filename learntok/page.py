@@ -11,7 +11,6 @@ through the per-byte character spans, `learntok.display.display_chunks`.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import html
 import json
 import math
@@ -180,7 +179,7 @@ def render_html(view: PageData, path: str | Path, title: str = "learntok segment
     drawn = display_chunks(view.data, chunk_starts(view, view.decisions))
     spans = "".join(f'<span class="chunk" style="background:{_HTML_COLOURS[i % len(_HTML_COLOURS)]}">'
                     f"{html.escape(c.text)}</span>" for i, c in enumerate(drawn))
-    payload = {**{k: v for k, v in dataclasses.asdict(view).items() if k not in ("data", "note")},
+    payload = {**{k: v for k, v in vars(view).items() if k not in ("data", "note")},
                "bytes": base64.b64encode(view.data).decode("ascii"),
                "back": (pos - lead + 48).astype(np.uint8).tobytes().decode("ascii"),
                "width": (end - lead + 48).astype(np.uint8).tobytes().decode("ascii")}

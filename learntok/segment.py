@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-import tempfile
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, TextIO
@@ -118,10 +118,11 @@ def batches(rows: Iterable[tuple[int, int, bytes]], batch_bytes: int) -> Iterato
 
 @torch.no_grad()
 def decide(model, rows: Iterable[tuple[int, int, bytes]], greedy: bool = False, seed: int | None = 0,
-           batch_bytes: int = BATCH_BYTES, terms: bool = False, full_forward: bool = False) -> Iterator[Decided]:
+           batch_bytes: int = BATCH_BYTES, terms: int = 0, full_forward: bool = False) -> Iterator[Decided]:
     """The model's boundary decisions on every row (text_rows), a forward per batch. Sampling runs
-    under its own seeded stream (the caller's RNG is left alone, between batches too). With
-    `terms` and a policy, each window also carries the policy's WindowTerms. `full_forward` runs
+    under its own seeded stream (the caller's RNG is left alone, between batches too). With a
+    policy, the windows that start in the first `terms` bytes of their text also carry the
+    policy's WindowTerms (the HTML page's; 0: none). `full_forward` runs
     the model's whole forward instead of its byte level (the same decisions, tested; a model
     sharded by FSDP gathers its own weights only there)."""
     device = next(model.parameters()).device
@@ -138,7 +139,8 @@ def decide(model, rows: Iterable[tuple[int, int, bytes]], greedy: bool = False, 
                 before = rng_snapshot(device)
                 b = strategy(h, x, early_logits=early, greedy=greedy)
                 decisions, probs = b.decisions, b.probs
-                policy = strategy.terms(h) if terms and strategy.has_policy else None
+                wanted = strategy.has_policy and any(offset < terms for _, offset, _ in group)
+                policy = strategy.terms(h) if wanted else None
             if policy is not None and not greedy:
                 with replayed(before, device):                   # the draws the strategy just made
                     threshold = torch.logit(strategy.uniforms(x))
@@ -148,7 +150,7 @@ def decide(model, rows: Iterable[tuple[int, int, bytes]], greedy: bool = False, 
         out = []
         for r, (key, offset, piece) in enumerate(group):
             n = len(piece) + 1
-            t = None if policy is None else WindowTerms(
+            t = None if policy is None or offset >= terms else WindowTerms(
                 policy.base[r, 1:n].tolist(), policy.mix[r, 1:n].tolist(), threshold[r, 1:n].double().tolist(),
                 policy.offset, policy.cap)
             out.append(Window(key, offset, piece, dec[r][1:n], probs[r][1:n], t))
@@ -186,8 +188,8 @@ class JsonChunks:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.name}.tmp-", dir=self.path.absolute().parent)
-        self.f = os.fdopen(fd, "w", encoding="utf-8")
+        self.tmp = self.path.absolute().parent / f".{self.path.name}.tmp-{secrets.token_hex(4)}"
+        self.f = open(self.tmp, "x", encoding="utf-8")          # a new file, with the user's umask
         self.f.write('{"chunks": [')
         self.n = 0
 

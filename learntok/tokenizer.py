@@ -111,7 +111,7 @@ class Tokenizer:
         return out[0] if single else out
 
     def decide(self, rows: Iterable[tuple[int, int, bytes]], greedy: bool, seed: int | None,
-               terms: bool = False) -> Iterator[Decided]:
+               terms: int = 0) -> Iterator[Decided]:
         """learntok.segment.decide with this tokenizer's model and batch size (`learntok segment`
         streams a file through this)."""
         return decide(self.model, rows, greedy, seed, self.batch_bytes, terms)

@@ -25,7 +25,7 @@ PAGE_TEXT = shakespeare(500, skip=40_000).decode("utf-8", errors="replace") + " 
 
 def page_view(model, text: str, window: int = 200, greedy: bool = True, seed: int = 0, limit: int = 1 << 16):
     collector = PageCollector("greedy" if greedy else "sampled", limit)
-    for batch in decide(model, text_rows([text.encode()], window), greedy, seed, terms=True):
+    for batch in decide(model, text_rows([text.encode()], window), greedy, seed, terms=limit):
         collector.add(batch)
     return collector.page()
 
