@@ -15,6 +15,7 @@ from learntok import AUNet, Encoding, ModelConfig, Tokenizer
 from learntok.cli import main
 from learntok.data import encode
 from learntok.segment import decide, text_rows
+from conftest import corpus_text
 from tests.test_compare import TINY
 from tests.test_display import SCRIPTS
 
@@ -38,9 +39,11 @@ CUTTING = cutting()
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("tok") / "run"
-    assert main(["train", "--out", str(out), *TINY]) == 0
-    return out
+    folder = tmp_path_factory.mktemp("tok")
+    (folder / "corpus.txt").write_text(corpus_text(600) + TEXT * 10, encoding="utf-8")  # a small val split: quick calibrations
+    overrides = [o for o in TINY if not o.startswith("data.source=")] + [f"data.source={folder / 'corpus.txt'}"]
+    assert main(["train", "--out", str(folder / "run"), *overrides]) == 0
+    return folder / "run"
 
 
 def test_from_pretrained_loads_a_run_or_a_model_folder_in_eval_mode(tmp_path, run_dir):
