@@ -98,12 +98,15 @@ class Tokenizer:
         the model's own (calibrated with the decision rule in use: learntok.rate.set_rate, on the
         run's validation split, or on the texts' first bytes for a bare model folder). `greedy`:
         p > 0.5; else sampled, under `seed` (None: a seed drawn from torch's global RNG).
-        Sampled cuts depend on which texts are encoded together; greedy ones do not."""
+        Windows are batched longest first (a stable sort: one text's windows keep their order, as
+        `learntok segment` reads them). Sampled cuts depend on which texts are encoded together;
+        greedy ones do not."""
         single = isinstance(text, (str, bytes, bytearray))
         datas = [t.encode("utf-8") if isinstance(t, str) else bytes(t) for t in ([text] if single else text)]
         starts: list[list[int]] = [[] for _ in datas]
+        rows = sorted(text_rows(datas, self.window), key=lambda r: -len(r[2]))  # like lengths batched together
         with self.at_rate(rate, greedy, seed, calibration_text(datas)):
-            for batch in self.decide(text_rows(datas, self.window), greedy, seed):
+            for batch in self.decide(rows, greedy, seed):
                 for w in batch.windows:
                     starts[w.key] += w.starts
         rule = "greedy" if greedy else "sampled"

@@ -184,3 +184,12 @@ def test_segment_escapes_control_characters_and_marks_cut_characters(tmp_path, c
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out and "\u241b[2J" in out.replace("|", "")
     assert "\ufffd" not in out and "\u25b8" in out
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/tokenizer.md"])
+def test_the_documented_example_runs(tmp_path, run_dir, doc):
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[1] / doc).read_text(encoding="utf-8")
+    block = next(b for b in text.split("```python")[1:] if "Tokenizer.from_pretrained" in b).split("```")[0]
+    assert len(block.strip().splitlines()) <= 5
+    exec(block.replace('"runs/a"', repr(str(run_dir))), {})
