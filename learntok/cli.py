@@ -149,62 +149,40 @@ def add_segment(sub) -> None:
 
 def cmd_segment(args) -> None:
     import os
-    from dataclasses import asdict
 
     from learntok.checkpoint import load_run
     from learntok.config import ConfigError
     from learntok.data import ByteData
-    from learntok.page import PageCollector, page_note, render_html
     from learntok.rate import CALIBRATION_BYTES
-    from learntok.segment import (JsonChunks, file_rows, held_out_passage, last_validation, read_pieces,
-                                  stream_segments, text_rows)
+    from learntok.segment import held_out_passage, last_validation, segment_to
     from learntok.tokenizer import Tokenizer
+    from learntok.windows import file_rows, read_pieces, text_rows
 
     if sum(x is not None and x is not False for x in (args.text, args.file, args.held_out)) != 1:
         raise ConfigError("give one of: a text, --file F, --held-out")
     model, run_cfg = load_run(args.model)
-    tok, run_figures = Tokenizer(model, run_cfg, window=args.window), {}
+    run_figures = {}
     if args.held_out:
         if run_cfg is None:
             raise ConfigError(f"{args.model} holds no run config (data source): --held-out needs a run or checkpoint")
         data, run_figures = held_out_passage(ByteData.from_config(run_cfg.data)), last_validation(args.model)
+        print("-- a held-out passage (test split), cut into the model's chunks --")
     if args.file:                                                # streamed, window by window
         rows, head = file_rows(args.file, args.window), next(read_pieces(args.file, CALIBRATION_BYTES), b"")
     else:
         data = data if args.held_out else os.fsencode(args.text)  # the argument's own bytes
         rows, head = text_rows([data], args.window), data[:CALIBRATION_BYTES]
-    rule = "greedy" if args.greedy else "sampled"
-    with tok.at_rate(args.rate, args.greedy, args.seed, head) as setting:
-        if setting is not None:
-            print(setting.describe(), file=sys.stderr)
-        page = PageCollector(rule) if args.html else None
-        json_out = JsonChunks(args.json) if args.json else None
-        if args.held_out:
-            print("-- a held-out passage (test split), cut into the model's chunks --")
-        try:
-            stats = stream_segments(tok.decide(rows, args.greedy, args.seed, terms=page.limit if page else 0), sys.stdout,
-                                    sys.stdout.isatty(), json_out, page.add if page else None)
-        except BaseException:
-            if json_out is not None:
-                json_out.abandon()
-            raise
+    figures = segment_to(Tokenizer(model, run_cfg, window=args.window), rows, head, args.greedy, args.seed, args.rate,
+                         sys.stdout, sys.stderr, args.json, args.html, run_figures)
     if args.held_out:
-        print(f"-- this passage: boundary rate {stats['boundary_rate']:.3f}, whitespace rate "
-              f"{stats['whitespace_rate']:.3f} | the run at step {run_figures.get('step', '?')}: validation "
+        print(f"-- this passage: boundary rate {figures['boundary_rate']:.3f}, whitespace rate "
+              f"{figures['whitespace_rate']:.3f} | the run at step {run_figures.get('step', '?')}: validation "
               f"bits per byte {run_figures.get('val_bpb', float('nan')):.3f}, boundary rate "
               f"{run_figures.get('val_boundary_rate', float('nan')):.3f}, whitespace rate "
               f"{run_figures.get('val_whitespace_rate', float('nan')):.3f}")
     else:
-        print(" ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in stats.items()),
-              file=sys.stderr)
-    if page is not None:
-        view = page.page()
-        view.note = page_note(view, args.seed, setting.describe() if setting else None, model.cfg.target_rate,
-                              stats["boundary_rate"], stats["n_bytes"], model.cfg.boundary)
-        render_html(view, args.html)
-    if json_out is not None:
-        json_out.finish({**stats, **run_figures, "rule": rule, "seed": args.seed, "window": args.window,
-                         "rate_setting": asdict(setting) if setting else None})
+        print(" ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in figures.items()
+                       if k != "rate_setting"), file=sys.stderr)
 
 
 # ---------------------------------------------------------------- eval, eval-tasks, diagnose, plot (docs/evaluation.md)

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from learntok.display import SPLIT_END, SPLIT_START, char_spans, display_chunks
-from learntok.segment import Decided
+from learntok.windows import Decided
 
 PAGE_BYTES = 1 << 16  # a page shows at most the first windows up to this many bytes (at least one window)
 _HTML_COLOURS = ("#dbeafe", "#fef3c7", "#fce7f3", "#dcfce7")

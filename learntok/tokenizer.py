@@ -20,7 +20,7 @@ import numpy as np
 from learntok.checkpoint import load_run
 from learntok.display import Chunk, char_spans, display_chunks
 from learntok.rate import CALIBRATION_BYTES, RateSetting, apply_setting, rate_kept, set_rate_for_run
-from learntok.segment import BATCH_BYTES, WINDOW, Decided, decide, text_rows
+from learntok.windows import BATCH_BYTES, WINDOW, Decided, decide, text_rows
 
 
 @dataclass
@@ -76,7 +76,7 @@ class Encoding:
 
 class Tokenizer:
     """Encode text into a model's chunks. Windows of `window` bytes (BOS included) are read in
-    batched forwards of at most `batch_bytes` (learntok.segment), so time and memory are linear
+    batched forwards of at most `batch_bytes` (learntok.windows), so time and memory are linear
     in the input. The model is used in eval mode and its rate knob is left as it was found."""
 
     def __init__(self, model, run_cfg=None, window: int = WINDOW, batch_bytes: int = BATCH_BYTES):
@@ -115,7 +115,7 @@ class Tokenizer:
 
     def decide(self, rows: Iterable[tuple[int, int, bytes]], greedy: bool, seed: int | None,
                terms: int = 0) -> Iterator[Decided]:
-        """learntok.segment.decide with this tokenizer's model and batch size (`learntok segment`
+        """learntok.windows.decide with this tokenizer's model and batch size (`learntok segment`
         streams a file through this)."""
         return decide(self.model, rows, greedy, seed, self.batch_bytes, terms)
 

@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("run services", ["learntok.checkpoint", "learntok.runfolder", "learntok.rate", "learntok.distributed",
                       "learntok.boundary_quality",
                       "learntok.plots"]),
-    ("library", ["learntok.evaluate", "learntok.segment", "learntok.page", "learntok.tokenizer", "learntok.train", "learntok.eval_tasks",
+    ("library", ["learntok.evaluate", "learntok.windows", "learntok.page", "learntok.tokenizer", "learntok.segment", "learntok.train", "learntok.eval_tasks",
                  "learntok.diagnose", "learntok.sample", "learntok.frontier", "learntok.compare", "learntok.compare_runs"]),
     ("commands", ["learntok.cli", "learntok.__main__", "learntok.lm_eval_adapter"]),
 ]

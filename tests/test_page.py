@@ -15,7 +15,7 @@ import pytest
 from learntok.cli import main
 from learntok.display import display_chunks
 from learntok.page import PageCollector, chunk_starts, decide_from_terms, render_html
-from learntok.segment import decide, text_rows
+from learntok.windows import decide, text_rows
 from tests.test_display import SCRIPTS
 from tests.test_rate import tiny
 from tests.test_strategies import shakespeare

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from learntok import AUNet, Encoding, ModelConfig, Tokenizer
 from learntok.cli import main
 from learntok.data import encode
-from learntok.segment import decide, text_rows
+from learntok.windows import decide, text_rows
 from conftest import corpus_text
 from tests.test_compare import TINY
 from tests.test_display import SCRIPTS
