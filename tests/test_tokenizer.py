@@ -68,6 +68,7 @@ def test_encode_decode_round_trips_every_script(name, greedy):
         whole = text[a:b].encode()                               # the characters the chunk touches
         assert data in whole and (mid or whole.startswith(data))
     assert "\ufffd" not in "".join(enc.tokens)
+    assert len(tok.encode("")) == 0 and tok.decode(tok.encode("")) == "" and tok.encode([]) == []
     if name not in ("accents",):
         assert any(enc.starts_mid) and any(enc.ends_mid)
 
@@ -184,6 +185,11 @@ def test_segment_escapes_control_characters_and_marks_cut_characters(tmp_path, c
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out and "\u241b[2J" in out.replace("|", "")
     assert "\ufffd" not in out and "\u25b8" in out
+    for marks in ([], ["--show-boundaries"]):
+        assert main(["sample", str(tmp_path / "m"), "--prompt", "\x1b[2J\x1b]0;pwned\x07", "--max-bytes", "30",
+                     "--seed", "0", *marks]) == 0
+        out = capsys.readouterr().out
+        assert "\x1b" not in out and "\x07" not in out and "\u241b[2J" in out.replace("|", "")
 
 
 @pytest.mark.parametrize("doc", ["README.md", "docs/tokenizer.md"])
