@@ -58,7 +58,7 @@ def char_spans(data: bytes) -> tuple[np.ndarray, np.ndarray]:
     return lead, lead + np.repeat(width, width)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Chunk:
     start: int          # byte offset of the chunk's first byte in the text
     end: int            # byte offset just past its last byte

@@ -26,7 +26,7 @@ from learntok.objective import boundary_counts
 from learntok.runtime import PrivateRNG, eval_mode, replayed, rng_snapshot
 
 WINDOW = 4096          # default window: bytes a forward reads per row, BOS included
-BATCH_BYTES = 1 << 15  # default bound of rows x longest row per forward
+BATCH_BYTES = 1 << 14  # default bound of rows x longest row per forward (bytes)
 
 
 @dataclass
