@@ -21,7 +21,7 @@ from typing import Iterable, Iterator
 
 import torch
 
-from learntok.data.vocab import PAD, encode
+from learntok.data.vocab import bos_rows, row_pieces
 from learntok.objective import boundary_counts
 from learntok.runtime import PrivateRNG, eval_mode, replayed, rng_snapshot
 
@@ -61,12 +61,6 @@ class Decided:
     counts: torch.Tensor       # (4,) their boundary_counts (rates over any number of batches add up)
 
 
-def windows(data: bytes, window: int | None) -> Iterator[bytes]:
-    """The text in pieces of window - 1 bytes; one piece without a window (none for no text)."""
-    piece = max(1, window - 1) if window else max(1, len(data))
-    return (data[i:i + piece] for i in range(0, len(data), piece))
-
-
 def read_pieces(path: str | Path, size: int) -> Iterator[bytes]:
     """A file in pieces of `size` bytes (the last one shorter), read as they are consumed."""
     with open(path, "rb") as f:
@@ -87,7 +81,7 @@ def rows(pieces: Iterable[bytes], key: int = 0) -> Iterator[tuple[int, int, byte
 def text_rows(texts: Iterable[bytes], window: int | None) -> Iterator[tuple[int, int, bytes]]:
     """(text index, byte offset, window bytes) of every window of every text, in order."""
     for key, data in enumerate(texts):
-        yield from rows(windows(data, window), key)
+        yield from rows(row_pieces(data, window), key)
 
 
 def file_rows(path: str | Path, window: int) -> Iterator[tuple[int, int, bytes]]:
@@ -121,8 +115,7 @@ def decide(model, rows: Iterable[tuple[int, int, bytes]], greedy: bool = False, 
     device = next(model.parameters()).device
     rng, strategy, policy = PrivateRNG(seed, device), model.strategy, None
     for group in batches(rows, batch_bytes):
-        x = torch.nn.utils.rnn.pad_sequence([encode(p) for _, _, p in group], batch_first=True,
-                                            padding_value=PAD).to(device)  # (B, T)
+        x = bos_rows([p for _, _, p in group]).to(device)      # (B, T)
         with eval_mode(model), rng.active():
             if full_forward:
                 out = model(x, greedy=greedy)

@@ -1,4 +1,4 @@
-"""The bad-input matrix (issue 11): every mistake a user can make on the command line gives exit
+"""The bad-input matrix (docs/reliability.md): every mistake a user can make on the command line gives exit
 2, exactly one line on stderr (`learntok: error: ...`), no traceback, and changes no file that
 was there before (checksums of the whole folder before and after).
 
@@ -140,9 +140,11 @@ TRAIN = ["train", "--preset", "tiny", *TINY]
 CASES = [
     # data can be lost or silently mixed
     ("train-out-foreign-folder", lambda t: [*TRAIN, "data.source=corpus.txt", "--out", user_folder(t)], "not empty"),
-    ("train-out-run-without-checkpoints", lambda t: [*TRAIN, "data.source=corpus.txt", "--out", run_without_checkpoints(t)],
+    ("train-out-run-without-checkpoints", lambda t: [*TRAIN, "data.source=corpus.txt", "--out",
+                                                     run_without_checkpoints(t)],
      "no checkpoint"),
-    ("train-resume-run-without-checkpoints", lambda t: ["train", "--out", run_without_checkpoints(t), "--resume"], "run"),
+    ("train-resume-run-without-checkpoints", lambda t: ["train", "--out", run_without_checkpoints(t), "--resume"],
+     "run"),
     ("train-unfinished-prepared-folder", lambda t: [*TRAIN, f"data.source={unfinished_prepared(t)}", "--out", "new"],
      "unfinished prepared folder"),
     ("prepare-unfinished-prepared-folder", lambda t: ["prepare", unfinished_prepared(t), "--out", "new"],
@@ -152,7 +154,8 @@ CASES = [
     ("eval-max-bytes-0", lambda t: ["eval", "run", "--max-bytes", "0"], "--max-bytes"),
     ("resume-steps-below-checkpoint", lambda t: ["train", "--out", "run", "--resume", "train.steps=2"], "step 3"),
     # tracebacks where a user made a mistake
-    ("train-truncated-jsonl-gz", lambda t: [*TRAIN, f"data.source={jsonl_gz_truncated(t)}", "--out", "new"], "cut.jsonl.gz"),
+    ("train-truncated-jsonl-gz", lambda t: [*TRAIN, f"data.source={jsonl_gz_truncated(t)}", "--out", "new"],
+     "cut.jsonl.gz"),
     ("train-gz-not-gzip", lambda t: [*TRAIN, f"data.source={gz_not_gzip(t)}", "--out", "new"], "gzip"),
     ("train-jsonl-bad-utf8", lambda t: [*TRAIN, f"data.source={jsonl_bad_utf8(t)}", "--out", "new"], "UTF-8"),
     ("prepare-truncated-jsonl-gz", lambda t: ["prepare", jsonl_gz_truncated(t), "--out", "new"], "cut.jsonl.gz"),
@@ -167,13 +170,17 @@ CASES = [
     ("train-out-is-a-file", lambda t: [*TRAIN, "data.source=corpus.txt", "--out", "corpus.txt"], "file"),
     ("prepare-out-is-a-file", lambda t: ["prepare", "corpus.txt", "--out", "task.jsonl"], "file"),
     ("compare-out-is-a-file", lambda t: ["compare", "--strategies", "uniform", "--out", "corpus.txt"], "file"),
-    ("eval-run-config-unknown-strategy", lambda t: edit_run_config(t, lambda c: {**c, "model": {**c["model"], "boundary": "nosuch"}})
+    ("eval-run-config-unknown-strategy", lambda t: edit_run_config(t, lambda c: {**c, "model": {**c["model"],
+                                                                                                "boundary": "nosuch"}})
      or ["eval", "run"], "nosuch"),
-    ("sample-run-config-is-a-list", lambda t: edit_run_config(t, lambda c: [c]) or ["sample", "run", "--prompt", "a"], "config.json"),
+    ("sample-run-config-is-a-list", lambda t: edit_run_config(t, lambda c: [c]) or ["sample", "run", "--prompt", "a"],
+     "config.json"),
     ("sample-top-p-0", lambda t: ["sample", "run", "--prompt", "a", "--top-p", "0"], "--top-p"),
-    ("train-index-without-splits", lambda t: [*TRAIN, f"data.source={index_without_splits(t)}", "--out", "new"], "splits"),
+    ("train-index-without-splits", lambda t: [*TRAIN, f"data.source={index_without_splits(t)}", "--out", "new"],
+     "splits"),
     ("train-object-dtype-npy", lambda t: [*TRAIN, f"data.source={object_npy(t)}", "--out", "new"], "train_docs.npy"),
-    ("train-json-is-a-folder", lambda t: [*TRAIN, "data.source=corpus.txt", "--out", "new", "--json", "prep"], "--json"),
+    ("train-json-is-a-folder", lambda t: [*TRAIN, "data.source=corpus.txt", "--out", "new", "--json", "prep"],
+     "--json"),
     ("eval-json-is-a-folder", lambda t: ["eval", "run", "--json", "prep"], "--json"),
     ("segment-json-is-a-folder", lambda t: ["segment", "run", "text", "--json", "prep"], "--json"),
     ("sample-json-is-a-folder", lambda t: ["sample", "run", "--prompt", "a", "--json", "prep"], "--json"),
@@ -181,11 +188,13 @@ CASES = [
     # misleading or silently accepted
     ("eval-device-unknown", lambda t: ["eval", "run", "--device", "nosuch"], "unknown device"),
     ("sample-max-bytes-negative", lambda t: ["sample", "run", "--prompt", "a", "--max-bytes", "-1"], "--max-bytes"),
-    ("sample-temperature-negative", lambda t: ["sample", "run", "--prompt", "a", "--temperature", "-1"], "--temperature"),
+    ("sample-temperature-negative", lambda t: ["sample", "run", "--prompt", "a", "--temperature", "-1"],
+     "--temperature"),
     ("sample-top-k-0", lambda t: ["sample", "run", "--prompt", "a", "--top-k", "0"], "--top-k"),
     ("segment-window-negative", lambda t: ["segment", "run", "text", "--window", "-5"], "--window"),
     ("eval-window-negative", lambda t: ["eval", "run", "--window", "-5"], "--window"),
-    ("eval-tasks-window-negative", lambda t: ["eval-tasks", "run", "--task", "task.jsonl", "--window", "-5"], "--window"),
+    ("eval-tasks-window-negative", lambda t: ["eval-tasks", "run", "--task", "task.jsonl", "--window", "-5"],
+     "--window"),
     ("eval-tasks-limit-0", lambda t: ["eval-tasks", "run", "--task", "task.jsonl", "--limit", "0"], "--limit"),
     ("train-unknown-argument", lambda t: [*TRAIN, "--bogus", "--out", "new"], "--bogus"),
     ("sample-stray-override", lambda t: ["sample", "run", "--prompt", "a", "train.steps=3"], "train.steps=3"),
@@ -194,7 +203,8 @@ CASES = [
     ("train-other-strategys-option", lambda t: [*TRAIN, "strategy.temperature=0.5", "--out", "new"], "temperature"),
     ("train-steps-0-no-budget", lambda t: [*TRAIN, "train.steps=0", "--out", "new"], "train_bytes"),
     ("compare-jobs-0", lambda t: ["compare", "--strategies", "uniform", "--jobs", "0", "--out", "c"], "--jobs"),
-    ("compare-rates-out-of-range", lambda t: ["compare", "--strategies", "uniform", "--rates", "1.5", "--out", "c"], "rate"),
+    ("compare-rates-out-of-range", lambda t: ["compare", "--strategies", "uniform", "--rates", "1.5", "--out", "c"],
+     "rate"),
     ("compare-shared-option-of-no-variant", lambda t: ["compare", "--strategies", "uniform", "strategy.temperature=0.5",
                                                        "--out", "c"], "temperature"),
     ("eval-rate-out-of-range", lambda t: ["eval", "run", "--rate", "1.5"], "--rate"),
@@ -215,6 +225,13 @@ CASES = [
     ("eval-boundaries-from-other-vocabulary", lambda t: ["eval", "run", "--boundaries-from", wider_vocabulary(t)],
      "byte vocabulary"),
     ("eval-boundaries-from-with-rate", lambda t: ["eval", "run", "--boundaries-from", "uniform", "--rate", "0.3"], "--rate"),
+    # learntok config
+    ("config-unknown-key", lambda t: ["config", "--preset", "147M", "train.bogus=1"], "train.bogus"),
+    ("config-bad-value", lambda t: ["config", "train.steps=many"], "train.steps=many"),
+    ("config-unknown-preset", lambda t: ["config", "--preset", "1B"], "'1B'"),
+    ("config-plan-bad-value", lambda t: ["config", "--plan", "model.d_model=130"], "n_heads"),
+    ("config-plan-mfu-0", lambda t: ["config", "--plan", "--mfu", "0"], "--mfu"),
+    ("config-unknown-argument", lambda t: ["config", "--bogus"], "config: unrecognized arguments: --bogus"),
 ]
 
 
@@ -233,6 +250,7 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(base, tmp_path, make_a
     assert "Traceback" not in r.stderr
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("learntok: error: "), r.stderr[-2000:]
+    assert not lines[0].startswith("learntok: error: learntok"), lines[0]   # one prefix, never two
     assert words in lines[0]
     after = checksums(tmp_path)
     assert {k: after.get(k) for k in before} == before

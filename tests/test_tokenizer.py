@@ -11,25 +11,20 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from learntok import AUNet, Encoding, ModelConfig, Tokenizer
+from learntok import AUNet, Encoding, Tokenizer
 from learntok.cli import main
 from learntok.data import encode
 from learntok.windows import decide, text_rows
-from conftest import corpus_text
+from conftest import corpus_text, tiny_model
 from tests.test_compare import TINY
 from tests.test_display import SCRIPTS
 
 TEXT = " ".join(SCRIPTS.values())
 
 
-def tiny(boundary: str = "learned", **kw) -> AUNet:
-    torch.manual_seed(0)
-    return AUNet(ModelConfig(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16, boundary=boundary, **kw))
-
-
 def cutting(rate: float = 0.6) -> AUNet:
     """A model whose greedy cuts fall often, inside characters too."""
-    model = tiny(target_rate=rate)
+    model = tiny_model(target_rate=rate)
     model.strategy.proj.weight.data.mul_(300)
     return model
 
@@ -47,7 +42,7 @@ def run_dir(tmp_path_factory):
 
 
 def test_from_pretrained_loads_a_run_or_a_model_folder_in_eval_mode(tmp_path, run_dir):
-    tiny().save_pretrained(tmp_path / "m")
+    tiny_model().save_pretrained(tmp_path / "m")
     for path in (tmp_path / "m", run_dir):
         tok = Tokenizer.from_pretrained(path)
         assert not tok.model.training and not AUNet.from_pretrained(path).training
@@ -98,7 +93,7 @@ def test_a_list_is_encoded_in_batches_and_greedy_cuts_do_not_depend_on_batch_mat
 
 
 def test_sampled_cuts_are_seeded_and_leave_the_callers_rng_alone():
-    tok = Tokenizer(tiny(), window=40)
+    tok = Tokenizer(tiny_model(), window=40)
     torch.manual_seed(5)
     before = torch.rand(3)
     torch.manual_seed(5)
@@ -110,7 +105,7 @@ def test_sampled_cuts_are_seeded_and_leave_the_callers_rng_alone():
 
 @pytest.mark.parametrize("boundary", ["learned", "fixed"])
 def test_the_byte_level_decides_as_the_full_forward(boundary):
-    model = tiny(boundary, target_rate=0.3, policy_window=4)
+    model = tiny_model(boundary, target_rate=0.3, window=4)
     rows = list(text_rows([TEXT.encode(), b"short"], 50))
     fast = [w.decisions for d in decide(model, rows, seed=2, batch_bytes=200) for w in d.windows]
     full = [w.decisions for d in decide(model, rows, seed=2, batch_bytes=200, full_forward=True) for w in d.windows]
@@ -118,7 +113,7 @@ def test_the_byte_level_decides_as_the_full_forward(boundary):
 
 
 def test_rate_calibrates_for_the_rule_in_use_and_restores_the_knob(monkeypatch):
-    model = tiny()
+    model = tiny_model()
     model.strategy.proj.weight.data.mul_(50)
     tok = Tokenizer(model, window=200)
     text = TEXT * 20
@@ -135,7 +130,7 @@ def test_rate_calibrates_for_the_rule_in_use_and_restores_the_knob(monkeypatch):
 
 
 def test_the_model_takes_text_or_says_what_to_pass():
-    model = tiny().eval()
+    model = tiny_model().eval()
     ids = encode("hello").unsqueeze(0)
     torch.testing.assert_close(model("hello", greedy=True).logits, model(ids, greedy=True).logits)
     torch.testing.assert_close(model(b"hello", greedy=True).logits, model(ids, greedy=True).logits)
@@ -171,7 +166,7 @@ def test_segment_json_gives_the_chunks_the_api_gives(tmp_path, capsys, run_dir, 
 
 
 def test_a_model_folder_calibrates_on_the_text_itself_in_both(tmp_path, capsys):
-    tiny().save_pretrained(tmp_path / "m")
+    tiny_model().save_pretrained(tmp_path / "m")
     text = TEXT * 4
     cli = segment_json(tmp_path, tmp_path / "m", text, "--window", "128", "--greedy", "--rate", "0.25")
     api = Tokenizer.from_pretrained(tmp_path / "m", window=128).encode(text, rate=0.25)
