@@ -22,6 +22,7 @@ Shapes: B batch, T bytes (BOS at t = 0).
 """
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -226,3 +227,40 @@ def set_rate_for_run(model, run_cfg, target: float, text: str | bytes | None = N
     else:
         batches = None
     return set_rate(model, target, batches, greedy, seed, mode=mode)
+
+
+def apply_setting(model, setting: RateSetting) -> None:
+    """Put the model's knob where `setting` (an earlier `set_rate` on this model) left it: the
+    rule's rate, the offset, or a rate-conditioned policy's condition; online control restarted
+    from there when the setting is online."""
+    strategy = model.strategy
+    strategy.rate_control = None
+    if strategy.condition is not None:
+        strategy.condition.rate.fill_(setting.target)
+    elif setting.knob == "rule":
+        strategy.rule_rate = setting.value
+    else:
+        strategy.rate_offset.fill_(setting.value)
+    if setting.knob == "online":
+        strategy.rate_control = RateControl.for_rule(setting.target, strategy.samples and not setting.greedy)
+
+
+@contextlib.contextmanager
+def rate_kept(model):
+    """The model's rate knob (rule rate, offset, condition, online controller) restored after the
+    block, whatever it sets."""
+    strategy = model.strategy
+    rule = strategy.rule_rate if strategy.rate_knob == "rule" else None
+    offset = strategy.rate_offset.clone() if strategy.rate_knob == "offset" else None
+    condition = strategy.condition.rate.clone() if strategy.condition is not None else None
+    control = strategy.rate_control
+    try:
+        yield
+    finally:
+        if rule is not None:
+            strategy.rule_rate = rule
+        if offset is not None:
+            strategy.rate_offset.copy_(offset)
+        if condition is not None:
+            strategy.condition.rate.copy_(condition)
+        strategy.rate_control = control

@@ -37,7 +37,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 import learntok
-import learntok.model.aunet  # noqa: F401  (loads the model's parts: token_counts among them)
+import learntok.model.aunet  # loads the model's parts: token_counts among them
 
 aten = torch.ops.aten
 PACKAGE = Path(learntok.__file__).resolve().parent
@@ -223,7 +223,7 @@ class HostValues(TorchDispatchMode):
         try:
             with _disable_current_modes(), torch.no_grad():
                 return func(*real_args, **real_kwargs)
-        except Exception:  # noqa: BLE001  a value we cannot compute is one we do not keep
+        except Exception:  # a value we cannot compute is one we do not keep
             return None
 
 

@@ -129,15 +129,18 @@ def test_a_conditioned_run_trains_evaluates_and_segments_at_any_rate(tmp_path, c
 def test_the_page_slider_sets_the_condition():
     """A conditioned model is told its rate through the offset alone, so the page's slider at d
     is the model conditioned on the rate the page shows for d."""
-    from learntok.segment import greedy_from_terms, page_data
+    from learntok.page import condition_grid, decide_from_terms
+    from tests.test_page import page_view
+
     model = conditioned(w=8).eval()
     model.strategy.proj.weight.data.mul_(100)                    # mixing weights that matter
     model.strategy.condition.bias.copy_(torch.linspace(1.5, -1.5, CONDITION_BINS))
     text = TEXT[:500].decode("utf-8", errors="replace")
     set_rate(model, 0.2, mode="calibrated")
-    view = page_data(model, text, window=200)
+    view = page_view(model, text, window=200)
+    view.conditions = condition_grid(model.strategy, view.offset)
     ds = [d for d, _ in view.conditions]
     assert ds == sorted(ds) and ds[0] < 0 < ds[-1]
     for d, r in view.conditions[::9]:
         set_rate(model, r, mode="calibrated")
-        assert page_data(model, text, window=200).decisions == greedy_from_terms(view, d), r
+        assert page_view(model, text, window=200).decisions == decide_from_terms(view, d), r

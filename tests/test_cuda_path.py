@@ -71,6 +71,7 @@ def check_varlen_inputs(q, k, v, cu_q, cu_k, max_q, max_k, **kwargs) -> None:
 def on_fake_gpu(monkeypatch, preset: str, name: str, data: ByteData):
     """A run of `preset` with strategy `name` set up as `train` sets it up, on the fake GPU."""
     cfg = load_config(preset=preset, overrides=[f"model.boundary={name}", f"train.batch_size={MICRO_BATCH}",
+                                                f"train.micro_batch_size={MICRO_BATCH}",
                                                 "system.device=cuda", f"log.eval_bytes={MICRO_BATCH * 4095}"])
     calls = []
     true_varlen = varlen.varlen_attn

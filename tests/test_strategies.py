@@ -187,6 +187,9 @@ def test_paper_bpe_tokenizer_and_vocab_options(models, tmp_path):
     sized = build_strategy(load_config(overrides=["model.boundary=bpe", "strategy.vocab_size=400"]).model)
     with pytest.warns(UserWarning, match="boundaries per byte"):
         assert sized.fit([TRAIN_TEXT])["bpe_vocab_size"] == 400
+    huge = build_strategy(load_config(overrides=["model.boundary=bpe", "strategy.vocab_size=200000"]).model)
+    with pytest.raises(ConfigError, match="only supports a .*strategy.tokenizer=PATH"):
+        huge.fit([TRAIN_TEXT])                                    # never a silently smaller vocabulary
     missing = build_strategy(load_config(overrides=["model.boundary=bpe", "strategy.tokenizer=nope.json"]).model)
     with pytest.raises(ConfigError, match="nope.json"):
         missing.fit([TRAIN_TEXT])

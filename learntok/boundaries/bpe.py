@@ -151,6 +151,12 @@ class PaperBPE(TokenizerStrategy):
             tok = train_bytelevel_bpe(documents, self.opts.vocab_size or MAX_VOCAB)
             if not self.opts.vocab_size:
                 tok, _ = fit_merges(tok, documents, self.cfg.target_rate)
+            elif tok.get_vocab_size() < 0.99 * self.opts.vocab_size:
+                raise ConfigError(
+                    f"strategy.vocab_size={self.opts.vocab_size}: the {sum(map(len, documents)):,}-byte fit sample only "
+                    f"supports a {tok.get_vocab_size():,}-token BPE (every pair it holds is merged). For the paper's "
+                    "tokenizer, train one on enough text (the authors used 500k FineWeb documents; docs/reproduce.md) "
+                    "and give it as strategy.tokenizer=PATH/tokenizer.json, or leave strategy.vocab_size=0 to fit the rate")
         rate = bpe_rate(tok, documents)
         if abs(rate - self.cfg.target_rate) > RATE_TOLERANCE:
             warnings.warn(f"the bpe strategy's tokenizer ({tok.get_vocab_size()} tokens) gives {rate:.4f} boundaries "

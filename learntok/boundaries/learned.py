@@ -262,7 +262,7 @@ class LearnedPolicy(BoundaryStrategy):
         col = offset[:, None] if offset.dim() else offset        # broadcasts against (B, T)
         counted = decision_mask(x).float()                       # (B, T) the decisions the controller counts
         if boundaries is None:
-            u = uniform_draws(x.shape, x.device)                 # (B, T) fixed draws
+            u = self.uniforms(x)                                 # (B, T) fixed draws
             if control is None:
                 boundaries = sample_scan(v.detach(), u, opts.logit_scale, col, opts.softcap, greedy)
             else:
@@ -280,6 +280,11 @@ class LearnedPolicy(BoundaryStrategy):
         if rho is not None and self.training and self.has_policy:
             self.condition.record(rho, a, counted)               # for the per-target controller (adapt_rate)
         return BoundaryOutput(a, logits, torch.sigmoid(logits), log_prob, torch.zeros((), device=h.device), target=rho)
+
+    def uniforms(self, x: torch.Tensor) -> torch.Tensor:
+        """The draws a sampled forward makes for bytes x (B, T): u in (0, 1), a[t] = 1 iff
+        logit(u[t]) < l[t] (segment's page replays them to re-decide at any offset)."""
+        return uniform_draws(x.shape, x.device)
 
     @property
     def rate_offset(self) -> torch.Tensor:

@@ -82,8 +82,15 @@ def mean_pool_reference(h: torch.Tensor, a: torch.Tensor, S: int) -> torch.Tenso
 
 @dataclass
 class DynamicPoolingConfig:
-    temperature: float = 1.0   # relaxed-Bernoulli (Gumbel-sigmoid) temperature (Nawrot's `temp`)
+    temperature: float = 0.5   # relaxed-Bernoulli (Gumbel-sigmoid) temperature (Nawrot's `temp`: 0.5 in configs/gumbel.yaml)
     prior_weight: float = 1.0  # weight of the binomial prior loss (aux_loss)
+    hidden_mult: float = 1.0   # predictor hidden width / D (Nawrot's d_inner = 4 D; 1 keeps older runs loadable, docs/compare.md)
+
+    def __post_init__(self) -> None:
+        if not self.temperature > 0:
+            raise ValueError(f"temperature {self.temperature} must be > 0")
+        if not self.hidden_mult > 0:
+            raise ValueError(f"hidden_mult {self.hidden_mult} must be > 0")
 
 
 @register("nawrot", config=DynamicPoolingConfig)
@@ -100,7 +107,8 @@ class DynamicPooling(BoundaryStrategy):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
-        self.mlp = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_model), nn.GELU(), nn.Linear(cfg.d_model, 1))
+        hidden = max(1, round(self.opts.hidden_mult * cfg.d_model))
+        self.mlp = nn.Sequential(nn.Linear(cfg.d_model, hidden), nn.GELU(), nn.Linear(hidden, 1))
         self.register_buffer("rate_offset", torch.zeros(()), persistent=False)  # raising it raises the rate
 
     def init_weights(self, generator: torch.Generator | None = None) -> None:
