@@ -20,6 +20,7 @@ text; the default where the strategy has it (`online_rate`: learned, frozen, ent
 
 Shapes: B batch, T bytes (BOS at t = 0).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -37,20 +38,24 @@ from learntok.objective import boundary_counts, boundary_rates
 from learntok.runtime import inference
 
 CALIBRATION_BYTES = 1 << 16  # held-out bytes a calibration reads by default
-TOLERANCE = 0.005            # |reached - target| beyond which `set_rate` reports the target missed
+TOLERANCE = 0.005  # |reached - target| beyond which `set_rate` reports the target missed
 RATE_MODES = ("online", "calibrated")  # `--rate-mode`: move the knob with the decisions made, or fix it
-KNOB_NAMES = {"rule": "rule", "offset": "offset", "online": "online control from offset",
-              "condition": "conditioned on the rate, offset"}
+KNOB_NAMES = {
+    "rule": "rule",
+    "offset": "offset",
+    "online": "online control from offset",
+    "condition": "conditioned on the rate, offset",
+}
 
 
 @dataclass
 class RateSetting:
-    strategy: str   # model.cfg.boundary
-    target: float   # the requested rate
-    knob: str       # "rule", "offset" (calibrated), "condition" (a rate-conditioned model) or "online" (online control)
-    value: float    # the rule's rate, the offset set, or the offset online control starts from
+    strategy: str  # model.cfg.boundary
+    target: float  # the requested rate
+    knob: str  # "rule", "offset" (calibrated), "condition" (a rate-conditioned model) or "online" (online control)
+    value: float  # the rule's rate, the offset set, or the offset online control starts from
     reached: float  # the rate measured on the calibration text (the target itself for a rule without text)
-    n_bytes: int    # real bytes of calibration text (0 when none was read)
+    n_bytes: int  # real bytes of calibration text (0 when none was read)
     note: str = ""  # why the target is out of reach, when it is
     greedy: bool = False  # the decision rule calibrated for: greedy (p > 0.5) or sampled cuts
 
@@ -70,8 +75,9 @@ def text_batches(text: str | bytes, seq_len: int, batch_size: int = 8) -> list[t
     return list(bos_rows(row_pieces(data, seq_len)).split(batch_size))
 
 
-def held_out_batches(data: ByteData, seq_len: int, batch_size: int = 8, split: str = "val",
-                     max_bytes: int = CALIBRATION_BYTES) -> list[torch.Tensor]:
+def held_out_batches(
+    data: ByteData, seq_len: int, batch_size: int = 8, split: str = "val", max_bytes: int = CALIBRATION_BYTES
+) -> list[torch.Tensor]:
     """The first max_bytes of a held-out split as (B, T) rows, as evaluation reads them."""
     return [x for x, _ in data.eval_batches(split, batch_size, seq_len, max_bytes=max_bytes)]
 
@@ -97,7 +103,8 @@ def strategy_inputs(model, batches: Iterable[torch.Tensor]) -> list[tuple[torch.
     device = next(model.parameters()).device
     captured = []
     hook = model.strategy.register_forward_hook(
-        lambda mod, args, kwargs, out: captured.append((args[0], args[1], kwargs["early_logits"])), with_kwargs=True)
+        lambda mod, args, kwargs, out: captured.append((args[0], args[1], kwargs["early_logits"])), with_kwargs=True
+    )
     try:
         with inference(model, 0, device):
             for x in batches:
@@ -119,15 +126,17 @@ def decided_rate(strategy, inputs, greedy: bool = False, seed: int = 0) -> tuple
     return float(boundary_rates(counts)["boundary_rate"]), int(counts[1])
 
 
-def calibrate(model, batches: list[torch.Tensor], target: float, greedy: bool = False, seed: int = 0,
-              iters: int = 30) -> tuple[float, float, int]:
+def calibrate(
+    model, batches: list[torch.Tensor], target: float, greedy: bool = False, seed: int = 0, iters: int = 30
+) -> tuple[float, float, int]:
     """The offset of the model's strategy (rate_knob "offset") that hits `target` on the batches, by
     bisection in its bracket; the knob is left at it. Returns (offset, rate reached, bytes)."""
     return calibrate_inputs(model.strategy, strategy_inputs(model, batches), target, greedy, seed, iters)
 
 
-def calibrate_inputs(knob, inputs, target: float, greedy: bool = False, seed: int = 0,
-                     iters: int = 30) -> tuple[float, float, int]:
+def calibrate_inputs(
+    knob, inputs, target: float, greedy: bool = False, seed: int = 0, iters: int = 30
+) -> tuple[float, float, int]:
     """`calibrate` from `strategy_inputs`."""
     n_bytes = 0
 
@@ -147,8 +156,15 @@ def default_mode(strategy) -> str:
     return "online" if strategy.online_rate else "calibrated"
 
 
-def set_rate(model, target: float, batches: list[torch.Tensor] | str | bytes | None = None, greedy: bool = False,
-             seed: int = 0, seq_len: int = 256, mode: str | None = None) -> RateSetting:
+def set_rate(
+    model,
+    target: float,
+    batches: list[torch.Tensor] | str | bytes | None = None,
+    greedy: bool = False,
+    seed: int = 0,
+    seq_len: int = 256,
+    mode: str | None = None,
+) -> RateSetting:
     """Run `model` at boundary rate `target` from now on: the Python API of `--rate`. `batches`
     is held-out text (a list of (B, T) rows, or a str / bytes cut into rows of seq_len), needed by
     strategies with an offset. The offset is calibrated for one decision rule, `greedy` (p > 0.5)
@@ -164,9 +180,11 @@ def set_rate(model, target: float, batches: list[torch.Tensor] | str | bytes | N
     if mode not in RATE_MODES:
         raise ConfigError(f"rate mode {mode!r} is not one of {', '.join(RATE_MODES)}")
     if mode == "online" and not strategy.online_rate:
-        raise ConfigError(f"strategy {name!r} has no online rate control (its knob is "
-                          f"{strategy.rate_knob or 'fixed at training'}): use --rate-mode calibrated")
-    strategy.rate_control = None                                 # calibration decides without the controller
+        raise ConfigError(
+            f"strategy {name!r} has no online rate control (its knob is "
+            f"{strategy.rate_knob or 'fixed at training'}): use --rate-mode calibrated"
+        )
+    strategy.rate_control = None  # calibration decides without the controller
     if isinstance(batches, (str, bytes)):
         batches = text_batches(batches, seq_len)
     if strategy.condition is not None:
@@ -176,8 +194,10 @@ def set_rate(model, target: float, batches: list[torch.Tensor] | str | bytes | N
         reached, n = measured_rate(model, batches, greedy, seed) if batches else (target, 0)
         return RateSetting(name, target, "rule", target, reached, n, greedy=greedy)
     if strategy.rate_knob != "offset":
-        raise ConfigError(f"strategy {name!r} has no inference-time rate knob (its rate is fixed when it is "
-                          "trained, e.g. bpe's vocabulary): train it at this rate instead (compare --rates)")
+        raise ConfigError(
+            f"strategy {name!r} has no inference-time rate knob (its rate is fixed when it is "
+            "trained, e.g. bpe's vocabulary): train it at this rate instead (compare --rates)"
+        )
     if not batches and mode == "calibrated":
         raise ConfigError(f"strategy {name!r} calibrates its rate on held-out text: give some")
     if not batches:
@@ -191,14 +211,17 @@ def set_rate(model, target: float, batches: list[torch.Tensor] | str | bytes | N
     note = ""
     if abs(reached - target) > TOLERANCE:
         low, high = strategy.rate_offset_range
-        note = (f"target out of reach: the rate spans only what offsets {low:g}..{high:g} give on this text"
-                if offset in (low, high) and mode == "calibrated" else
-                "the rate moves in steps larger than the tolerance on this text")
+        note = (
+            f"target out of reach: the rate spans only what offsets {low:g}..{high:g} give on this text"
+            if offset in (low, high) and mode == "calibrated"
+            else "the rate moves in steps larger than the tolerance on this text"
+        )
     return RateSetting(name, target, "offset" if mode == "calibrated" else "online", offset, reached, n, note, greedy)
 
 
-def condition_rate(model, target: float, batches: list[torch.Tensor] | None, greedy: bool, seed: int,
-                   mode: str) -> RateSetting:
+def condition_rate(
+    model, target: float, batches: list[torch.Tensor] | None, greedy: bool, seed: int, mode: str
+) -> RateSetting:
     """`set_rate` for a rate-conditioned model: the condition is the target, no calibration
     ("calibrated" mode: the offset the model was trained to use for it; "online": online control
     from there). The rate reached on `batches` is reported when they are given."""
@@ -210,12 +233,20 @@ def condition_rate(model, target: float, batches: list[torch.Tensor] | None, gre
     offset = float(strategy.condition.offset(strategy.condition.rate.reshape(1))[0] + strategy.rate_offset)
     lo, hi = strategy.condition.lo, strategy.condition.hi
     note = "" if lo <= target <= hi else f"outside the trained range {lo:g}..{hi:g}"
-    return RateSetting(name, target, "condition" if mode == "calibrated" else "online", offset, reached, n, note,
-                       greedy)
+    return RateSetting(
+        name, target, "condition" if mode == "calibrated" else "online", offset, reached, n, note, greedy
+    )
 
 
-def set_rate_for_run(model, run_cfg, target: float, text: str | bytes | None = None, greedy: bool = False,
-                     seed: int = 0, mode: str | None = None) -> RateSetting:
+def set_rate_for_run(
+    model,
+    run_cfg,
+    target: float,
+    text: str | bytes | None = None,
+    greedy: bool = False,
+    seed: int = 0,
+    mode: str | None = None,
+) -> RateSetting:
     """`--rate` of the commands: calibrate on the run's validation split (the first
     CALIBRATION_BYTES), or, for a bare model folder (no run config, no data), on `text` in
     calibrated mode (online mode reads nothing in advance: it starts from the model's offset)."""

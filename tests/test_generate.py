@@ -1,4 +1,5 @@
 """Generation: the cached incremental path against the full forward, caches, sampling, streaming."""
+
 from __future__ import annotations
 
 import base64
@@ -22,10 +23,14 @@ from conftest import tiny_model
 WINDOW = 16
 # every registered strategy with an incremental step (bpe's re-tokenises the text so far)
 STEP_STRATEGIES = [("learned", 1)] + [
-    (name, 8) for name in strategy_names() if strategy_class(name).step is not BoundaryStrategy.step]
-STEP_STRATEGIES += [("learned-conditioned", 8)]                 # rate-conditioned (docs/rate.md), at rate 0.3
-PROMPTS = [b"To be, or not to be, that is the question:", b"Whether 'tis nobler",
-           "caf\u00e9 \u2014 na\u00efve r\u00e9sum\u00e9 ok"]
+    (name, 8) for name in strategy_names() if strategy_class(name).step is not BoundaryStrategy.step
+]
+STEP_STRATEGIES += [("learned-conditioned", 8)]  # rate-conditioned (docs/rate.md), at rate 0.3
+PROMPTS = [
+    b"To be, or not to be, that is the question:",
+    b"Whether 'tis nobler",
+    "caf\u00e9 \u2014 na\u00efve r\u00e9sum\u00e9 ok",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -39,16 +44,17 @@ def one_thread():
 
 def tiny(boundary="learned", w=8) -> AUNet:
     conditioned = boundary.endswith("-conditioned")
-    model = tiny_model(boundary.removesuffix("-conditioned"), n_mid=2, attn_window=WINDOW, window=w,
-                       rate_conditioned=conditioned)
-    if conditioned:                                              # per-target biases as if trained, and a condition
+    model = tiny_model(
+        boundary.removesuffix("-conditioned"), n_mid=2, attn_window=WINDOW, window=w, rate_conditioned=conditioned
+    )
+    if conditioned:  # per-target biases as if trained, and a condition
         model.strategy.condition.bias.copy_(torch.linspace(1.0, -1.0, model.strategy.condition.bias.numel()))
         model.strategy.condition.rate.fill_(0.3)
     if boundary.startswith("bpe"):
-        with warnings.catch_warnings():                          # a BPE of 20 words cannot reach rho*: no matter
+        with warnings.catch_warnings():  # a BPE of 20 words cannot reach rho*: no matter
             warnings.simplefilter("ignore")
             model.strategy.fit([b" ".join(p.encode() if isinstance(p, str) else p for p in PROMPTS) * 20])
-    if boundary == "entropy":                                    # a running threshold as if trained
+    if boundary == "entropy":  # a running threshold as if trained
         x = encode(b"".join(p.encode() if isinstance(p, str) else p for p in PROMPTS)).unsqueeze(0)
         model.train()(x)
     return model.eval()
@@ -67,8 +73,19 @@ def test_cached_generation_matches_full_forward(boundary, w):
     finished sequence with the same decisions."""
     model = tiny(boundary, w)
     prompts = [prompt_ids(p) for p in PROMPTS]
-    events = list(_events(model, prompts, max_bytes=3 * WINDOW, temperature=1.0, top_k=None, top_p=None,
-                          seed=1, boundaries="sample", stop_at_eos=False))
+    events = list(
+        _events(
+            model,
+            prompts,
+            max_bytes=3 * WINDOW,
+            temperature=1.0,
+            top_k=None,
+            top_p=None,
+            seed=1,
+            boundaries="sample",
+            stop_at_eos=False,
+        )
+    )
     ids, dec, keep = (torch.cat([getattr(e, f) for e in events], dim=1) for f in ("ids", "decisions", "keep"))
     L0 = events[0].ids.size(1)
     for b in range(len(prompts)):
@@ -76,16 +93,17 @@ def test_cached_generation_matches_full_forward(boundary, w):
         assert n == prompts[b].numel() + 3 * WINDOW
         ref = full_logits(model, ids[b, :n], dec[b, :n])
         for j, e in enumerate(events):
-            t = L0 - 1 + j                                       # position whose next-byte logits e holds
+            t = L0 - 1 + j  # position whose next-byte logits e holds
             if t < n - 1:
                 torch.testing.assert_close(e.logits[b], ref[t], atol=1e-4, rtol=1e-4)
-        generated = dec[b, prompts[b].numel():n]
-        if boundary in ("learned", "uniform", "nawrot"):         # no boundary is forced at the newest byte
+        generated = dec[b, prompts[b].numel() : n]
+        if boundary in ("learned", "uniform", "nawrot"):  # no boundary is forced at the newest byte
             assert 0 < generated.sum() < generated.numel()
 
 
-ONLINE_STRATEGIES = [(name, w) for name, w in STEP_STRATEGIES
-                     if strategy_class(name.removesuffix("-conditioned")).online_rate]
+ONLINE_STRATEGIES = [
+    (name, w) for name, w in STEP_STRATEGIES if strategy_class(name.removesuffix("-conditioned")).online_rate
+]
 
 
 @pytest.mark.parametrize("boundary,w", ONLINE_STRATEGIES)
@@ -99,19 +117,30 @@ def test_online_control_decides_in_generation_as_the_full_forward(boundary, w, m
     draws, real = [], learned.uniform_draws
     monkeypatch.setattr(learned, "uniform_draws", lambda shape, device: draws.append(real(shape, device)) or draws[-1])
     prompts = [prompt_ids(p) for p in PROMPTS]
-    events = list(_events(model, prompts, max_bytes=3 * WINDOW, temperature=1.0, top_k=None, top_p=None,
-                          seed=1, boundaries=mode, stop_at_eos=False))
+    events = list(
+        _events(
+            model,
+            prompts,
+            max_bytes=3 * WINDOW,
+            temperature=1.0,
+            top_k=None,
+            top_p=None,
+            seed=1,
+            boundaries=mode,
+            stop_at_eos=False,
+        )
+    )
     ids, dec, keep = (torch.cat([getattr(e, f) for e in events], dim=1) for f in ("ids", "decisions", "keep"))
-    sampled = mode == "sample" and bool(draws)                   # greedy decisions read no draws
+    sampled = mode == "sample" and bool(draws)  # greedy decisions read no draws
     table = torch.cat([draws[0]] + [d[:, None] for d in draws[1:]], dim=1) if sampled else None  # (B, L) every draw
     for b in range(len(prompts)):
         n = int(keep[b].sum())
         if table is not None:
-            monkeypatch.setattr(learned, "uniform_draws", lambda shape, device: table[b:b + 1, :shape[1]])
+            monkeypatch.setattr(learned, "uniform_draws", lambda shape, device: table[b : b + 1, : shape[1]])
         with torch.no_grad():
-            full = model(ids[b:b + 1, :n], greedy=mode == "greedy").boundaries[0]
+            full = model(ids[b : b + 1, :n], greedy=mode == "greedy").boundaries[0]
         assert torch.equal(full, dec[b, :n])
-    generated = dec[:, prompts[0].numel():int(keep[0].sum())]
+    generated = dec[:, prompts[0].numel() : int(keep[0].sum())]
     assert 0 < generated.sum() < generated.numel()
 
 
@@ -158,10 +187,10 @@ def test_seed_reproducible_and_caller_rng_untouched():
     before = torch.rand(3)
     torch.manual_seed(5)
     t1, d1 = model.generate("Hello", max_bytes=20, seed=3)
-    assert torch.equal(torch.rand(3), before)                    # the caller's stream did not move
+    assert torch.equal(torch.rand(3), before)  # the caller's stream did not move
     t2, d2 = generate(model, "Hello", max_bytes=20, seed=3)
     assert t1 == t2 and torch.equal(d1, d2)
-    assert len(t1) == 20 and d1.numel() == 20                   # one decision per generated byte
+    assert len(t1) == 20 and d1.numel() == 20  # one decision per generated byte
     assert generate(model, "Hello", max_bytes=20, seed=4)[0] != t1
 
 
@@ -170,7 +199,7 @@ def test_stream_matches_generate_and_survives_interleaved_rng_use():
     text, dec = generate(model, "abc", max_bytes=24, seed=7)
     pieces = []
     for piece in model.stream("abc", max_bytes=24, seed=7, include_prompt=True):
-        torch.rand(10)                                           # the caller uses the RNG between bytes
+        torch.rand(10)  # the caller uses the RNG between bytes
         pieces.append(piece)
     assert bytes(p.byte for p in pieces if p.generated) == text
     assert [p.boundary for p in pieces if p.generated] == (dec > 0).tolist()
@@ -189,7 +218,7 @@ def test_greedy_boundaries_and_batch_api():
 
 def test_sample_next_filters():
     logits = torch.randn(4, 320)
-    logits[:, BOS] = 100.0                                       # never drawn, however likely
+    logits[:, BOS] = 100.0  # never drawn, however likely
     top = logits[:, :256].argmax(-1)
     assert torch.equal(sample_next(logits, temperature=0), top)
     assert torch.equal(sample_next(logits, top_k=1), top)
@@ -203,7 +232,7 @@ def test_stops_at_eos():
     model = tiny()
     with torch.no_grad():
         model.head.linear.weight[EOS] = 0
-        model.head.linear.weight[EOS, 0] = 1e4                    # EOS overwhelmingly likely everywhere
+        model.head.linear.weight[EOS, 0] = 1e4  # EOS overwhelmingly likely everywhere
     text, dec = generate(model, "x", max_bytes=10, seed=0)
     assert text == b"" and dec.numel() == 0
 
@@ -211,11 +240,11 @@ def test_stops_at_eos():
 def test_chunk_writer_streams_utf8_and_marks_chunks():
     out = io.StringIO()
     w = ChunkWriter(out, show_boundaries=True, color=False)
-    data = "h\u00e9 ok".encode()                                 # é is 2 bytes
+    data = "h\u00e9 ok".encode()  # é is 2 bytes
     for i, byte in enumerate(data):
-        w.write(byte, boundary=i in (0, 2, 4))                   # a boundary inside é
-    w.write(0xFF, boundary=False)                                # invalid UTF-8: shown as \xff, no crash
-    w.write(0x1B, boundary=False)                                # ESC: shown, not obeyed
+        w.write(byte, boundary=i in (0, 2, 4))  # a boundary inside é
+    w.write(0xFF, boundary=False)  # invalid UTF-8: shown as \xff, no crash
+    w.write(0x1B, boundary=False)  # ESC: shown, not obeyed
     w.close()
     assert out.getvalue() == "h\u00e9\u25b8|\u25c2 |ok\\xff\u241b\n"
     out = io.StringIO()
@@ -254,19 +283,34 @@ def test_prefill_state_equals_replaying_step(boundary, w, T):
 
 def test_sample_command_streams_the_generation(tmp_path, capsys):
     from learntok.cli import main
+
     model = tiny()
     model.save_pretrained(tmp_path / "m")
-    args = ["sample", str(tmp_path / "m"), "--prompt", "Once upon", "--max-bytes", "40", "--seed", "3",
-            "--temperature", "0.8", "--top-k", "50", "--top-p", "0.95"]
+    args = [
+        "sample",
+        str(tmp_path / "m"),
+        "--prompt",
+        "Once upon",
+        "--max-bytes",
+        "40",
+        "--seed",
+        "3",
+        "--temperature",
+        "0.8",
+        "--top-k",
+        "50",
+        "--top-p",
+        "0.95",
+    ]
     assert main(args + ["--json", str(tmp_path / "s.json")]) == 0
     text, _ = generate(model, "Once upon", max_bytes=40, seed=3, temperature=0.8, top_k=50, top_p=0.95)
     assert capsys.readouterr().out == escape_controls((b"Once upon" + text).decode("utf-8", "backslashreplace")) + "\n"
     saved = json.loads((tmp_path / "s.json").read_text())
     assert saved["bytes"] == 40 and saved["prompt"] == "Once upon"
-    assert base64.b64decode(saved["text_base64"]) == text                 # the generated bytes, exactly
+    assert base64.b64decode(saved["text_base64"]) == text  # the generated bytes, exactly
     assert saved["text"] == text.decode("utf-8", errors="replace")
     assert main(args + ["--show-boundaries"]) == 0
-    assert "|" in capsys.readouterr().out                        # stdout is not a terminal: | between chunks
+    assert "|" in capsys.readouterr().out  # stdout is not a terminal: | between chunks
 
 
 def test_uniform_steps_at_its_rate():

@@ -1,5 +1,6 @@
 """Online rate control (docs/rate.md): the controlled scan against its plain reference, the
 controller's counts against the law, and the reached rate on text the model never saw."""
+
 from __future__ import annotations
 
 import math
@@ -11,8 +12,11 @@ from learntok.boundaries.base import RateControl
 from learntok.boundaries.common import controlled_reference, controlled_scan
 from learntok.boundaries.learned import byte_logit
 
-CONTROLS = [RateControl(0.2), RateControl(0.35, gain=0.3, warmup_gain=2.0, warmup_bytes=5),
-            RateControl(0.1, gain=0.05, warmup_bytes=0)]
+CONTROLS = [
+    RateControl(0.2),
+    RateControl(0.35, gain=0.3, warmup_gain=2.0, warmup_bytes=5),
+    RateControl(0.1, gain=0.05, warmup_bytes=0),
+]
 
 
 def learned_rule(v, thr, scale, offset, cap):
@@ -27,6 +31,7 @@ def learned_reference_rule(v, thr, scale, offset, cap):
     def decide(b, t, prev, delta):
         z = float(v[b, t, w - 1]) + sum(float(v[b, t, j]) * prev[j] for j in range(w - 1))
         return float(thr[b, t]) < cap * math.tanh((scale * z + offset + delta) / cap)
+
     return decide
 
 
@@ -41,15 +46,19 @@ def test_controlled_scan_matches_the_plain_law(w, greedy, control):
     thr = torch.zeros(B, T) if greedy else torch.logit(u)
     counted = torch.ones(B, T, dtype=torch.bool)
     counted[:, 0] = False
-    counted[1, 60:] = False                                      # a row that ends in padding
-    counted[2, ::7] = False                                      # bytes that do not count (EOS)
+    counted[1, 60:] = False  # a row that ends in padding
+    counted[2, ::7] = False  # bytes that do not count (EOS)
     fast = controlled_scan(learned_rule(v, thr, 1 / 16, -1.386, 6.0), counted, control, past=w - 1)
     ref = controlled_reference(learned_reference_rule(v, thr, 1 / 16, -1.386, 6.0), counted, control, past=w - 1)
     assert torch.equal(fast, ref)
     # the counts give the law's delta before every byte, and the state after the last one
     before = control.counts_before(fast, counted.float())
-    delta = torch.full((B,), control.settle * (control.warmup_gain - control.gain) * (1 - control.target)
-                       if control.warmup_bytes == 0 else 0.0)
+    delta = torch.full(
+        (B,),
+        control.settle * (control.warmup_gain - control.gain) * (1 - control.target)
+        if control.warmup_bytes == 0
+        else 0.0,
+    )
     for t in range(T):
         torch.testing.assert_close(control.offset({k: x[:, t] for k, x in before.items()}), delta, atol=1e-5, rtol=0)
         n = before["n"][:, t]
@@ -66,7 +75,7 @@ def test_controller_holds_the_rate_where_a_fixed_offset_misses():
     text): the fixed offset misses the target by far; the controller reaches it, row by row."""
     g = torch.Generator().manual_seed(0)
     B, T = 64, 256
-    logits = 2.0 * torch.randn(B, T, 1, generator=g) + 1.5       # rate about 0.7 at offset logit(0.2)
+    logits = 2.0 * torch.randn(B, T, 1, generator=g) + 1.5  # rate about 0.7 at offset logit(0.2)
     thr = torch.logit(torch.rand(B, T, generator=g).clamp(1e-6, 1 - 1e-6))
     counted = torch.ones(B, T, dtype=torch.bool)
     counted[:, 0] = False

@@ -1,10 +1,12 @@
 """bytes/s of cached generation at each rate: learned@0.2 calibrated on val, best of 3 timings
 of 512 bytes, interleaved across rates (a shared machine: the best time is the least disturbed)."""
+
 import io, json, sys, time
 import torch
 from learntok.checkpoint import load_run
 from learntok.rate import set_rate_for_run
 from learntok.sample import sample
+
 torch.set_num_threads(1)
 run = sys.argv[1]
 rates = [0.1, 0.2, 0.33]
@@ -18,5 +20,6 @@ rate_seen = {}
 for rep in range(3):
     for r in rates:
         s = sample(models[r], "ROMEO.", 512, seed=rep, out=io.StringIO())
-        best[r] = max(best[r], s["bytes_per_s"]); rate_seen[r] = s["boundary_rate"]
+        best[r] = max(best[r], s["bytes_per_s"])
+        rate_seen[r] = s["boundary_rate"]
 print(json.dumps({"bytes_per_s_best_of_3": best, "generated_boundary_rate": rate_seen}))

@@ -6,6 +6,7 @@ each requested rate, in both rate modes. Each cell is what
 reports as `boundary_rate` and `bpb` (the same `evaluate_bpb`, without the boundary-quality
 scores, and with the val split's calibration computed once per rate instead of once per cell).
 Usage: python docs/results/online_rate.py RUN [OUT.json]"""
+
 import json
 import sys
 import time
@@ -25,7 +26,7 @@ run, out = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else None)
 model, cfg = load_run(run)
 strategy, start = model.strategy, time.time()
 val = strategy_inputs(model, held_out_batches(ByteData.from_config(cfg.data), cfg.train.seq_len))
-offsets = {r: calibrate_inputs(strategy, val, r)[0] for r in RATES}   # as --rate calibrates, sampled cuts
+offsets = {r: calibrate_inputs(strategy, val, r)[0] for r in RATES}  # as --rate calibrates, sampled cuts
 opts = EvalOptions(64, cfg.train.seq_len, 40_000, seed=cfg.train.seed)
 table = []
 for corpus in BUILTINS:
@@ -38,9 +39,12 @@ for corpus in BUILTINS:
             res = evaluate_bpb(model, data, "test", opts)
             row[mode] = {"rate": res["boundary_rate"], "bpb": res["bpb"], "bytes": res["n_bytes"]}
         table.append(row)
-        print(f"| {corpus} | {r:.2f} | {row['calibrated']['rate']:.4f} | {row['online']['rate']:.4f} | "
-              f"{row['calibrated']['bpb']:.4f} | {row['online']['bpb']:.4f} | "
-              f"{row['online']['bpb'] - row['calibrated']['bpb']:+.4f} |", flush=True)
+        print(
+            f"| {corpus} | {r:.2f} | {row['calibrated']['rate']:.4f} | {row['online']['rate']:.4f} | "
+            f"{row['calibrated']['bpb']:.4f} | {row['online']['bpb']:.4f} | "
+            f"{row['online']['bpb'] - row['calibrated']['bpb']:+.4f} |",
+            flush=True,
+        )
 print(f"{time.time() - start:.0f} s", file=sys.stderr)
 if out:
     with open(out, "w") as f:

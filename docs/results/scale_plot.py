@@ -3,6 +3,7 @@ lines, i.e. 50 steps) and validation bpb minus the uniform arm's against step, o
 Run from the repo root once the runs of that page are in RUNS (default /work/runs/scale2):
     PYTHONPATH=. python docs/results/scale_plot.py [RUNS]
 """
+
 import sys
 from pathlib import Path
 
@@ -19,7 +20,7 @@ ARMS = {  # run folder -> label
 
 
 def smooth(ys: list[float], k: int = 5) -> list[float]:
-    return [sum(ys[max(0, i - k + 1):i + 1]) / len(ys[max(0, i - k + 1):i + 1]) for i in range(len(ys))]
+    return [sum(ys[max(0, i - k + 1) : i + 1]) / len(ys[max(0, i - k + 1) : i + 1]) for i in range(len(ys))]
 
 
 def main(root: Path) -> None:

@@ -8,6 +8,7 @@ back (H-Net's EMA de-chunking and confidence) override `dechunk` / `confidence`.
 
 Shapes: B batch, T bytes (BOS at t = 0), S tokens, D width.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,11 +31,11 @@ class StrategyConfig:
 
 @dataclass
 class BoundaryOutput:
-    decisions: torch.Tensor   # (B, T) float 0/1; decisions[:, 0] == 1 (BOS)
-    logits: torch.Tensor      # (B, T) fp32 policy logits l_t (0 where the strategy has none)
-    probs: torch.Tensor       # (B, T) fp32 p_t = P(a_t = 1) (the decision itself where deterministic)
-    log_prob: torch.Tensor    # (B, T) fp32 log pi(a_t | x, a_<t) of the decisions used; 0 at BOS / no policy
-    aux_loss: torch.Tensor    # () fp32 the strategy's own loss, already weighted (0 for most)
+    decisions: torch.Tensor  # (B, T) float 0/1; decisions[:, 0] == 1 (BOS)
+    logits: torch.Tensor  # (B, T) fp32 policy logits l_t (0 where the strategy has none)
+    probs: torch.Tensor  # (B, T) fp32 p_t = P(a_t = 1) (the decision itself where deterministic)
+    log_prob: torch.Tensor  # (B, T) fp32 log pi(a_t | x, a_<t) of the decisions used; 0 at BOS / no policy
+    aux_loss: torch.Tensor  # () fp32 the strategy's own loss, already weighted (0 for most)
     # (B, T) fp32 differentiable relaxed decisions (nawrot's straight-through); None elsewhere
     relaxed: torch.Tensor | None = None
     # (B,) each row's target rate (rate-conditioned training, docs/rate.md); None: the model's target_rate
@@ -45,10 +46,11 @@ class BoundaryOutput:
 class PolicyTerms:
     """The learned logit's terms per byte, for re-deciding at any offset (segment's HTML page):
     l[t] = softcap(base[t] + sum_k mix[t, k-1] a[t-k] + offset, cap)."""
-    base: torch.Tensor   # (B, T) fp32 s v[t][w-1]
-    mix: torch.Tensor    # (B, T, W-1) fp32 s v[t][w-1-k], k = 1..w-1
-    offset: float        # logit(rho*) + rate_bias
-    cap: float           # the soft cap
+
+    base: torch.Tensor  # (B, T) fp32 s v[t][w-1]
+    mix: torch.Tensor  # (B, T, W-1) fp32 s v[t][w-1-k], k = 1..w-1
+    offset: float  # logit(rho*) + rate_bias
+    cap: float  # the soft cap
 
 
 def decision_mask(x: torch.Tensor) -> torch.Tensor:
@@ -80,11 +82,12 @@ class RateControl:
     `offset` computes it from them: the scan, generation's step and a prompt's prefill agree
     exactly. A row's boundary count misses rho n by O(delta / g) whatever its length, so the
     reached rate misses rho by O(1 / (g n)) on any text."""
-    target: float            # rho: the requested boundaries per counted byte
-    gain: float = 1.0        # g after the warm-up: logit units per unit rate error per byte (docs/rate.md)
+
+    target: float  # rho: the requested boundaries per counted byte
+    gain: float = 1.0  # g after the warm-up: logit units per unit rate error per byte (docs/rate.md)
     warmup_gain: float = 4.0  # g during a row's first warmup_bytes counted bytes
-    warmup_bytes: int = 32   # counted bytes of each row under warmup_gain
-    settle: float = 0.5      # fraction of (warmup_gain - gain) (1 - rho) added to delta at the end of the warm-up
+    warmup_bytes: int = 32  # counted bytes of each row under warmup_gain
+    settle: float = 0.5  # fraction of (warmup_gain - gain) (1 - rho) added to delta at the end of the warm-up
 
     @classmethod
     def for_rule(cls, target: float, sampled: bool) -> "RateControl":
@@ -100,17 +103,22 @@ class RateControl:
         n, warm, late = state["n"], state["warm"], state["late"]
         n_warm = n.clamp(max=float(self.warmup_bytes))
         step = self.settle * (self.warmup_gain - self.gain) * (1.0 - self.target) * (n >= self.warmup_bytes).float()
-        return step - (self.warmup_gain * (warm - self.target * n_warm) + self.gain * (late - self.target * (n - n_warm)))
+        return step - (
+            self.warmup_gain * (warm - self.target * n_warm) + self.gain * (late - self.target * (n - n_warm))
+        )
 
     def update(self, state: dict[str, torch.Tensor], a: torch.Tensor, counted: torch.Tensor) -> dict[str, torch.Tensor]:
         """The counts after deciding a (B,) float 0/1 at bytes that count where counted (B,) is 1."""
         in_warmup = (state["n"] < self.warmup_bytes).float()
-        return {"n": state["n"] + counted, "warm": state["warm"] + a * counted * in_warmup,
-                "late": state["late"] + a * counted * (1.0 - in_warmup)}
+        return {
+            "n": state["n"] + counted,
+            "warm": state["warm"] + a * counted * in_warmup,
+            "late": state["late"] + a * counted * (1.0 - in_warmup),
+        }
 
     def _hits(self, a: torch.Tensor, counted: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(B, T) each: counted bytes before t, boundaries at t within the warm-up and after it."""
-        n = counted.cumsum(1) - counted                          # exact integers
+        n = counted.cumsum(1) - counted  # exact integers
         hit = a * counted
         warm = hit * (n < self.warmup_bytes).float()
         return n, warm, hit - warm
@@ -126,24 +134,23 @@ class RateControl:
         return {"n": counted.sum(1), "warm": warm.sum(1), "late": late.sum(1)}
 
 
-
 class BoundaryStrategy(nn.Module):
     """Base class. Subclasses implement `forward`; `has_policy` says whether log_prob is a
     real score-function term."""
 
-    has_policy: bool = False          # log_prob is a score-function term (the objective's L_pi acts on it)
-    has_reference: bool = False       # `reference_starts` gives the strategy's own reference boundaries
-    causal: bool = True               # a[t] reads bytes <= t only (False: it sees the whole sequence; no generation)
-    Config: type = StrategyConfig     # the strategy's own options ([strategy] section), set by `register`
+    has_policy: bool = False  # log_prob is a score-function term (the objective's L_pi acts on it)
+    has_reference: bool = False  # `reference_starts` gives the strategy's own reference boundaries
+    causal: bool = True  # a[t] reads bytes <= t only (False: it sees the whole sequence; no generation)
+    Config: type = StrategyConfig  # the strategy's own options ([strategy] section), set by `register`
     # Inference-time rate control (learntok.rate, docs/rate.md): "rule" sets `rule_rate`, "offset"
     # moves `rate_offset` within `rate_offset_range`; None: no knob (bpe's rate is its vocabulary).
     rate_knob: str | None = None
-    rule_rate: float                  # "rule": the rate the strategy's rule places exactly
-    rate_offset: torch.Tensor         # "offset": () the knob; raising it raises the rate
+    rule_rate: float  # "rule": the rate the strategy's rule places exactly
+    rate_offset: torch.Tensor  # "offset": () the knob; raising it raises the rate
     rate_offset_range: tuple[float, float] = (0.0, 0.0)  # "offset": the bracket a calibration bisects in
-    online_rate: bool = False         # the strategy can run under online rate control (`rate_control`)
-    samples: bool = False             # its decisions are drawn unless `greedy` (else deterministic)
-    conditionable: bool = False       # it can be trained rate-conditioned (model.rate_conditioned, docs/rate.md)
+    online_rate: bool = False  # the strategy can run under online rate control (`rate_control`)
+    samples: bool = False  # its decisions are drawn unless `greedy` (else deterministic)
+    conditionable: bool = False  # it can be trained rate-conditioned (model.rate_conditioned, docs/rate.md)
     rate_control: RateControl | None = None  # online rate control at inference (set by learntok.rate; None: off)
 
     def __init__(self, cfg: ModelConfig):
@@ -155,11 +162,11 @@ class BoundaryStrategy(nn.Module):
 
     def forward(
         self,
-        h: torch.Tensor,                         # (B, T, D) encoder output
-        x: torch.Tensor,                         # (B, T) byte ids
+        h: torch.Tensor,  # (B, T, D) encoder output
+        x: torch.Tensor,  # (B, T) byte ids
         boundaries: torch.Tensor | None = None,  # (B, T) prescribed decisions, or None to decide
         early_logits: torch.Tensor | None = None,  # (B, T, V) early-exit head logits
-        greedy: bool = False,                    # decide p > 0.5 instead of sampling
+        greedy: bool = False,  # decide p > 0.5 instead of sampling
     ) -> BoundaryOutput:
         raise NotImplementedError
 
@@ -218,8 +225,9 @@ class BoundaryStrategy(nn.Module):
         """Decoding state for `step` (e.g. the last w-1 decisions). Empty by default."""
         return {}
 
-    def prefill_state(self, h: torch.Tensor, x: torch.Tensor, decisions: torch.Tensor,
-                      early_logits: torch.Tensor | None = None) -> dict:
+    def prefill_state(
+        self, h: torch.Tensor, x: torch.Tensor, decisions: torch.Tensor, early_logits: torch.Tensor | None = None
+    ) -> dict:
         """The `step` state after reading a whole prompt: h (B, T, D), x (B, T), the decisions
         made (B, T), early_logits (B, T, V). Default: replay `step` with those decisions;
         strategies may override it with a vectorised equivalent."""
@@ -231,9 +239,9 @@ class BoundaryStrategy(nn.Module):
 
     def step(
         self,
-        h: torch.Tensor,                         # (B, D) encoder output at the new byte t
-        x: torch.Tensor,                         # (B,) the new byte ids
-        t: int,                                  # its position (0 = BOS)
+        h: torch.Tensor,  # (B, D) encoder output at the new byte t
+        x: torch.Tensor,  # (B,) the new byte ids
+        t: int,  # its position (0 = BOS)
         state: dict,
         early_logits: torch.Tensor | None = None,  # (B, V) early head at t
         greedy: bool = False,
@@ -279,10 +287,12 @@ _REGISTRY: dict[str, type[BoundaryStrategy]] = {}
 
 def register(name: str, config: type = StrategyConfig) -> Callable[[type[BoundaryStrategy]], type[BoundaryStrategy]]:
     """Class decorator: make a strategy available as model.boundary=`name`, with options `config`."""
+
     def wrap(cls: type[BoundaryStrategy]) -> type[BoundaryStrategy]:
         _REGISTRY[name] = cls
         cls.name, cls.Config = name, config
         return cls
+
     return wrap
 
 

@@ -5,6 +5,7 @@ online rate control (`base.RateControl`) with its plain reference.
 
 Shapes: B batch, T bytes (BOS at t = 0).
 """
+
 from __future__ import annotations
 
 import math
@@ -17,7 +18,7 @@ from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, RateContr
 
 def fixed_output(decisions: torch.Tensor) -> BoundaryOutput:
     """BoundaryOutput for strategies with no policy: probabilities are the decisions themselves."""
-    d = decisions.float().clone()                                # never write into the caller's tensor
+    d = decisions.float().clone()  # never write into the caller's tensor
     d[:, 0] = 1.0
     zeros = torch.zeros_like(d)
     return BoundaryOutput(d, zeros, d, zeros, torch.zeros((), device=d.device))
@@ -29,8 +30,9 @@ def target_logit(rate: float) -> float:
     return math.log(rate / (1.0 - rate))
 
 
-def bisect_rate(rate_of: Callable[[float], float], target: float, low: float, high: float,
-                iters: int = 30) -> tuple[float, float]:
+def bisect_rate(
+    rate_of: Callable[[float], float], target: float, low: float, high: float, iters: int = 30
+) -> tuple[float, float]:
     """Bisection for a knob whose rate is nondecreasing in it: (knob, its rate), the knob being
     whichever end of the final bracket [low, high] gives the rate closest to `target`. When the
     target lies outside [rate(low), rate(high)], that end is returned (the caller says why)."""
@@ -71,7 +73,6 @@ class StatelessStrategy(BoundaryStrategy):
         return boundaries.float(), boundaries.float(), state
 
 
-
 def is_wordlike(x: torch.Tensor) -> torch.Tensor:
     """SpaceByte's word bytes: ASCII letters, digits and UTF-8 continuation bytes (0x80-0xBF).
     Anything else (space, punctuation, UTF-8 lead bytes, BOS/EOS/PAD) is "space-like"."""
@@ -85,30 +86,35 @@ def whitespace_boundaries(x: torch.Tensor) -> torch.Tensor:
     """SpaceByte's rule (Slagle 2024): a boundary at a space-like byte that follows a word byte.
     x (B, T) ids -> (B, T) float 0/1 with a[:, 0] = 1. Causal: a[t] reads x[t-1] and x[t] only."""
     word = is_wordlike(x)
-    a = ~word[:, 1:] & word[:, :-1]                              # (B, T-1): decision for t = 1..T-1
+    a = ~word[:, 1:] & word[:, :-1]  # (B, T-1): decision for t = 1..T-1
     return torch.cat([torch.ones_like(x[:, :1], dtype=torch.bool), a], dim=1).float()
 
 
-def controlled_scan(decide: Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor], counted: torch.Tensor,
-                    control: RateControl, past: int = 0) -> torch.Tensor:
+def controlled_scan(
+    decide: Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor],
+    counted: torch.Tensor,
+    control: RateControl,
+    past: int = 0,
+) -> torch.Tensor:
     """Decisions under `control`, sequential in t on the device (no host sync), vectorised over
     B. decide(t, prev, delta) -> (B,) bool is the strategy's rule at byte t given prev (B, past),
     the decisions a[t-past .. t-1] (0 before position 0), and the controller's delta (B,); the
     strategy's `step` calls the same rule. counted (B, T) bool -> a (B, T) float, a[:, 0] = 1."""
     B, T = counted.shape
     c = counted.float()
-    buf = c.new_zeros(B, T + past)                               # buf[:, t + past] = a[t]; zeros before 0
-    buf[:, past] = 1.0                                           # BOS
+    buf = c.new_zeros(B, T + past)  # buf[:, t + past] = a[t]; zeros before 0
+    buf[:, past] = 1.0  # BOS
     state = control.init_state(B, c.device)
     for t in range(1, T):
-        a = decide(t, buf[:, t:t + past], control.offset(state)).float()
+        a = decide(t, buf[:, t : t + past], control.offset(state)).float()
         buf[:, t + past] = a
         state = control.update(state, a, c[:, t])
     return buf[:, past:]
 
 
-def controlled_reference(decide: Callable[[int, int, list[float], float], bool], counted: torch.Tensor,
-                         control: RateControl, past: int = 0) -> torch.Tensor:
+def controlled_reference(
+    decide: Callable[[int, int, list[float], float], bool], counted: torch.Tensor, control: RateControl, past: int = 0
+) -> torch.Tensor:
     """A plain Python loop over rows and bytes, the reference for `controlled_scan`: the law
     delta <- delta - g (a - rho) applied literally, in Python floats, with the settling step at
     the end of the warm-up. decide(b, t, prev, delta) is the strategy's rule for row b at byte t,

@@ -7,6 +7,7 @@ through a stop-gradient, so nothing of it changes during training. What a learne
 over `frozen` is what learning the boundaries buys; what `frozen` gains over `uniform` comes
 from the process itself (independent draws at about the target rate).
 """
+
 from __future__ import annotations
 
 import torch
@@ -26,8 +27,9 @@ class FrozenPolicy(LearnedPolicy):
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
         out = super().forward(h.detach(), x, boundaries=boundaries, greedy=greedy)
         zeros = torch.zeros_like(out.log_prob)
-        return BoundaryOutput(out.decisions, out.logits.detach(), out.probs.detach(), zeros, out.aux_loss,
-                              target=out.target)
+        return BoundaryOutput(
+            out.decisions, out.logits.detach(), out.probs.detach(), zeros, out.aux_loss, target=out.target
+        )
 
     def adapt_rate(self, rate: torch.Tensor, gain: float) -> None:
         """No controller: the frozen policy's rate is what its initial weights give."""

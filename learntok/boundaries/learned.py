@@ -15,6 +15,7 @@ Under online rate control (`rate_control`, docs/rate.md) the offset moves with t
 made, so every w is sequential: `controlled_scan` with `byte_logit`, the rule `step` uses.
 Shapes: B batch, T bytes, D width, W = w.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,7 +43,7 @@ def past_decisions(a: torch.Tensor, w: int) -> torch.Tensor:
 def byte_logit(v: torch.Tensor, past: torch.Tensor, scale: float, offset, cap: float) -> torch.Tensor:
     """One byte's logit: v (B, W) fp32, past (B, W-1) = a[t-(w-1) .. t-1], offset () or (B,) -> (B,).
     The one rule of the controlled scan and of generation's step, so that they decide alike."""
-    mix = v[:, -1] + (v[:, :-1] * past).sum(-1)                  # same order as policy_logits
+    mix = v[:, -1] + (v[:, :-1] * past).sum(-1)  # same order as policy_logits
     return softcap(scale * mix + offset, cap)
 
 
@@ -55,20 +56,21 @@ def uniform_draws(shape, device: torch.device) -> torch.Tensor:
 def policy_logits(v: torch.Tensor, a: torch.Tensor, scale: float, offset: float, cap: float) -> torch.Tensor:
     """Parallel logits for given decisions. v (B, T, W) fp32, a (B, T) -> l (B, T)."""
     w = v.size(-1)
-    coef = v[..., :-1].flip(-1)                                  # (B, T, W-1): [..., k-1] = v[t][w-1-k]
+    coef = v[..., :-1].flip(-1)  # (B, T, W-1): [..., k-1] = v[t][w-1-k]
     mix = v[..., -1] + (coef * past_decisions(a.to(v.dtype), w)).sum(-1)
     return softcap(scale * mix + offset, cap)
 
 
 @torch.no_grad()
-def sample_scan(v: torch.Tensor, u: torch.Tensor, scale: float, offset, cap: float,
-                greedy: bool = False) -> torch.Tensor:
+def sample_scan(
+    v: torch.Tensor, u: torch.Tensor, scale: float, offset, cap: float, greedy: bool = False
+) -> torch.Tensor:
     """Sample decisions on the device, no host sync. v (B, T, W) fp32, u (B, T) uniforms in
     (0, 1) -> a (B, T) float, a[:, 0] = 1. a[t] = 1 iff u[t] < sigmoid(l[t]) iff logit(u[t]) < l[t]
     (greedy: 0 < l[t]). w = 1 is parallel; small windows (or CUDA) use the parallel map scan,
     larger windows on CPU the sequential loop (fewer total operations there)."""
     B, T, w = v.shape
-    thr = torch.zeros_like(u) if greedy else torch.logit(u)      # (B, T)
+    thr = torch.zeros_like(u) if greedy else torch.logit(u)  # (B, T)
     if w == 1:
         a = (thr < softcap(scale * v[..., 0] + offset, cap)).to(v.dtype)
         a[:, 0] = 1.0
@@ -84,17 +86,21 @@ def _loop_scan(v, thr, scale, offset, cap):
     with the last w-1 decisions and a comparison."""
     B, T, w = v.shape
     ratio = thr / cap
-    inv = torch.where(ratio >= 1, torch.full_like(thr, float("inf")),
-                      torch.where(ratio <= -1, torch.full_like(thr, -float("inf")),
-                                  cap * torch.atanh(ratio.clamp(-1 + 1e-7, 1 - 1e-7))))
-    need = inv - (scale * v[..., -1] + offset)                   # (B, T): a[t] = 1 iff need[t] < mix
-    coef = scale * v[..., :-1]                                   # (B, T, W-1): [..., j] multiplies a[t-(w-1)+j]
-    buf = v.new_zeros(B, T + w - 1)                              # buf[:, t + w - 1] = a[t]; zeros before 0
-    buf[:, w - 1] = 1.0                                          # BOS
+    inv = torch.where(
+        ratio >= 1,
+        torch.full_like(thr, float("inf")),
+        torch.where(
+            ratio <= -1, torch.full_like(thr, -float("inf")), cap * torch.atanh(ratio.clamp(-1 + 1e-7, 1 - 1e-7))
+        ),
+    )
+    need = inv - (scale * v[..., -1] + offset)  # (B, T): a[t] = 1 iff need[t] < mix
+    coef = scale * v[..., :-1]  # (B, T, W-1): [..., j] multiplies a[t-(w-1)+j]
+    buf = v.new_zeros(B, T + w - 1)  # buf[:, t + w - 1] = a[t]; zeros before 0
+    buf[:, w - 1] = 1.0  # BOS
     for t in range(1, T):
-        mix = torch.linalg.vecdot(coef[:, t], buf[:, t:t + w - 1])  # (B,)
+        mix = torch.linalg.vecdot(coef[:, t], buf[:, t : t + w - 1])  # (B,)
         torch.lt(need[:, t], mix, out=buf[:, t + w - 1])
-    return buf[:, w - 1:]
+    return buf[:, w - 1 :]
 
 
 def _map_scan(v, thr, scale, offset, cap):
@@ -106,15 +112,15 @@ def _map_scan(v, thr, scale, offset, cap):
     n, n_states = w - 1, 1 << (w - 1)
     states = torch.arange(n_states, device=v.device)
     bits = ((states[:, None] >> torch.arange(n, device=v.device)) & 1).to(v.dtype)  # (Sn, W-1): bit j = a[t-j]
-    coef = scale * v[..., :-1].flip(-1)                          # (B, T, W-1): [..., j] multiplies a[t-1-j]
+    coef = scale * v[..., :-1].flip(-1)  # (B, T, W-1): [..., j] multiplies a[t-1-j]
     logits = (scale * v[..., -1] + offset).unsqueeze(-1) + coef @ bits.T  # (B, T, Sn)
-    decide = (thr.unsqueeze(-1) < softcap(logits, cap)).long()   # (B, T, Sn) decision at t given state at t-1
-    maps = ((states << 1) & (n_states - 1)) | decide[:, 1:]      # (B, T-1, Sn) state at t-1 -> state at t
+    decide = (thr.unsqueeze(-1) < softcap(logits, cap)).long()  # (B, T, Sn) decision at t given state at t-1
+    maps = ((states << 1) & (n_states - 1)) | decide[:, 1:]  # (B, T-1, Sn) state at t-1 -> state at t
     d = 1
-    while d < T - 1:                                             # maps[i] <- maps[i] o maps[i-d]
+    while d < T - 1:  # maps[i] <- maps[i] o maps[i-d]
         maps = torch.cat([maps[:, :d], torch.gather(maps[:, d:], -1, maps[:, :-d])], dim=1)
         d *= 2
-    state = maps[..., 1]                                         # start from state 1 (a[0] = 1)
+    state = maps[..., 1]  # start from state 1 (a[0] = 1)
     ones = torch.ones(B, 1, dtype=v.dtype, device=v.device)
     return torch.cat([ones, (state & 1).to(v.dtype)], dim=1)
 
@@ -143,9 +149,10 @@ def bernoulli_log_prob(logits: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
 @dataclass
 class LearnedConfig:
     """The learned policy's options ([strategy] when model.boundary is learned or frozen)."""
-    window: int = 8                # w: the logit mixes the current byte with w-1 past decisions
+
+    window: int = 8  # w: the logit mixes the current byte with w-1 past decisions
     logit_scale: float = 1.0 / 16  # s: scaling of the policy's raw outputs v (keeps p near rho* while v is O(1))
-    softcap: float = 6.0           # c: the logit's soft cap, c * tanh(z / c) (logit units)
+    softcap: float = 6.0  # c: the logit's soft cap, c * tanh(z / c) (logit units)
 
     def __post_init__(self) -> None:
         if self.window < 1:
@@ -181,7 +188,7 @@ class RateCondition(nn.Module):
         """(B,) each row's target: drawn in groups of `rows` (training), else the condition."""
         if not training:
             return self.rate.expand(batch).to(device)
-        u = torch.rand(-(-batch // self.rows), device=device)    # one draw per group
+        u = torch.rand(-(-batch // self.rows), device=device)  # one draw per group
         rho = torch.exp(math.log(self.lo) + u * (math.log(self.hi) - math.log(self.lo)))
         return rho.repeat_interleave(self.rows)[:batch]
 
@@ -205,8 +212,8 @@ class RateCondition(nn.Module):
     def record(self, rho: torch.Tensor, a: torch.Tensor, counted: torch.Tensor) -> None:
         """Add each row's rate error (its decisions a (B, T) over the bytes counted (B, T)) to
         the grid points around its target, weighted by the row's bytes."""
-        n = counted.sum(1)                                         # (B,)
-        err = (a * counted).sum(1) - rho * n                       # (B,) boundaries over or under the target
+        n = counted.sum(1)  # (B,)
+        err = (a * counted).sum(1) - rho * n  # (B,) boundaries over or under the target
         low, f = self._place(rho)
         for idx, w in ((low, 1 - f), (low + 1, f)):
             self.pending[0].index_add_(0, idx, w * err)
@@ -235,7 +242,7 @@ class LearnedPolicy(BoundaryStrategy):
         self.norm = nn.RMSNorm(cfg.d_model, elementwise_affine=False)
         self.proj = nn.Linear(cfg.d_model, self.opts.window)
         self.offset = target_logit(cfg.target_rate)
-        self.register_buffer("rate_bias", torch.zeros(()))       # integral term of the rate controller
+        self.register_buffer("rate_bias", torch.zeros(()))  # integral term of the rate controller
         if cfg.rate_conditioned:
             self.condition = RateCondition(*cfg.rate_range, cfg.rows_per_rate, cfg.target_rate)
 
@@ -257,19 +264,24 @@ class LearnedPolicy(BoundaryStrategy):
 
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
         opts, control = self.opts, self.rate_control
-        v = self.proj(self.norm(h.float())).float()              # (B, T, W) fp32
-        offset, rho = self.row_offset(x.size(0), x.device)       # () or (B,)
-        col = offset[:, None] if offset.dim() else offset        # broadcasts against (B, T)
-        counted = decision_mask(x).float()                       # (B, T) the decisions the controller counts
+        v = self.proj(self.norm(h.float())).float()  # (B, T, W) fp32
+        offset, rho = self.row_offset(x.size(0), x.device)  # () or (B,)
+        col = offset[:, None] if offset.dim() else offset  # broadcasts against (B, T)
+        counted = decision_mask(x).float()  # (B, T) the decisions the controller counts
         if boundaries is None:
-            u = self.uniforms(x)                                 # (B, T) fixed draws
+            u = self.uniforms(x)  # (B, T) fixed draws
             if control is None:
                 boundaries = sample_scan(v.detach(), u, opts.logit_scale, col, opts.softcap, greedy)
             else:
                 thr, vd = torch.zeros_like(u) if greedy else torch.logit(u), v.detach()
                 boundaries = controlled_scan(
-                    lambda t, prev, delta: thr[:, t] < byte_logit(vd[:, t], prev, opts.logit_scale, offset + delta,
-                                                                  opts.softcap), counted, control, opts.window - 1)
+                    lambda t, prev, delta: (
+                        thr[:, t] < byte_logit(vd[:, t], prev, opts.logit_scale, offset + delta, opts.softcap)
+                    ),
+                    counted,
+                    control,
+                    opts.window - 1,
+                )
         a = boundaries.float().clone()
         a[:, 0] = 1.0
         if control is not None:
@@ -278,7 +290,7 @@ class LearnedPolicy(BoundaryStrategy):
         log_prob = bernoulli_log_prob(logits, a)
         log_prob = torch.cat([torch.zeros_like(log_prob[:, :1]), log_prob[:, 1:]], dim=1)  # 0 at BOS
         if rho is not None and self.training and self.has_policy:
-            self.condition.record(rho, a, counted)               # for the per-target controller (adapt_rate)
+            self.condition.record(rho, a, counted)  # for the per-target controller (adapt_rate)
         return BoundaryOutput(a, logits, torch.sigmoid(logits), log_prob, torch.zeros((), device=h.device), target=rho)
 
     def uniforms(self, x: torch.Tensor) -> torch.Tensor:
@@ -296,7 +308,7 @@ class LearnedPolicy(BoundaryStrategy):
     def terms(self, h: torch.Tensor) -> PolicyTerms:
         """The logit's terms for encoder vectors h (B, T, D) (`policy_logits` from them, tested)."""
         s = self.opts.logit_scale
-        v = self.proj(self.norm(h.float())).float()              # (B, T, W)
+        v = self.proj(self.norm(h.float())).float()  # (B, T, W)
         offset = self.row_offset(1, h.device)[0]
         return PolicyTerms(s * v[..., -1], s * v[..., :-1].flip(-1), float(offset.flatten()[0]), self.opts.softcap)
 
@@ -305,7 +317,7 @@ class LearnedPolicy(BoundaryStrategy):
         """Integral control: bias <- bias - gain * (rate - rho*). Dual ascent on the constraint
         E[a] = rho* in logit space; it holds the long-run rate at the target without pulling
         individual logits toward one value, as a stronger L_rate would."""
-        if self.condition is not None:                           # per target, from the rows recorded
+        if self.condition is not None:  # per target, from the rows recorded
             self.condition.adapt(gain)
         elif gain > 0:
             self.rate_bias.sub_(gain * (rate.to(self.rate_bias) - self.cfg.target_rate))
@@ -320,23 +332,25 @@ class LearnedPolicy(BoundaryStrategy):
 
     def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
         padded = F.pad(decisions.float(), (self.opts.window - 1, 0))  # (B, W-1 + T): zeros before 0
-        return {"past": padded[:, decisions.size(1):],              # (B, W-1) the last w-1 decisions
-                **self.control_prefill(x, decisions)}
+        return {
+            "past": padded[:, decisions.size(1) :],  # (B, W-1) the last w-1 decisions
+            **self.control_prefill(x, decisions),
+        }
 
     @torch.no_grad()
     def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
         opts, control = self.opts, self.rate_control
-        v = self.proj(self.norm(h.float())).float()              # (B, W)
-        past = state["past"]                                     # (B, W-1)
-        offset = self.row_offset(v.size(0), v.device)[0]         # () or (B,)
+        v = self.proj(self.norm(h.float())).float()  # (B, W)
+        past = state["past"]  # (B, W-1)
+        offset = self.row_offset(v.size(0), v.device)[0]  # () or (B,)
         if control is not None:
-            offset = offset + control.offset(state["control"])   # (B,)
+            offset = offset + control.offset(state["control"])  # (B,)
         logits = byte_logit(v, past, opts.logit_scale, offset, opts.softcap)  # (B,)
         probs = torch.sigmoid(logits)
         if boundaries is not None:
             a = boundaries.float()
         elif t == 0:
-            a = torch.ones_like(logits)                          # BOS
+            a = torch.ones_like(logits)  # BOS
         else:
             thr = torch.zeros_like(logits) if greedy else torch.logit(uniform_draws(logits.shape, logits.device))
             a = (thr < logits).float()
