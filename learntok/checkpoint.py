@@ -20,11 +20,12 @@ import torch
 from learntok.config import RunConfig
 from learntok.errors import CheckpointError, ConfigError
 from learntok.model.aunet import AUNet
-from learntok.model.pretrained import (LATEST, WEIGHTS, atomic_dir, commit, one_line, read_config, read_weights,
+from learntok.model.pretrained import (LATEST, WEIGHTS, atomic_dir, commit, read_config, read_failure, read_weights,
                                        resolve, write_model_files)
 from learntok.runtime import rng_state
 
 STATE = "state.pt"
+STATE_KEYS = ("step", "optimizer", "rng")  # what every state.pt holds (save_checkpoint)
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
@@ -32,11 +33,44 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     over `path` (a reader, or a crash, sees the old file or the new one, never a mix)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)                              # a failed write (disk full) leaves nothing
+
+
+class _KeepWriteError:
+    """A binary file that keeps the OS error of a failed write: torch.save reports one as a bare
+    RuntimeError ("unexpected pos ..."), without the errno that says the disk is full."""
+
+    def __init__(self, f):
+        self.f, self.error = f, None
+
+    def write(self, data) -> int:
+        try:
+            return self.f.write(data)
+        except OSError as e:
+            self.error = e
+            raise
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
+def save_torch(obj: Any, path: Path) -> None:
+    """torch.save to `path`; a write that fails raises the OS's error (ENOSPC, EFBIG)."""
+    with open(path, "wb") as f:
+        kept = _KeepWriteError(f)
+        try:
+            torch.save(obj, kept)
+        except RuntimeError:
+            if kept.error is not None:
+                raise kept.error from None
+            raise
 
 
 def remove_stale_tmp(folder: str | Path) -> list[Path]:
@@ -74,7 +108,7 @@ def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module, opti
     try:
         write_model_files(model, tmp, run_cfg.to_dict())
         state = {"step": step, "optimizer": optimizer.state_dict(), "rng": rng_state(), **(extra or {})}
-        torch.save(state, tmp / STATE)
+        save_torch(state, tmp / STATE)
         commit(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -84,15 +118,20 @@ def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module, opti
     return target
 
 
-def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> Checkpoint:
-    """Read a training checkpoint (folder, or a run folder for its latest one)."""
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", needs: tuple[str, ...] = ()) -> Checkpoint:
+    """Read a training checkpoint (folder, or a run folder for its latest one). Its state.pt must
+    hold the keys every checkpoint has (STATE_KEYS) and those in `needs` (the loop's extra state)."""
     folder = resolve(path)
     if not (folder / STATE).is_file():
         raise CheckpointError(f"{folder} is a model folder, not a training checkpoint (no {STATE})")
     try:
         state = torch.load(folder / STATE, map_location=map_location, weights_only=True)
     except Exception as e:  # pickle, zip and EOF errors from a truncated or garbled file
-        raise CheckpointError(f"cannot read {folder / STATE} (corrupt?): {one_line(e)}") from None
+        raise read_failure(e, folder / STATE) from None
+    missing = [k for k in (*STATE_KEYS, *needs) if not isinstance(state, dict) or k not in state]
+    if missing:
+        raise CheckpointError(f"{folder / STATE} is incomplete: it lacks {', '.join(missing)} (not a checkpoint "
+                              f"this learntok wrote, or a damaged one); resume from another checkpoint")
     weights = read_weights(folder / WEIGHTS, map_location)
     return Checkpoint(folder, int(state["step"]), weights, state, read_config(folder))
 
@@ -100,8 +139,23 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
 def load_run(path: str | Path, device: str | torch.device = "cpu") -> tuple[AUNet, RunConfig | None]:
     """The one way to load a run for evaluation: (model in eval mode, its RunConfig, or None for a
     bare model folder) from a run, checkpoint or model folder. A config or weights that do not
-    fit this version's model say that the checkpoint may be from another version."""
+    fit this version's model say that the checkpoint may be from another version. A run's latest
+    checkpoint that a training run rotates away while it is read (checkpoint.keep) is not an
+    error: the newer latest is read instead, once."""
     folder = resolve(path)
+    try:
+        return _load_model_folder(folder, device)
+    except (CheckpointError, FileNotFoundError):
+        try:
+            newer = resolve(path)
+        except CheckpointError:
+            newer = folder
+        if newer == folder:
+            raise
+        return _load_model_folder(newer, device)
+
+
+def _load_model_folder(folder: Path, device: str | torch.device) -> tuple[AUNet, RunConfig | None]:
     config = read_config(folder)
     try:
         model = AUNet.from_pretrained(folder, map_location=device)

@@ -3,18 +3,24 @@
 To add a subcommand, write `add_NAME(sub)` that adds its parser and sets `func` (a function
 of the parsed args returning an exit code or None), and list it in COMMANDS. Expected
 mistakes (bad config, data, checkpoint, a diverged run, a missing file) print one line
-`learntok: error: ...` and exit 2; anything else is a bug and keeps its traceback.
+`learntok: error: ...` and exit 2; so do faults of the machine (disk full, a file size limit,
+permission denied), saying what the command left behind. Ctrl-C prints one line and exits 130;
+a closed pipe (`learntok sample ... | head`) ends the command quietly with 141, as SIGPIPE
+would. Anything else is a bug and keeps its traceback (docs/reliability.md).
 """
 from __future__ import annotations
 
 import argparse
+import errno
 import io
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
 from learntok.errors import ConfigError
+from learntok.ranges import FRACTION, RATE, SEED, THREADS, Range, bounds
 
 
 def set_threads(n: int) -> None:
@@ -34,26 +40,39 @@ class _Parser(argparse.ArgumentParser):
     """Usage mistakes, like every expected error, are one line on stderr and exit 2."""
 
     def error(self, message: str):
-        self.exit(2, f"learntok: error: {self.prog}: {message} (see {self.prog} --help)\n")
+        command = self.prog.removeprefix("learntok").strip()     # "learntok: error: learntok: ..." said it twice
+        self.exit(2, f"learntok: error: {command + ': ' if command else ''}{message} (see {self.prog} --help)\n")
 
 
-def _bounded(kind: type, low: float, above: bool = False, high: float | None = None):
-    """An argparse type: a `kind` number >= low (> low with `above`; <= high if given)."""
+def number(kind: type, within: Range | None = None, **limits):
+    """An argparse type: a `kind` number in the range `within` (or of the comparisons `limits`:
+    ge, gt, le, lt; learntok.ranges), never NaN, an infinity or an int beyond int64. Every
+    numeric option's type is one of these (tests/test_values.py checks it)."""
+    rng = within or bounds(**limits)
+
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
-        if value < low or (above and value == low) or (high is not None and value > high):
-            rng = f"{'> ' if above else '>= '}{low}" + (f" and <= {high}" if high is not None else "")
-            raise argparse.ArgumentTypeError(f"{text} must be {rng}")
+        problem = rng.problem(value)
+        if problem:
+            raise argparse.ArgumentTypeError(f"{text} {problem}")
         return value
+    parse.range = rng
     return parse
 
 
-POSITIVE, NONNEGATIVE, WINDOW = _bounded(int, 1), _bounded(float, 0.0), _bounded(int, 2)
-COUNT = _bounded(int, 0)  # a whole number >= 0
-PROBABILITY = _bounded(float, 0.0, above=True, high=1.0)
+POSITIVE, COUNT, WINDOW = number(int, ge=1), number(int, ge=0), number(int, ge=2)  # WINDOW: BOS and a byte
+NONNEGATIVE, PROBABILITY = number(float, ge=0), number(float, gt=0, le=1)
+SEED_ARG, RATE_ARG, FRACTION_ARG = number(int, SEED), number(float, RATE), number(float, FRACTION)
+SHARD_MB = number(int, ge=1, le=2**43)  # MiB; its size in bytes fits in 64 bits
+
+
+def text_arg(text: str) -> bytes:
+    """An argument that is text for the model (a prompt, a text to segment): its bytes as the
+    shell gave them, so an argument that is not UTF-8 is read as the bytes it is."""
+    return os.fsencode(text)
 
 
 def device_arg(text: str) -> str:
@@ -78,7 +97,8 @@ FILE_OUTPUTS, FOLDER_OUTPUTS = ("json", "html"), ("out",)
 
 def check_outputs(args) -> None:
     """Refuse, before any work, outputs that could not be written: a file output (--json,
-    --html) that is a folder or whose folder does not exist, a folder output (--out) that is a file."""
+    --html) that is a folder or whose folder does not exist, a folder output (--out) that is a
+    file, and any output this user may not write (check_writable)."""
     from learntok.config import ConfigError
 
     for name in FILE_OUTPUTS:
@@ -87,10 +107,31 @@ def check_outputs(args) -> None:
             raise ConfigError(f"--{name} {path} is a folder; give a file name")
         if path and not Path(path).absolute().parent.is_dir():
             raise ConfigError(f"--{name} {path}: folder {Path(path).absolute().parent} does not exist")
+        if path:
+            check_writable(path, name)
     for name in FOLDER_OUTPUTS:
         path = getattr(args, name, None)
         if path and Path(path).exists() and not Path(path).is_dir():
             raise ConfigError(f"--{name} {path} is an existing file, not a folder")
+        if path:
+            check_writable(path, name)
+
+
+def check_writable(path: str | Path, option: str) -> None:
+    """Refuse, before the work, an output this user may not write: an existing file or folder
+    that is not writable, or, for one that does not exist yet, a nearest existing folder above it
+    in which nothing can be created (read-only, or another user's). os.access answers for the
+    real user; root passes every permission check (but not a read-only file system)."""
+    p = Path(path).absolute()
+    if p.exists():
+        if not os.access(p, os.W_OK):
+            raise ConfigError(f"--{option} {path}: permission denied (it is not writable by this user)")
+        return
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"--{option} {path}: permission denied (folder {parent} is not writable by this user)")
 
 
 def write_json(path: str | None, record: dict) -> None:
@@ -111,7 +152,7 @@ def add_train(sub) -> None:
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
     p.add_argument("--json", help="also write the summary to this JSON file")
     p.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides, e.g. train.steps=100")
-    p.set_defaults(func=cmd_train)
+    p.set_defaults(func=cmd_train, left=train_left)
 
 
 def cmd_train(args) -> None:
@@ -123,10 +164,27 @@ def cmd_train(args) -> None:
     base = Path(args.out) / "config.toml" if args.resume and not (args.preset or args.config) else args.config
     preset = args.preset or (None if base else "tiny")
     cfg = load_config(preset, base, args.overrides)
-    out = args.out or f"runs/{preset or Path(base).stem}-{cfg.model.boundary}-{time.strftime('%Y%m%d-%H%M%S')}"
-    summary = train(cfg, out, resume=args.resume)
+    args.out = args.out or f"runs/{preset or Path(base).stem}-{cfg.model.boundary}-{time.strftime('%Y%m%d-%H%M%S')}"
+    summary = train(cfg, args.out, resume=args.resume)
     print(json.dumps(summary, indent=2))
     write_json(args.json, summary)
+
+
+def train_left(args) -> str:
+    """What a train stopped by Ctrl-C or a fault leaves: the run, whole at its latest checkpoint
+    (every write is atomic: docs/reliability.md), and the command that resumes it."""
+    from learntok.checkpoint import latest_checkpoint
+
+    if not args.out or not Path(args.out).is_dir():
+        return "no run folder was written"
+    try:
+        latest = latest_checkpoint(args.out)
+    except Exception:                                            # an unreadable pointer: say nothing wrong
+        latest = None
+    if latest is None:
+        return f"the run {args.out} has no checkpoint yet: start it again with the same command"
+    return (f"the run {args.out} is whole at step {int(latest.name.removeprefix('step_'))} (its latest "
+            f"checkpoint); resume with `learntok train --out {args.out} --resume`")
 
 
 # ---------------------------------------------------------------- segment
@@ -135,14 +193,14 @@ def cmd_train(args) -> None:
 def add_segment(sub) -> None:
     p = sub.add_parser("segment", help="show how a model cuts text into tokens")
     p.add_argument("model", metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder")
-    p.add_argument("text", nargs="?", help="text to segment (or --file, or --held-out)")
+    p.add_argument("text", nargs="?", type=text_arg, help="text to segment (or --file, or --held-out)")
     p.add_argument("--file", help="read the text from this file (bytes as they are)")
     p.add_argument("--held-out", action="store_true", help="a passage of the run's test split, with the run's validation figures")
     p.add_argument("--html", metavar="OUT", help="also write an HTML page (with the learned policy: a compression slider)")
     p.add_argument("--greedy", action="store_true", help="decide p > 0.5 instead of sampling")
-    p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
+    p.add_argument("--seed", type=SEED_ARG, default=0, help="seed of the sampled boundaries")
     p.add_argument("--window", type=WINDOW, default=4096, help="read long texts in pieces of this many bytes (BOS included)")
-    p.add_argument("--rate", type=PROBABILITY, help="cut at this boundary rate, calibrated on the run's val split (docs/rate.md)")
+    p.add_argument("--rate", type=RATE_ARG, help="cut at this boundary rate, calibrated on the run's val split (docs/rate.md)")
     p.add_argument("--json", help="write chunks and stats to this JSON file")
     p.set_defaults(func=cmd_segment)
 
@@ -200,8 +258,8 @@ def add_eval(sub) -> None:
     p.add_argument("--seq-len", type=WINDOW, help="bytes per row, BOS included (default: the run's)")
     p.add_argument("--max-bytes", type=POSITIVE, help="score at most this many bytes")
     p.add_argument("--bpe-vocab", type=POSITIVE, default=4096, help="vocabulary of the BPE reference trained on the fly")
-    p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
-    p.add_argument("--rate", type=PROBABILITY, help="run at this boundary rate, calibrated on the val split (docs/rate.md)")
+    p.add_argument("--seed", type=SEED_ARG, default=0, help="seed of the sampled boundaries")
+    p.add_argument("--rate", type=RATE_ARG, help="run at this boundary rate, calibrated on the val split (docs/rate.md)")
     p.add_argument("--device", default="cpu", type=device_arg)
     p.add_argument("--json", help="write every figure to this JSON file")
     p.set_defaults(func=cmd_eval)
@@ -223,9 +281,10 @@ def add_eval_tasks(sub) -> None:
     p.add_argument("--batch-size", type=POSITIVE, default=16)
     p.add_argument("--seq-len", type=WINDOW, help="bytes per row, BOS included (default: the run's)")
     p.add_argument("--greedy", action="store_true", help="greedy boundaries (p > 0.5) instead of sampled ones")
-    p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
+    p.add_argument("--seed", type=SEED_ARG, default=0, help="seed of the sampled boundaries")
     p.add_argument("--limit", type=POSITIVE, help="first N examples of each task")
-    p.add_argument("--delimiter", default=" ", help="between context and continuation (unless the context ends in whitespace)")
+    p.add_argument("--delimiter", default=" ", type=text_arg,
+                   help="between context and continuation (unless the context ends in whitespace)")
     p.add_argument("--device", default="cpu", type=device_arg)
     p.add_argument("--json", help="write the results to this JSON file")
     p.set_defaults(func=cmd_eval_tasks)
@@ -247,7 +306,7 @@ def add_diagnose(sub) -> None:
     p.add_argument("--samples", type=POSITIVE, default=16, help="K boundary samples per batch")
     p.add_argument("--batch-size", type=POSITIVE, help="default: the run's, at most 16")
     p.add_argument("--seq-len", type=WINDOW, help="default: the run's, at most 512")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=SEED_ARG, default=0)
     p.add_argument("--out", help="folder for diagnose.md/.json/.png (default RUN/diagnose)")
     p.add_argument("--device", default="cpu", type=device_arg)
     p.add_argument("--json", help="also write the table to this JSON file")
@@ -286,15 +345,15 @@ def cmd_plot(args) -> None:
 def add_sample(sub) -> None:
     p = sub.add_parser("sample", help="stream a model's continuation of a prompt (cached decoding)")
     p.add_argument("model", metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder")
-    p.add_argument("--prompt", required=True, help="text to continue")
+    p.add_argument("--prompt", required=True, type=text_arg, help="text to continue")
     p.add_argument("--max-bytes", type=POSITIVE, default=256, help="bytes to generate (fewer if EOS is drawn)")
     p.add_argument("--temperature", type=NONNEGATIVE, default=1.0, help="0: argmax")
     p.add_argument("--top-k", type=POSITIVE, help="sample from the k likeliest bytes")
     p.add_argument("--top-p", type=PROBABILITY, help="nucleus sampling: the smallest set of bytes with probability >= p")
-    p.add_argument("--seed", type=int, help="seed of the sampled bytes and boundaries")
+    p.add_argument("--seed", type=SEED_ARG, help="seed of the sampled bytes and boundaries")
     p.add_argument("--boundaries", choices=["sample", "greedy"], default="sample", help="sample boundaries or take p > 0.5")
     p.add_argument("--show-boundaries", action="store_true", help="mark chunks: colours on a terminal, | otherwise")
-    p.add_argument("--rate", type=PROBABILITY, help="generate at this boundary rate, calibrated on the run's val split (docs/rate.md)")
+    p.add_argument("--rate", type=RATE_ARG, help="generate at this boundary rate, calibrated on the run's val split (docs/rate.md)")
     p.add_argument("--device", default="cpu", type=device_arg)
     p.add_argument("--json", help="write bytes, seconds, bytes/s and boundary rate to this JSON file")
     p.set_defaults(func=cmd_sample)
@@ -309,8 +368,6 @@ def cmd_sample(args) -> None:
     if args.rate is not None:
         print(set_rate_for_run(model, run_cfg, args.rate, args.prompt, args.boundaries == "greedy", args.seed or 0).describe(),
               file=sys.stderr)
-    if isinstance(sys.stdout, io.TextIOWrapper):
-        sys.stdout.reconfigure(errors="replace")                 # a non-UTF-8 terminal shows "?", no crash
     stats = sample(model, args.prompt, args.max_bytes, args.temperature, args.top_k, args.top_p, args.seed,
                    args.boundaries, args.show_boundaries)
     print(f"{stats['bytes']} bytes in {stats['seconds']:.2f}s ({stats['bytes_per_s']:.0f} bytes/s), "
@@ -340,7 +397,8 @@ def add_compare(sub) -> None:
                    "calibration, against the models trained at each rate")
     p.add_argument("--json", help="also write the results to this JSON file")
     p.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides shared by every variant")
-    p.set_defaults(func=cmd_compare)
+    p.set_defaults(func=cmd_compare, left=lambda args: f"finished variants are kept in {args.out}; the same command "
+                   f"with --out {args.out} continues")
 
 
 def cmd_compare(args) -> None:
@@ -348,7 +406,7 @@ def cmd_compare(args) -> None:
 
     overrides = list(args.overrides) + ([f"train.steps={args.steps}"] if args.steps is not None else [])
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
-    out = args.out or f"runs/compare-{args.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = args.out = args.out or f"runs/compare-{args.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
     variants = variants_from_args(args.strategies, args.ablations, args.rates)
     records = compare(variants, out, args.preset, overrides, args.eval_bytes, jobs=args.jobs, sweep=args.sweep,
                       seeds=seeds)
@@ -366,16 +424,17 @@ def add_prepare(sub) -> None:
     p.add_argument("sources", nargs="+", metavar="SOURCE", help="text file, folder, .jsonl(.gz) or .parquet")
     p.add_argument("--out", required=True, metavar="DATA_DIR", help="output folder (new or empty)")
     p.add_argument("--text-field", default="text", help="JSONL field / parquet column of the text")
-    p.add_argument("--min-doc-bytes", type=int, default=1, help="drop shorter documents")
+    p.add_argument("--min-doc-bytes", type=COUNT, default=1, help="drop shorter documents")
     p.add_argument("--max-doc-bytes", type=POSITIVE, help="drop longer documents (or cut them with --truncate)")
     p.add_argument("--truncate", action="store_true", help="cut documents to --max-doc-bytes instead of dropping them")
-    p.add_argument("--val-fraction", type=float, default=0.05, help="expected fraction of documents in val")
-    p.add_argument("--test-fraction", type=float, default=0.05, help="expected fraction of documents in test")
-    p.add_argument("--seed", type=int, default=0, help="seed of the split hash")
-    p.add_argument("--shard-mb", type=POSITIVE, default=256, help="target shard size (MiB)")
+    p.add_argument("--val-fraction", type=FRACTION_ARG, default=0.05, help="expected fraction of documents in val")
+    p.add_argument("--test-fraction", type=FRACTION_ARG, default=0.05, help="expected fraction of documents in test")
+    p.add_argument("--seed", type=SEED_ARG, default=0, help="seed of the split hash")
+    p.add_argument("--shard-mb", type=SHARD_MB, default=256, help="target shard size (MiB)")
     p.add_argument("--piece-bytes", type=POSITIVE, default=1 << 14, help="read text files as documents of about this many bytes")
     p.add_argument("--json", help="also write the index to this JSON file")
-    p.set_defaults(func=cmd_prepare)
+    p.set_defaults(func=cmd_prepare, left=lambda args: f"nothing was left in {args.out} (prepare writes its folder "
+                   f"whole or not at all): run it again")
 
 
 def cmd_prepare(args) -> None:
@@ -401,7 +460,7 @@ def build_parser() -> argparse.ArgumentParser:
     for add in COMMANDS:
         add(sub)
     for p in sub.choices.values():
-        p.add_argument("--threads", type=COUNT, default=0,
+        p.add_argument("--threads", type=number(int, THREADS), default=0,
                        help="CPU threads for torch (default: all cores; give 1 to runs that share a machine)")
     return parser
 
@@ -411,20 +470,50 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     alone takes them only as one run of positionals)."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
+    command = parser._subparsers._group_actions[0].choices[args.command]
     # argparse fills positionals only from the first run of them: an optional one (segment's
-    # text) given after an option is left over; place it.
-    for action in parser._subparsers._group_actions[0].choices[args.command]._get_positional_actions():
+    # text) given after an option is left over; place it (through its type, as argparse would).
+    for action in command._get_positional_actions():
         if action.nargs == "?" and getattr(args, action.dest) is None:
             plain = [a for a in extra if not a.startswith("-") and (not hasattr(args, "overrides") or "=" not in a)]
             if plain:
-                setattr(args, action.dest, plain[0])
+                setattr(args, action.dest, action.type(plain[0]) if action.type else plain[0])
                 extra.remove(plain[0])
     if hasattr(args, "overrides"):
         args.overrides += [a for a in extra if "=" in a and not a.startswith("-")]
         extra = [a for a in extra if "=" not in a or a.startswith("-")]
     if extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        command.error(f"unrecognized arguments: {' '.join(extra)}")
     return args
+
+
+# Faults of the machine, not of learntok, by errno: one line instead of a traceback
+MACHINE_FAULTS = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+                  errno.EFBIG: "file too large (a file size limit, ulimit -f?)", errno.EROFS: "read-only file system",
+                  errno.EACCES: "permission denied", errno.EPERM: "operation not permitted",
+                  errno.EIO: "input/output error"}
+SIGINT_EXIT, SIGPIPE_EXIT = 130, 141                             # 128 + the signal, as the shell reports a kill
+
+
+def fault_line(e: OSError) -> str | None:
+    """The one line for an OS error that is a fault of the machine (disk full, a size limit, a
+    permission), naming the file; None for any other OSError."""
+    reason = MACHINE_FAULTS.get(e.errno)
+    if reason is None:
+        return None
+    return f"{reason}: {e.filename}" if e.filename else reason
+
+
+def _stopped(args, what: str) -> str:
+    """`what` happened, and what the command leaves behind (its `left` hook), in one line."""
+    left = getattr(args, "left", None)
+    return " ".join((f"{what}; {left(args)}" if left else what).split())
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: its reader is gone (a pipe closed early), and the interpreter's
+    own flush at exit would otherwise report the broken pipe."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -432,12 +521,28 @@ def main(argv: list[str] | None = None) -> int:
         args = parse_args(argv)
     except SystemExit as e:                                      # --help, or a usage error already printed
         return e.code
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(errors="replace")                 # a non-UTF-8 terminal shows "?", no crash
     try:
         check_outputs(args)
         if args.threads and hasattr(args, "overrides"):
             args.overrides = [*args.overrides, f"system.threads={args.threads}"]  # recorded in the run's config
         set_threads(args.threads)
-        return args.func(args) or 0
+        code = args.func(args) or 0
+        sys.stdout.flush()                                       # a closed pipe shows here, not at exit
+        return code
     except _expected_errors() as e:
         print(f"learntok: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        _quiet_stdout()
+        return SIGPIPE_EXIT
+    except KeyboardInterrupt:
+        print(f"learntok: {_stopped(args, 'interrupted')}", file=sys.stderr)
+        return SIGINT_EXIT
+    except OSError as e:
+        line = fault_line(e)
+        if line is None:
+            raise
+        print(f"learntok: error: {_stopped(args, line)}", file=sys.stderr)
         return 2

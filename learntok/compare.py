@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from learntok.boundaries import strategy_class, strategy_names
-from learntok.checkpoint import latest_checkpoint, load_run
+from learntok.checkpoint import latest_checkpoint, load_run, write_text_atomic
 from learntok.config import STRATEGY, ConfigError, RunConfig, load_config
 from learntok.data import ByteData
 from learntok.distributed import DistEnv, barrier, init_distributed, shutdown
@@ -29,6 +29,7 @@ from learntok.evaluate import EvalOptions, evaluate_bpb
 from learntok.frontier import write_frontier
 from learntok.plots import pyplot, read_metrics, save_curves, series
 from learntok.runtime import resolve_dtype
+from learntok.structured import parse_json
 from learntok.train import train
 
 ALIASES = {  # short override names for variants
@@ -166,7 +167,10 @@ def run_variant(spec: str, preset: str | None, overrides: list[str], out: Path, 
     marker exists. Every rank calls it under torchrun; rank 0 writes."""
     run_dir = out / run_name(spec, seed)
     if (run_dir / DONE).is_file():
-        return json.loads((run_dir / DONE).read_text(encoding="utf-8"))
+        try:
+            return parse_json((run_dir / DONE).read_text(encoding="utf-8"))
+        except ValueError as e:                                  # not UTF-8, or not JSON
+            raise ConfigError(f"{run_dir / DONE}: {e}; remove it to evaluate the variant again") from None
     cfg = variant_config(spec, preset, [*overrides, *([f"train.seed={seed}"] if seed is not None else [])])
     resume = latest_checkpoint(run_dir) is not None
     barrier(env)                                                 # every rank has looked before rank 0 writes
@@ -176,7 +180,7 @@ def run_variant(spec: str, preset: str | None, overrides: list[str], out: Path, 
               "params": summary.get("params"), "bytes_per_s": train_speed(run_dir),
               "paper": PAPER.get(spec), **evaluate_run(run_dir, cfg, eval_bytes, env)}
     if env.is_main:
-        (run_dir / DONE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        write_text_atomic(run_dir / DONE, json.dumps(record, indent=2) + "\n")
     return record
 
 

@@ -84,12 +84,13 @@ def _example(rec: dict, form: str, where: str) -> Example:
     return Example(rec["query"], choices, gold)
 
 
-def join(context: str, continuation: str, delimiter: str = " ") -> tuple[bytes, bytes]:
+def join(context: str, continuation: str, delimiter: str | bytes = " ") -> tuple[bytes, bytes]:
     """(context bytes, continuation bytes with the delimiter in front unless the context ends in
-    whitespace or is empty)."""
+    whitespace or is empty). A str delimiter is UTF-8; bytes are taken as they are (the command
+    line's, which need not be UTF-8)."""
     ctx = context.encode("utf-8")
-    sep = "" if not context or context[-1].isspace() else delimiter
-    return ctx, (sep + continuation).encode("utf-8")
+    sep = delimiter.encode("utf-8") if isinstance(delimiter, str) else bytes(delimiter)
+    return ctx, (b"" if not context or context[-1].isspace() else sep) + continuation.encode("utf-8")
 
 
 def score_requests(model, requests: list[tuple[bytes, bytes]], batch_size: int = 16, seq_len: int = 1024,
@@ -144,7 +145,7 @@ def _rows(pairs: list[tuple[bytes, bytes]], seq_len: int) -> tuple[torch.Tensor,
     return x, cont
 
 
-def evaluate_task(model, form: str, examples: list[Example], delimiter: str = " ", **score_kw) -> dict:
+def evaluate_task(model, form: str, examples: list[Example], delimiter: str | bytes = " ", **score_kw) -> dict:
     """Accuracy, length-normalised accuracy and gold-continuation bpb (mean +- s.e., corpus)."""
     requests, owner = [], []
     for e_i, ex in enumerate(examples):
@@ -177,7 +178,7 @@ def evaluate_task(model, form: str, examples: list[Example], delimiter: str = " 
 
 
 def run_tasks(path, tasks: list[str], batch_size: int = 16, seq_len: int | None = None, greedy: bool = False,
-              seed: int = 0, limit: int | None = None, delimiter: str = " ", device: str = "cpu") -> dict:
+              seed: int = 0, limit: int | None = None, delimiter: str | bytes = " ", device: str = "cpu") -> dict:
     """`learntok eval-tasks`: every task file, by its name without .jsonl(.gz)."""
     model, run_cfg = load_run(path, device)
     seq_len = seq_len or (run_cfg.train.seq_len if run_cfg is not None else 1024)

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from learntok.data.vocab import N_SYMBOLS, is_byte
+from learntok.ranges import ranged
 
 LN2 = math.log(2.0)
 BASELINES = ("mean", "loo", "none")
@@ -20,20 +21,20 @@ BASELINES = ("mean", "loo", "none")
 
 @dataclass
 class ObjectiveConfig:
-    gamma: float = 0.99            # time discount of rewards (1.0 = undiscounted)
-    lambda_pi: float = 1e-2        # weight of the policy (score-function) loss
-    lambda_rate: float = 1e-2      # weight of the target-rate loss
-    lambda_early: float = 0.1      # weight of the early-exit head's cross-entropy
-    batch_baseline: str = "mean"   # per-position batch baseline: mean | loo | none
-    early_baseline: bool = True    # reward = CE_early - CE (else -CE)
-    rate_gain: float = 0.0         # integral gain of the rate controller (logit units per unit rate error per step; 0 = off)
-    early_mix: bool = False        # (1 - lambda_early) CE + lambda_early CEe, the authors' convex mix, instead of CE + lambda_early CEe
+    gamma: float = ranged(0.99, gt=0, le=1)  # time discount of rewards (1.0 = undiscounted)
+    lambda_pi: float = ranged(1e-2, ge=0)    # weight of the policy (score-function) loss
+    lambda_rate: float = ranged(1e-2, ge=0)  # weight of the target-rate loss
+    lambda_early: float = ranged(0.1, ge=0)  # weight of the early-exit head's cross-entropy
+    batch_baseline: str = "mean"             # per-position batch baseline: mean | loo | none
+    early_baseline: bool = True              # reward = CE_early - CE (else -CE)
+    rate_gain: float = ranged(0.0, ge=0)     # integral gain of the rate controller (logit units per unit rate error per step; 0 = off)
+    early_mix: bool = False                  # (1 - lambda_early) CE + lambda_early CEe, the authors' convex mix, instead of CE + lambda_early CEe
 
     def __post_init__(self) -> None:
         if self.batch_baseline not in BASELINES:
             raise ValueError(f"batch_baseline {self.batch_baseline!r} is not one of {BASELINES}")
-        if not 0.0 < self.gamma <= 1.0:
-            raise ValueError(f"gamma {self.gamma} must be in (0, 1]")
+        if self.early_mix and self.lambda_early > 1:
+            raise ValueError(f"lambda_early {self.lambda_early} must be <= 1 with early_mix (the weights are 1 - lambda_early and lambda_early)")
 
 
 def token_ce(logits: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -231,5 +231,5 @@ def test_optional_positional_after_options():
     from learntok.cli import parse_args
     for argv in (["segment", "R", "--rate", "0.3", "a b"], ["segment", "R", "a b", "--rate", "0.3"]):
         args = parse_args(argv)
-        assert (args.model, args.text, args.rate) == ("R", "a b", 0.3)
+        assert (args.model, args.text, args.rate) == ("R", b"a b", 0.3)   # text for the model: its bytes
     assert parse_args(["segment", "R", "--greedy"]).text is None

@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "learntok"
 
 # Bottom to top. A module name or a package prefix ("learntok.data" covers learntok.data.*).
 LAYERS: list[tuple[str, list[str]]] = [
-    ("foundations", ["learntok.errors", "learntok.runtime"]),
+    ("foundations", ["learntok.errors", "learntok.runtime", "learntok.ranges", "learntok.structured"]),
     ("data", ["learntok.data"]),
     ("model parts", ["learntok.model", "learntok.model.config", "learntok.model.layers", "learntok.model.pooling",
                      "learntok.model.cache"]),

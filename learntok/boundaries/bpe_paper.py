@@ -45,14 +45,15 @@ from learntok.boundaries.base import register
 from learntok.boundaries.bpe import RATE_TOLERANCE, TokenizerStrategy, bisect_merges
 from learntok.data.vocab import is_byte
 from learntok.errors import ConfigError
+from learntok.ranges import ranged
 
 MAX_VOCAB = 32768  # vocabulary of the BPE that fit truncates when vocab_size is 0
 
 
 @dataclass
 class PaperBPEConfig:
-    vocab_size: int = 0   # BPE vocabulary; 0: the number of merges whose rate on the fit sample is closest to rho*
-    tokenizer: str = ""   # path of a byte-level BPE tokenizer.json to use instead of fitting ("": fit one)
+    vocab_size: int = ranged(0, ge=0)  # BPE vocabulary; 0: the number of merges whose rate on the fit sample is closest to rho*
+    tokenizer: str = ""                # path of a byte-level BPE tokenizer.json to use instead of fitting ("": fit one)
 
 
 def utf8_text(data: bytes) -> tuple[str, list[int]]:

@@ -38,6 +38,7 @@ from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register,
 from learntok.boundaries.ste import real_bytes
 from learntok.model.config import ModelConfig
 from learntok.model.pooling import downsample
+from learntok.ranges import ranged
 
 
 def binomial_log_prob(k: torch.Tensor, n: torch.Tensor, p: float) -> torch.Tensor:
@@ -96,8 +97,8 @@ def mean_pool_reference(h: torch.Tensor, a: torch.Tensor, S: int) -> torch.Tenso
 
 @dataclass
 class DynamicPoolingConfig:
-    temperature: float = 1.0   # relaxed-Bernoulli (Gumbel-sigmoid) temperature (Nawrot's `temp`)
-    prior_weight: float = 1.0  # weight of the binomial prior loss (aux_loss)
+    temperature: float = ranged(1.0, gt=0)   # relaxed-Bernoulli (Gumbel-sigmoid) temperature (Nawrot's `temp`)
+    prior_weight: float = ranged(1.0, ge=0)  # weight of the binomial prior loss (aux_loss)
 
 
 @register("nawrot", config=DynamicPoolingConfig)

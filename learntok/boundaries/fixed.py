@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, fixed_output, register
 from learntok.data.vocab import BOS, PAD, encode, is_byte
+from learntok.ranges import ranged
 
 
 def bisect_rate(rate_of: Callable[[float], float], target: float, low: float, high: float,
@@ -270,7 +271,7 @@ def entropy_boundaries(entropy: torch.Tensor, threshold: torch.Tensor) -> torch.
 
 @dataclass
 class EntropyConfig:
-    gain: float = 2.0  # threshold step (nats) per unit rate error per training step
+    gain: float = ranged(2.0, ge=0)  # threshold step (nats) per unit rate error per training step
 
 
 @register("entropy", config=EntropyConfig)

@@ -18,6 +18,7 @@ import torch
 from learntok.data import shards
 from learntok.data.corpora import DataError, load_named_documents
 from learntok.data.split import SPLITS, split_named_documents
+from learntok.ranges import FRACTION, SEED, ranged
 
 ALL = "all"  # the split of ByteData.from_config(..., unsplit=True): every document of the source
 from learntok.data.vocab import BOS, EOS, PAD
@@ -25,12 +26,17 @@ from learntok.data.vocab import BOS, EOS, PAD
 
 @dataclass
 class DataConfig:
-    source: str = "shakespeare"  # built-in corpus (shakespeare, kjv, python-stdlib, python-docs, python-rst) or a path: text file, folder, .jsonl(.gz), .parquet, prepared data folder (index.json)
-    text_field: str = "text"  # JSONL field / parquet column that holds a document's text
-    val_fraction: float = 0.05  # fraction of documents (pieces, for few documents) held out for validation
-    test_fraction: float = 0.05  # fraction of documents (pieces, for few documents) held out for test
-    split_seed: int = 0  # seed of the document shuffle that assigns splits; independent of train.seed
-    packed: bool = False  # True: windows run across documents joined by EOS; False: windows inside one document, PAD after its end
+    source: str = "shakespeare"                    # built-in corpus (shakespeare, kjv, python-stdlib, python-docs, python-rst) or a path: text file, folder, .jsonl(.gz), .parquet, prepared data folder (index.json)
+    text_field: str = "text"                       # JSONL field / parquet column that holds a document's text
+    val_fraction: float = ranged(0.05, FRACTION)   # fraction of documents (pieces, for few documents) held out for validation
+    test_fraction: float = ranged(0.05, FRACTION)  # fraction of documents (pieces, for few documents) held out for test
+    split_seed: int = ranged(0, SEED)              # seed of the document shuffle that assigns splits; independent of train.seed
+    packed: bool = False                           # True: windows run across documents joined by EOS; False: windows inside one document, PAD after its end
+
+    def __post_init__(self) -> None:
+        if self.val_fraction + self.test_fraction >= 1:
+            raise ValueError(f"data.val_fraction {self.val_fraction} + data.test_fraction {self.test_fraction} must be "
+                             f"< 1 (the rest is the training split)")
 
 
 @dataclass(frozen=True)

@@ -173,21 +173,20 @@ def prepare(sources: list[str], out: str | Path, opts: PrepareOptions | None = N
                     doc = doc[:opts.max_doc_bytes]
                     counts["truncated"] += 1
                 writers[split_of(ordinal, opts.seed, opts.val_fraction, opts.test_fraction)].add(doc)
-    except BaseException:
+        bar.close()
+        splits = {s: w.close() for s, w in writers.items()}
+        empty = empty_split(splits, opts, counts["read"])
+        if empty:
+            raise DataError(empty)
+        seconds = time.perf_counter() - t0
+        index = {"format": FORMAT, "version": VERSION, "splits": splits, "documents": counts,
+                 "sources": [str(f) for f in files] if len(files) <= 1000 else [str(s) for s in sources],
+                 "input_bytes": total, "seconds": round(seconds, 3), "options": asdict(opts)}
+        (out / INDEX).write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")  # last: marks the folder complete
+    except BaseException:                                        # Ctrl-C, disk full, bad data: nothing half-written stays
         bar.close()
         for w in writers.values():
-            w.close()
+            w.discard()
         shutil.rmtree(out, ignore_errors=True)                    # never leave a folder that looks usable
         raise
-    bar.close()
-    splits = {s: w.close() for s, w in writers.items()}
-    empty = empty_split(splits, opts, counts["read"])
-    if empty:
-        shutil.rmtree(out, ignore_errors=True)
-        raise DataError(empty)
-    seconds = time.perf_counter() - t0
-    index = {"format": FORMAT, "version": VERSION, "splits": splits, "documents": counts,
-             "sources": [str(f) for f in files] if len(files) <= 1000 else [str(s) for s in sources],
-             "input_bytes": total, "seconds": round(seconds, 3), "options": asdict(opts)}
-    (out / INDEX).write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")  # last: marks the folder complete
     return index
