@@ -59,7 +59,7 @@ def number(kind: type, within: Range | None = None, **limits):
         if problem:
             raise argparse.ArgumentTypeError(f"{text} {problem}")
         return value
-    parse.range = rng
+    parse.kind, parse.range = kind, rng
     return parse
 
 
@@ -135,9 +135,12 @@ def check_writable(path: str | Path, option: str) -> None:
 
 
 def write_json(path: str | None, record: dict) -> None:
-    """`--json PATH` for commands that report figures."""
+    """`--json PATH` for commands that report figures; a failed write names the file."""
     if path:
-        Path(path).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        try:
+            Path(path).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, path) from None
 
 
 # ---------------------------------------------------------------- train

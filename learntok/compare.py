@@ -26,7 +26,7 @@ from learntok.config import STRATEGY, ConfigError, RunConfig, load_config
 from learntok.data import ByteData
 from learntok.distributed import DistEnv, barrier, init_distributed, shutdown
 from learntok.evaluate import EvalOptions, evaluate_bpb
-from learntok.frontier import write_frontier
+from learntok.frontier import check_sweep, write_frontier
 from learntok.plots import pyplot, read_metrics, save_curves, series
 from learntok.runtime import resolve_dtype
 from learntok.structured import parse_json
@@ -326,6 +326,7 @@ def compare(variants: list[str], out: str | Path, preset: str | None = "tiny", o
     if len(set(variants)) != len(variants):
         raise ConfigError(f"variants repeat: {', '.join(variants)}")
     check_strategy_options(variants, list(overrides))
+    check_sweep(sweep, variants)
     configs = [variant_config(spec, preset, list(overrides)) for spec in variants]  # fail on a bad name before any training
     env = init_distributed(configs[0].system.device)
     if env.is_main:

@@ -128,6 +128,36 @@ def run_without_checkpoints(t: Path) -> str:
     return "run"
 
 
+DEEP = "[" * 200_000 + "]" * 200_000                              # nested past any parser's recursion
+
+
+def deep_file(t: Path, name: str, text: str = DEEP) -> str:
+    (t / name).write_text(text)
+    return name
+
+
+def deep_run_config(t: Path) -> str:
+    (t / "run" / "checkpoints" / "step_0000003" / "config.json").write_text(DEEP)
+    return "run"
+
+
+def bad_parquet(t: Path) -> str:
+    """A parquet file cut in half (its footer gone), as an interrupted download leaves it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    pq.write_table(pa.table({"text": [f"document {i} " * 30 for i in range(200)]}), t / "whole.parquet")
+    data = (t / "whole.parquet").read_bytes()
+    (t / "cut.parquet").write_bytes(data[:len(data) // 2])
+    (t / "whole.parquet").unlink()
+    return "cut.parquet"
+
+
+def edit_state(t: Path, change) -> None:
+    import torch
+    path = t / "run" / "checkpoints" / "step_0000003" / "state.pt"
+    torch.save(change(torch.load(path, weights_only=True)), path)
+
+
 TRAIN = ["train", "--preset", "tiny", *TINY]
 # (id, setup(tmp) -> args, words in the error); tmp holds run/, corpus.txt, task.jsonl, prep/
 CASES = [
@@ -194,6 +224,31 @@ CASES = [
     ("segment-rate-zero", lambda t: ["segment", "run", "text", "--rate", "0"], "--rate"),
     ("segment-two-texts", lambda t: ["segment", "run", "text", "--greedy", "more text"], "unrecognized arguments: more text"),
     ("prepare-piece-bytes-0", lambda t: ["prepare", "corpus.txt", "--out", "new", "--piece-bytes", "0"], "--piece-bytes"),
+    # values out of their declared range, by kind (the property over every key: tests/test_values.py)
+    ("train-n-heads-0", lambda t: [*TRAIN, "model.n_heads=0", "--out", "new"], "model.n_heads 0 must be >= 1"),
+    ("train-seed-beyond-int64", lambda t: [*TRAIN, "train.seed=18446744073709551616", "--out", "new"], "train.seed"),
+    ("train-eval-bytes-negative", lambda t: [*TRAIN, "log.eval_bytes=-5", "--out", "new"], "log.eval_bytes -5"),
+    ("train-config-lr-nan", lambda t: ["train", "--config", deep_file(t, "nan.toml", "[optim]\nlr = nan\n"), "--out", "new"],
+     "optim.lr nan must be a finite number"),
+    ("train-source-not-utf8", lambda t: [*TRAIN, "data.source=caf\udce9.txt", "--out", "new"], "not UTF-8"),
+    ("sample-temperature-nan", lambda t: ["sample", "run", "--prompt", "a", "--temperature", "nan"], "--temperature"),
+    ("sample-top-p-nan", lambda t: ["sample", "run", "--prompt", "a", "--top-p", "nan"], "--top-p"),
+    ("usage-said-once", lambda t: ["nosuch"], "invalid choice"),
+    # nested 200,000 deep: a config, a run's config.json, a task file
+    ("train-config-json-nested", lambda t: ["train", "--config", deep_file(t, "deep.json"), "--out", "new"], "nested too deeply"),
+    ("train-config-toml-nested", lambda t: ["train", "--config", deep_file(t, "deep.toml", "[train]\nsteps = " + DEEP),
+                                            "--out", "new"], "nested too deeply"),
+    ("eval-run-config-nested", lambda t: ["eval", deep_run_config(t)], "nested too deeply"),
+    ("eval-tasks-task-nested", lambda t: ["eval-tasks", "run", "--task", deep_file(t, "deep.jsonl")], "nested too deeply"),
+    # corrupt or incomplete files of other formats
+    ("train-parquet-cut", lambda t: [*TRAIN, f"data.source={bad_parquet(t)}", "--out", "new"], "cut.parquet: cannot be read as parquet"),
+    ("prepare-parquet-cut", lambda t: ["prepare", bad_parquet(t), "--out", "new"], "cut.parquet: cannot be read as parquet"),
+    ("resume-state-without-rng", lambda t: edit_state(t, lambda s: {k: v for k, v in s.items() if k != "rng"})
+     or ["train", "--out", "run", "--resume", "train.steps=4"], "incomplete: it lacks rng"),
+    ("resume-state-is-a-list", lambda t: edit_state(t, lambda s: [s["step"]]) or ["train", "--out", "run", "--resume",
+                                                                                "train.steps=4"], "incomplete"),
+    # a full disk (the file existed before: /dev/full)
+    ("eval-json-dev-full", lambda t: ["eval", "run", "--json", "/dev/full"], "no space left on device: /dev/full"),
 ]
 
 
@@ -212,6 +267,7 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(base, tmp_path, make_a
     assert "Traceback" not in r.stderr
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("learntok: error: "), r.stderr[-2000:]
+    assert not lines[0].startswith("learntok: error: learntok"), lines[0]      # the prefix said once
     assert words in lines[0]
     after = checksums(tmp_path)
     assert {k: after.get(k) for k in before} == before

@@ -147,13 +147,15 @@ def prepare(sources: list[str], out: str | Path, opts: PrepareOptions | None = N
     files = input_files(sources)
     if out.exists() and any(out.iterdir()):
         raise DataError(f"prepare: output folder {out} is not empty")
-    out.mkdir(parents=True, exist_ok=True)
-    writers = {s: SplitWriter(out, s, opts.shard_bytes) for s in SPLITS}
     counts = {"read": 0, "dropped_short": 0, "dropped_long": 0, "truncated": 0}
     t0, total = time.perf_counter(), sum(f.stat().st_size for f in files)
     bar = tqdm(total=total, unit="B", unit_scale=True, desc="prepare", disable=not progress,
                delay=1.0)                                        # a quick failure stays one line
+    writers: dict[str, SplitWriter] = {}
+    out.mkdir(parents=True, exist_ok=True)
     try:
+        for split in SPLITS:
+            writers[split] = SplitWriter(out, split, opts.shard_bytes)
         for path in files:
             done = 0
             for doc, pos in documents(path, opts):

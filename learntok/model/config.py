@@ -34,4 +34,5 @@ class ModelConfig:
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model {self.d_model} is not a multiple of n_heads {self.n_heads}")
         if (self.d_model // self.n_heads) % 2:
-            raise ValueError(f"head size {self.d_model // self.n_heads} must be even for RoPE")
+            raise ValueError(f"head size d_model / n_heads = {self.d_model} / {self.n_heads} = "
+                             f"{self.d_model // self.n_heads} must be even for RoPE")

@@ -17,10 +17,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load, load_file, save_file
 
 from learntok import __version__
-from learntok.config import from_model_dict
+from learntok.config import from_model_dict, is_utf8
 from learntok.errors import CheckpointError, ConfigError
 from learntok.model.config import ModelConfig
 from learntok.structured import parse_json
@@ -147,7 +147,10 @@ def read_weights(path: Path, map_location: str | torch.device) -> dict[str, torc
     if not path.is_file():
         raise CheckpointError(f"{path} is missing")
     try:
-        return load_file(str(path), device=str(map_location))
+        if is_utf8(str(path)):
+            return load_file(str(path), device=str(map_location))
+        # safetensors opens UTF-8 paths only: a folder named in another encoding is read here
+        return {k: v.to(map_location) for k, v in load(path.read_bytes()).items()}
     except Exception as e:  # safetensors raises its own error types for truncated/garbled files
         raise read_failure(e, path) from None
 
