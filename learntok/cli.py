@@ -11,16 +11,17 @@ would. Anything else is a bug and keeps its traceback (docs/reliability.md).
 from __future__ import annotations
 
 import argparse
-import errno
 import io
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
+from learntok.arguments import (COUNT, FRACTION_ARG, NONNEGATIVE, POSITIVE, PROBABILITY, RATE_ARG, SEED_ARG, SHARD_MB,
+                                WINDOW, check_writable, number, text_arg)
 from learntok.errors import ConfigError
-from learntok.ranges import FRACTION, RATE, SEED, THREADS, Range, bounds
+from learntok.faults import SIGINT_EXIT, SIGPIPE_EXIT, fault_line, quiet_stdout
+from learntok.ranges import THREADS
 
 
 def set_threads(n: int) -> None:
@@ -42,37 +43,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         command = self.prog.removeprefix("learntok").strip()     # "learntok: error: learntok: ..." said it twice
         self.exit(2, f"learntok: error: {command + ': ' if command else ''}{message} (see {self.prog} --help)\n")
-
-
-def number(kind: type, within: Range | None = None, **limits):
-    """An argparse type: a `kind` number in the range `within` (or of the comparisons `limits`:
-    ge, gt, le, lt; learntok.ranges), never NaN, an infinity or an int beyond int64. Every
-    numeric option's type is one of these (tests/test_values.py checks it)."""
-    rng = within or bounds(**limits)
-
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
-        problem = rng.problem(value)
-        if problem:
-            raise argparse.ArgumentTypeError(f"{text} {problem}")
-        return value
-    parse.kind, parse.range = kind, rng
-    return parse
-
-
-POSITIVE, COUNT, WINDOW = number(int, ge=1), number(int, ge=0), number(int, ge=2)  # WINDOW: BOS and a byte
-NONNEGATIVE, PROBABILITY = number(float, ge=0), number(float, gt=0, le=1)
-SEED_ARG, RATE_ARG, FRACTION_ARG = number(int, SEED), number(float, RATE), number(float, FRACTION)
-SHARD_MB = number(int, ge=1, le=2**43)  # MiB; its size in bytes fits in 64 bits
-
-
-def text_arg(text: str) -> bytes:
-    """An argument that is text for the model (a prompt, a text to segment): its bytes as the
-    shell gave them, so an argument that is not UTF-8 is read as the bytes it is."""
-    return os.fsencode(text)
 
 
 def device_arg(text: str) -> str:
@@ -115,23 +85,6 @@ def check_outputs(args) -> None:
             raise ConfigError(f"--{name} {path} is an existing file, not a folder")
         if path:
             check_writable(path, name)
-
-
-def check_writable(path: str | Path, option: str) -> None:
-    """Refuse, before the work, an output this user may not write: an existing file or folder
-    that is not writable, or, for one that does not exist yet, a nearest existing folder above it
-    in which nothing can be created (read-only, or another user's). os.access answers for the
-    real user; root passes every permission check (but not a read-only file system)."""
-    p = Path(path).absolute()
-    if p.exists():
-        if not os.access(p, os.W_OK):
-            raise ConfigError(f"--{option} {path}: permission denied (it is not writable by this user)")
-        return
-    parent = p.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"--{option} {path}: permission denied (folder {parent} is not writable by this user)")
 
 
 def write_json(path: str | None, record: dict) -> None:
@@ -490,33 +443,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-# Faults of the machine, not of learntok, by errno: one line instead of a traceback
-MACHINE_FAULTS = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
-                  errno.EFBIG: "file too large (a file size limit, ulimit -f?)", errno.EROFS: "read-only file system",
-                  errno.EACCES: "permission denied", errno.EPERM: "operation not permitted",
-                  errno.EIO: "input/output error"}
-SIGINT_EXIT, SIGPIPE_EXIT = 130, 141                             # 128 + the signal, as the shell reports a kill
-
-
-def fault_line(e: OSError) -> str | None:
-    """The one line for an OS error that is a fault of the machine (disk full, a size limit, a
-    permission), naming the file; None for any other OSError."""
-    reason = MACHINE_FAULTS.get(e.errno)
-    if reason is None:
-        return None
-    return f"{reason}: {e.filename}" if e.filename else reason
-
-
 def _stopped(args, what: str) -> str:
     """`what` happened, and what the command leaves behind (its `left` hook), in one line."""
     left = getattr(args, "left", None)
     return " ".join((f"{what}; {left(args)}" if left else what).split())
-
-
-def _quiet_stdout() -> None:
-    """Point stdout at /dev/null: its reader is gone (a pipe closed early), and the interpreter's
-    own flush at exit would otherwise report the broken pipe."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -538,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"learntok: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
     except BrokenPipeError:
-        _quiet_stdout()
+        quiet_stdout()
         return SIGPIPE_EXIT
     except KeyboardInterrupt:
         print(f"learntok: {_stopped(args, 'interrupted')}", file=sys.stderr)

@@ -1,8 +1,9 @@
 """Run configuration: component configs composed into one RunConfig (DESIGN §7).
 
 Layered and strict: dataclass defaults <- a preset TOML (packaged under learntok/configs, or
-any file) <- `section.key=value` overrides. Unknown sections or keys and values of the wrong
-type fail at start-up with the offending name and value. The resolved config is dumped to
+any file) <- `section.key=value` overrides. Unknown sections or keys, values of the wrong type
+and values outside the range their field declares (learntok.ranges; NaN, infinities and ints
+beyond int64 never pass) fail at start-up with the offending name and value. The resolved config is dumped to
 TOML (run folder) or JSON (checkpoints).
 """
 from __future__ import annotations

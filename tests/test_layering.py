@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, list[str]]] = [
                       "learntok.plots"]),
     ("library", ["learntok.evaluate", "learntok.segment", "learntok.train", "learntok.eval_tasks",
                  "learntok.diagnose", "learntok.sample", "learntok.frontier", "learntok.compare"]),
-    ("commands", ["learntok.cli", "learntok.__main__", "learntok.lm_eval_adapter"]),
+    ("commands", ["learntok.cli", "learntok.__main__", "learntok.lm_eval_adapter", "learntok.arguments", "learntok.faults"]),
 ]
 
 # Imports allowed inside functions: optional or heavy dependencies, and torch APIs that older
