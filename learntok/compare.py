@@ -308,7 +308,7 @@ def run_parallel(units: list[tuple[str, int | None]], out: Path, preset: str | N
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for (spec, seed), proc in zip(todo, pool.map(one, todo)):
             if proc.returncode != 0:
-                last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+                last = (proc.stderr.strip().splitlines() or ["no output"])[-1].removeprefix("learntok: error: ")
                 raise ConfigError(f"variant {run_name(spec, seed)} failed (exit {proc.returncode}): {last}")
 
 

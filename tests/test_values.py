@@ -10,6 +10,7 @@ line, no traceback, nothing changed) are in tests/test_bad_input.py.
 import dataclasses
 import json
 import math
+import subprocess
 import types
 import typing
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import learntok.compare as compare
 from learntok import cli
 from learntok.boundaries import strategy_class, strategy_names
 from learntok.config import SECTIONS, STRATEGY, ConfigError, RunConfig, load_config, read_file
@@ -248,6 +250,15 @@ def test_usage_lines_say_learntok_once(capsys):
         code, err = parse_result(argv, capsys)
         assert code == 2 and len(err) == 1 and err[0].startswith("learntok: error: ")
         assert not err[0].startswith("learntok: error: learntok"), err[0]
+
+
+def test_a_failed_variant_of_compare_jobs_says_learntok_once(tmp_path, monkeypatch):
+    """compare --jobs relays a child's one line: without its own prefix, which the parent adds."""
+    monkeypatch.setattr(compare.subprocess, "run", lambda cmd, **k: subprocess.CompletedProcess(
+        cmd, 2, "", "learntok: error: train.steps 0 must be >= 1\n"))
+    with pytest.raises(ConfigError) as e:
+        compare.run_parallel([("uniform", None)], tmp_path, "tiny", [], None, jobs=2)
+    assert str(e.value) == "variant uniform failed (exit 2): train.steps 0 must be >= 1"
 
 
 # ---------------------------------------------------------------- nested JSON and TOML at every reader
