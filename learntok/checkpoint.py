@@ -1,4 +1,4 @@
-"""Training checkpoints and run loading (DESIGN §7), built on the model files of
+"""Training checkpoints and run loading (docs/design.md §7), built on the model files of
 learntok.model.pretrained (a model folder: `model.safetensors` + `config.json`).
 
 A training checkpoint `RUN/checkpoints/step_NNNNNNN/`: `model.safetensors`, `state.pt`
@@ -20,8 +20,8 @@ import torch
 from learntok.config import RunConfig
 from learntok.errors import CheckpointError, ConfigError
 from learntok.model.aunet import AUNet
-from learntok.model.pretrained import (LATEST, WEIGHTS, atomic_dir, commit, read_config, read_failure, read_weights,
-                                       resolve, write_model_files)
+from learntok.model.pretrained import (LATEST, WEIGHTS, atomic_dir, commit, read_config, read_failure, read_model,
+                                       read_weights, resolve, write_model_files)
 from learntok.runtime import rng_state
 
 STATE = "state.pt"
@@ -44,8 +44,9 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 
 
 class _KeepWriteError:
-    """A binary file that keeps the OS error of a failed write: torch.save reports one as a bare
-    RuntimeError ("unexpected pos ..."), without the errno that says the disk is full."""
+    """A binary file that keeps what stopped a write: torch.save reports it as a bare RuntimeError
+    ("unexpected pos ..."), without the errno that says the disk is full, or the Ctrl-C that
+    came during the write."""
 
     def __init__(self, f):
         self.f, self.error = f, None
@@ -53,7 +54,7 @@ class _KeepWriteError:
     def write(self, data) -> int:
         try:
             return self.f.write(data)
-        except OSError as e:
+        except BaseException as e:                               # OSError (disk full), KeyboardInterrupt
             self.error = e
             raise
 
@@ -62,7 +63,8 @@ class _KeepWriteError:
 
 
 def save_torch(obj: Any, path: Path) -> None:
-    """torch.save to `path`; a write that fails raises the OS's error (ENOSPC, EFBIG)."""
+    """torch.save to `path`; a write that fails raises what stopped it: the OS's error (ENOSPC,
+    EFBIG) or a KeyboardInterrupt."""
     with open(path, "wb") as f:
         kept = _KeepWriteError(f)
         try:
@@ -79,7 +81,10 @@ def remove_stale_tmp(folder: str | Path) -> list[Path]:
     folder = Path(folder)
     stale = sorted(folder.glob(".*.tmp-*")) if folder.is_dir() else []
     for path in stale:
-        shutil.rmtree(path, ignore_errors=True) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
     return stale
 
 
@@ -138,10 +143,16 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", 
 
 def load_run(path: str | Path, device: str | torch.device = "cpu") -> tuple[AUNet, RunConfig | None]:
     """The one way to load a run for evaluation: (model in eval mode, its RunConfig, or None for a
-    bare model folder) from a run, checkpoint or model folder. A config or weights that do not
-    fit this version's model say that the checkpoint may be from another version. A run's latest
-    checkpoint that a training run rotates away while it is read (checkpoint.keep) is not an
-    error: the newer latest is read instead, once."""
+    bare model folder) from a run, checkpoint or model folder (`load_run_folder`, without the folder)."""
+    model, run_cfg, _ = load_run_folder(path, device)
+    return model, run_cfg
+
+
+def load_run_folder(path: str | Path, device: str | torch.device = "cpu") -> tuple[AUNet, RunConfig | None, Path]:
+    """`load_run` and the model or checkpoint folder it read, each file read once. A config or
+    weights that do not fit this version's model say that the checkpoint may be from another version.
+    A run's latest checkpoint that a training run rotates away while it is read (checkpoint.keep)
+    is not an error: the newer latest is read instead, once."""
     folder = resolve(path)
     try:
         return _load_model_folder(folder, device)
@@ -155,11 +166,11 @@ def load_run(path: str | Path, device: str | torch.device = "cpu") -> tuple[AUNe
         return _load_model_folder(newer, device)
 
 
-def _load_model_folder(folder: Path, device: str | torch.device) -> tuple[AUNet, RunConfig | None]:
-    config = read_config(folder)
+def _load_model_folder(folder: Path, device: str | torch.device) -> tuple[AUNet, RunConfig | None, Path]:
     try:
-        model = AUNet.from_pretrained(folder, map_location=device)
-        run_cfg = RunConfig.from_dict(config) if isinstance(config.get("model"), dict) else None
+        files = read_model(folder, device)
+        model = AUNet.from_files(files, map_location=device)
+        run_cfg = RunConfig.from_dict(files.config) if isinstance(files.config.get("model"), dict) else None
     except (CheckpointError, ConfigError) as e:
         raise CheckpointError(f"{e} (a checkpoint from an incompatible learntok version?)") from None
-    return model.eval(), run_cfg
+    return model.eval(), run_cfg, files.folder

@@ -11,15 +11,19 @@ from learntok.errors import ConfigError
 
 
 def resolve_device(name: str = "auto") -> torch.device:
-    """auto: CUDA when available, else CPU. An explicit CUDA device that is absent is an error."""
+    """auto: CUDA when available, else CPU. An explicit CUDA device that is absent is an error.
+    A CUDA device comes back with its index (`cuda` is the current one, as tensors report it:
+    torch.device("cuda") != torch.device("cuda:0"))."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         device = torch.device(name)
     except RuntimeError:
         raise ConfigError(f"system.device {name!r} is not a device (auto, cpu, cuda, cuda:N)") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"system.device {name!r}: CUDA is not available on this machine")
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
     return device
 
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from learntok import AUNet, ModelConfig
+from learntok.boundaries.options import kept_options
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "learntok" / "corpora" / "shakespeare.jsonl.gz"
@@ -18,8 +19,12 @@ CORPUS = ROOT / "learntok" / "corpora" / "shakespeare.jsonl.gz"
 TINY = dict(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16)
 
 
-def tiny_config(boundary: str = "learned", **overrides) -> ModelConfig:
-    return ModelConfig(**{**TINY, "boundary": boundary, **overrides})
+def tiny_config(boundary: str = "learned", window: int | None = None, **overrides) -> ModelConfig:
+    """TINY with `overrides`; `window` is the learned policy's w (ignored by strategies without one)."""
+    strategy = dict(overrides.pop("strategy", {}))
+    if window is not None:
+        strategy.update(kept_options({"window": window}, boundary))
+    return ModelConfig(**{**TINY, "boundary": boundary, **overrides, "strategy": strategy})
 
 
 def tiny_model(boundary: str = "learned", seed: int = 0, **overrides) -> AUNet:

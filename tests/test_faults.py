@@ -35,7 +35,7 @@ NOT_UTF8 = "caf\udce9"                                           # how Python ho
 
 
 @pytest.fixture
-def work(base, tmp_path, monkeypatch):
+def work(base, tmp_path, monkeypatch):  # noqa: F811  (base: the fixture imported above)
     """A fresh copy of the trained run, its corpus, a task file and a prepared folder, as cwd."""
     for name in ("run", "prep"):
         shutil.copytree(base / name, tmp_path / name)
@@ -345,6 +345,13 @@ TEXT_ROWS = [
     ("compare-override", lambda: ["compare", "--strategies", "uniform", f"data.source={N}"], 2, {"compare overrides"}),
     ("prepare", lambda: ["prepare", copy_as("corpus.txt", N), "--out", f"{N}-p", "--json", f"{N}.json",
                          "--piece-bytes", "256"], 0, {"prepare sources", "prepare --out", "prepare --json"}),
+    ("config-file", lambda: ["config", "--config", write(f"{N}.toml", "[log]\nlog_every = 1\n")], 0, {"config --config"}),
+    ("config-preset", lambda: ["config", "--preset", N], 2, {"config --preset"}),
+    ("config-override", lambda: ["config", f"data.source={N}.txt"], 2, {"config overrides"}),
+    ("eval-boundaries-from", lambda: ["eval", "run", "--boundaries-from", copy_as("run", N), "--split", "all",
+                                      "--max-bytes", "256"], 0, {"eval --boundaries-from"}),
+    ("compare-runs", lambda: ["compare", "--runs", "run", copy_as("run", N), "--eval-bytes", "128"], 0,
+     {"compare --runs"}),
     ("prepare-text-field", lambda: ["prepare", "task.jsonl", "--out", "p", "--text-field", N], 2, {"prepare --text-field"}),
 ]
 

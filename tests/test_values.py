@@ -72,9 +72,10 @@ def test_every_default_is_inside_its_range():
 
 def assert_valid(cfg: RunConfig) -> None:
     """What a config the loader accepted must satisfy: every number finite, within int64 and
-    within its field's declared range."""
-    for name in SECTIONS:
-        part = getattr(cfg, name)
+    within its field's declared range (the strategy's options too)."""
+    parts = [(name, getattr(cfg, name)) for name in SECTIONS]
+    parts.append((STRATEGY, strategy_class(cfg.model.boundary).Config(**cfg.model.strategy)))
+    for name, part in parts:
         for f in dataclasses.fields(part):
             value = getattr(part, f.name)
             for v in value if isinstance(value, tuple) else (value,):
@@ -153,6 +154,10 @@ def test_any_file_value_of_any_key_is_a_valid_config_or_one_line_naming_it(key, 
     ("train.train_bytes=1e300", "train.train_bytes 1e+300 must be in [0, 9223372036854775807]"),
     ("system.threads=99999", "system.threads 99999 must be in [0, 1024]"),
     ("data.source=caf\udce9.txt", "data.source 'caf\\udce9.txt' is not UTF-8 text"),
+    ("strategy.window=0", "strategy.window 0 must be >= 1"),
+    ("model.policy_window=0", "strategy.window 0 must be >= 1"),               # the old key, at its new place
+    ("strategy.softcap=nan", "strategy.softcap nan must be a finite number"),
+    ("strategy.logit_scale=0", "strategy.logit_scale 0.0 must be > 0"),
 ])
 def test_the_reported_values_are_refused_naming_key_and_value(override, words):
     with pytest.raises(ConfigError) as e:
@@ -171,7 +176,7 @@ def test_a_huge_integer_for_a_float_field_in_a_file(tmp_path):
 
 MINIMAL = {"train": [], "segment": ["R", "t"], "eval": ["R"], "eval-tasks": ["R", "--task", "t.jsonl"],
            "diagnose": ["R"], "plot": ["R"], "sample": ["R", "--prompt", "p"], "compare": ["--strategies", "uniform"],
-           "prepare": ["s.txt", "--out", "o"]}  # the required arguments of each command, so that one option can be tried
+           "prepare": ["s.txt", "--out", "o"], "config": []}  # the required arguments of each command, so that one option can be tried
 
 
 def numeric_options() -> list[tuple[str, str, Range, type]]:
@@ -190,7 +195,7 @@ def test_every_numeric_option_is_a_ranged_type_and_every_command_can_be_tried():
     commands = parser._subparsers._group_actions[0].choices
     assert set(commands) == set(MINIMAL), "add the new command's required arguments to MINIMAL"
     plain = [f"{c} {a.option_strings[-1]}" for c, sub in commands.items() for a in sub._actions if a.type in (int, float)]
-    assert not plain, "give these options a ranged type (cli.number): " + ", ".join(plain)
+    assert not plain, "give these options a ranged type (learntok.arguments.number): " + ", ".join(plain)
     assert len(numeric_options()) >= 30
 
 

@@ -5,8 +5,10 @@ their attribution) and `python-stdlib` is the source of the running interpreter'
 library; `python-docs` is the Python reference documentation that ships with the interpreter
 (`pydoc_data.topics`): technical English with code, grammar, paths and lists, 0.5 MB; `python-rst`
 ships with the package: the Python Library Reference's reStructuredText sources, 6.3 MB of the
-same kind of text (code blocks, option lists, paths, indentation). Paths may be a
-text file, a folder, JSONL(.gz) or parquet. Empty documents are dropped.
+same kind of text (code blocks, option lists, paths, indentation); `debref-de`, `-fr`, `-es`, `-ja`
+and `-zh` ship with the package: the Debian Reference manual in German, French, Spanish, Japanese
+and Simplified Chinese, one document per section, 0.5-0.6 MB each. Paths may be a text file, a
+folder, JSONL(.gz) or parquet. Empty documents are dropped.
 """
 from __future__ import annotations
 
@@ -21,8 +23,9 @@ from pathlib import Path
 from learntok.errors import DataError
 from learntok.structured import FormatError, parse_json
 
-BUILTINS = ("shakespeare", "kjv", "python-stdlib", "python-docs", "python-rst")
-_SHIPPED = ("shakespeare", "kjv", "python-rst")  # learntok/corpora/NAME.jsonl.gz
+DEBIAN_REFERENCE = ("debref-de", "debref-fr", "debref-es", "debref-ja", "debref-zh")  # scripts/build_debian_reference.py
+BUILTINS = ("shakespeare", "kjv", "python-stdlib", "python-docs", "python-rst", *DEBIAN_REFERENCE)
+_SHIPPED = ("shakespeare", "kjv", "python-rst", *DEBIAN_REFERENCE)  # learntok/corpora/NAME.jsonl.gz
 _STDLIB_SKIP = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
 _BINARY_PROBE = 8192  # bytes read to decide whether a file is binary (contains a NUL byte)
 # Files `learntok prepare` writes before its index.json (learntok.data.shards: shard_name, SplitWriter)
@@ -56,10 +59,11 @@ def _unnamed_documents(source: str, text_field: str) -> list[bytes]:
     if not path.exists():
         raise DataError(f"data source {source!r} is neither a built-in corpus ({', '.join(BUILTINS)}) "
                         f"nor an existing path")
-    if path.name.endswith((".jsonl", ".jsonl.gz")):
+    kind = file_kind(path)
+    if kind == "jsonl":
         with path.open("rb") as f:
             docs = _jsonl_documents(file_lines(f, path), text_field, str(path))
-    elif path.suffix == ".parquet":
+    elif kind == "parquet":
         docs = list(parquet_texts(path, text_field))
     else:
         docs = [path.read_bytes()]
@@ -68,6 +72,13 @@ def _unnamed_documents(source: str, text_field: str) -> list[bytes]:
     if not docs:
         raise DataError(f"data source {source!r} holds no documents")
     return docs
+
+
+def file_kind(path: Path) -> str:
+    """How a data file is read, by its name: "jsonl" (.jsonl, .jsonl.gz), "parquet" or "text"."""
+    if path.name.endswith((".jsonl", ".jsonl.gz")):
+        return "jsonl"
+    return "parquet" if path.name.endswith(".parquet") else "text"
 
 
 def file_lines(raw, path: Path) -> Iterator[bytes]:
