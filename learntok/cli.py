@@ -30,6 +30,11 @@ def set_threads(n: int) -> None:
     set_torch_threads(n)
 
 
+def launch_rank() -> int:
+    from learntok.runtime import launch_rank as rank
+    return rank()
+
+
 def _expected_errors() -> tuple[type[BaseException], ...]:
     from learntok.checkpoint import CheckpointError
     from learntok.config import ConfigError
@@ -91,6 +96,11 @@ def check_outputs(args) -> None:
             check_writable(path, name)
 
 
+def with_steps(args) -> list[str]:
+    """The command's overrides, with `--steps N` as train.steps=N (last, so it wins)."""
+    return [*args.overrides, *([f"train.steps={args.steps}"] if args.steps is not None else [])]
+
+
 def write_json(path: str | None, record: dict) -> None:
     """`--json PATH` for commands that report figures; a failed write names the file."""
     if path:
@@ -98,6 +108,16 @@ def write_json(path: str | None, record: dict) -> None:
             Path(path).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         except OSError as e:
             raise OSError(e.errno, e.strerror, path) from None
+
+
+def short_run_hint(path: str) -> None:
+    """`segment` and `eval`, once they are done: one stderr line when a learned policy has trained
+    too few steps to settle (after the output, so that an error stays the only line)."""
+    from learntok.checkpoint import short_run_hint as hint
+
+    line = hint(path)
+    if line:
+        print(line, file=sys.stderr)
 
 
 # ---------------------------------------------------------------- train
@@ -112,6 +132,7 @@ def add_train(sub) -> None:
     p.add_argument("--config", help="a TOML (or JSON) file of config sections")
     p.add_argument("--out", help="run folder (default: runs/<preset>-<strategy>-<timestamp>)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
+    p.add_argument("--steps", type=POSITIVE, help="optimizer steps (train.steps)")
     p.add_argument("--json", help="also write the summary to this JSON file")
     p.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides, e.g. train.steps=100")
     p.set_defaults(func=cmd_train, left=train_left)
@@ -130,11 +151,12 @@ def cmd_train(args) -> None:
         raise ConfigError("--resume needs --out RUN_DIR")
     base = Path(args.out) / "config.toml" if args.resume and not (args.preset or args.config) else args.config
     preset = default_preset(args.preset, base)
-    cfg = load_config(preset, base, args.overrides)
+    cfg = load_config(preset, base, with_steps(args))
     args.out = args.out or f"runs/{preset or Path(base).stem}-{cfg.model.boundary}-{time.strftime('%Y%m%d-%H%M%S')}"
     summary = train(cfg, args.out, resume=args.resume)
-    print(json.dumps(summary, indent=2))
-    write_json(args.json, summary)
+    if launch_rank() == 0:                                       # under torchrun, one summary
+        print(json.dumps(summary, indent=2))
+        write_json(args.json, summary)
 
 
 def train_left(args) -> str:
@@ -227,7 +249,7 @@ def cmd_segment(args) -> None:
         data = Path(args.file).read_bytes() if args.file else args.text
     if args.rate is not None:
         print(set_rate_for_run(model, run_cfg, args.rate, data, args.greedy, args.seed).describe(), file=sys.stderr)
-    chunks, stats = segment_text(model, data, greedy=args.greedy, seed=args.seed, window=args.window)
+    chunks, stats = segment_text(model, data, greedy=args.greedy, seed=args.seed, window=args.window, progress="segment")
     if args.held_out:
         print("-- a held-out passage (test split), cut into the model's chunks --")
     print(render_terminal(chunks, color=sys.stdout.isatty()))
@@ -242,8 +264,10 @@ def cmd_segment(args) -> None:
         print(" ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in stats.items()),
               file=sys.stderr)
     if args.html:
-        render_html(chunks, args.html, view=page_data(model, data, seed=args.seed, window=args.window))
+        view = page_data(model, data, seed=args.seed, window=args.window, progress="segment --html")
+        print(f"wrote {render_html(chunks, args.html, view=view)}", file=sys.stderr)
     write_json(args.json, {**stats, "chunks": [c.decode("utf-8", errors="replace") for c in chunks]})
+    short_run_hint(args.model)
 
 
 # ---------------------------------------------------------------- eval, eval-tasks, diagnose, plot (docs/evaluation.md)
@@ -280,6 +304,7 @@ def cmd_eval(args) -> None:
                       args.seq_len, args.max_bytes, args.seed, args.bpe_vocab, args.device, args.rate, args.boundaries_from)
     print(format_report(report))
     write_json(args.json, report)
+    short_run_hint(args.model)
 
 
 def add_eval_tasks(sub) -> None:
@@ -366,7 +391,8 @@ def add_sample(sub) -> None:
     p.add_argument("--rate", type=RATE_ARG,
                    help="generate at this boundary rate, calibrated on the run's val split (docs/rate.md)")
     p.add_argument("--device", default="cpu", type=device_arg)
-    p.add_argument("--json", help="write bytes, seconds, bytes/s and boundary rate to this JSON file")
+    p.add_argument("--json", help="write the prompt, the generated text (and its bytes in base64), bytes/s and "
+                   "boundary rate to this JSON file")
     p.set_defaults(func=cmd_sample)
 
 
@@ -424,15 +450,16 @@ def cmd_compare(args) -> None:
     if args.strategies is None:
         raise ConfigError("compare needs --strategies (variants to train) or --runs (finished runs to evaluate)")
     preset = args.preset or "tiny"
-    overrides = list(args.overrides) + ([f"train.steps={args.steps}"] if args.steps is not None else [])
+    overrides = with_steps(args)
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
     out = args.out = args.out or f"runs/compare-{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
     variants = variants_from_args(args.strategies, args.ablations, args.rates)
     records = compare(variants, out, preset, overrides, args.eval_bytes, jobs=args.jobs, sweep=args.sweep,
                       seeds=seeds)
-    print(format_seed_table(seed_summary(records, variants)) if seeds is not None else format_table(records))
-    print(f"results in {out}", file=sys.stderr)
-    write_json(args.json, {"results": records})
+    if launch_rank() == 0:                                       # under torchrun, one table
+        print(format_seed_table(seed_summary(records, variants)) if seeds is not None else format_table(records))
+        print(f"results in {out}", file=sys.stderr)
+        write_json(args.json, {"results": records})
 
 
 def cmd_compare_runs(args) -> None:

@@ -79,6 +79,9 @@ class LogConfig:
     eval_every: int = ranged(500, ge=0)        # steps between validations (0 = only at the end)
     eval_bytes: int = ranged(1_000_000, ge=1)  # cap on validation bytes per periodic evaluation
     segment_every: int = ranged(500, ge=0)     # steps between sample segmentations in segments.txt (0 = never)
+    tensorboard: bool = False                  # also write TensorBoard event files into the run folder (package `tensorboard`)
+    # also log to this Weights & Biases project (extra `wandb`; WANDB_MODE=offline: no network)
+    wandb: str | None = None
 
 
 @dataclass

@@ -1,9 +1,10 @@
 """`learntok plot`: training and validation curves of one or several runs, and the estimator
 variance chart of `learntok diagnose`. PNG through matplotlib's Agg backend (no display).
 
-metrics.jsonl holds training lines (`step`, `bytes_seen`, `bpb`, `boundary_rate`,
-`whitespace_rate`, ...) and validation lines (`val_bpb`, `val_boundary_rate`,
-`val_whitespace_rate`), told apart by their keys.
+metrics.jsonl (learntok.tracking) holds training rows (`step`, `bytes_seen`, `bpb`,
+`boundary_rate`, `whitespace_rate`, ...) and validation rows (`val_bpb`, `val_boundary_rate`,
+`val_whitespace_rate`), told apart by their `kind` (by their keys in runs written before rows
+had one).
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ def pyplot():
 
 
 def read_metrics(run: str | Path) -> tuple[list[dict], list[dict]]:
-    """(training lines, validation lines) of RUN/metrics.jsonl (or a metrics.jsonl path)."""
+    """(training rows, validation rows) of RUN/metrics.jsonl (or a metrics.jsonl path); the
+    strategy's fit row counts as training, compare's final evaluation row as neither."""
     path = Path(run)
     path = path / "metrics.jsonl" if path.is_dir() else path
     if not path.is_file():
@@ -33,7 +35,11 @@ def read_metrics(run: str | Path) -> tuple[list[dict], list[dict]]:
     for lineno, rec in json_records(path.read_text(encoding="utf-8").splitlines(), str(path), DataError):
         if "step" not in rec:
             raise DataError(f"{path} line {lineno}: no field 'step'")
-        (val if any(k.startswith("val_") for k in rec) else train).append(rec)
+        kind = rec.get("kind") or ("val" if any(k.startswith("val_") for k in rec) else "train")
+        if kind in ("train", "fit"):
+            train.append(rec)
+        elif kind == "val":
+            val.append(rec)
     return train, val
 
 

@@ -2,12 +2,18 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 
 import numpy as np
 import torch
 
 from learntok.errors import ConfigError
+
+
+def launch_rank() -> int:
+    """This process's rank under torchrun (its RANK variable), 0 when started plainly."""
+    return int(os.environ.get("RANK", "0"))
 
 
 def resolve_device(name: str = "auto") -> torch.device:

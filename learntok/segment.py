@@ -20,6 +20,7 @@ from learntok.data import ByteData, DataError
 from learntok.data.vocab import encode, row_pieces
 from learntok.objective import boundary_stats
 from learntok.plots import read_metrics
+from learntok.progress import Progress
 from learntok.runtime import inference
 
 # 256-colour terminal backgrounds, alternated chunk by chunk (readable with the default foreground)
@@ -40,18 +41,28 @@ def chunks_from_boundaries(data: bytes, boundaries: torch.Tensor) -> list[bytes]
     return [data[a:b] for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
 
 
-def segment_text(model, text: str | bytes, greedy: bool = False, seed: int = 0,
-                 window: int | None = None) -> tuple[list[bytes], dict[str, float]]:
+def _bar(items: list[bytes], progress: str | None):
+    """The pieces, under a progress bar in bytes when `progress` names one."""
+    bar = Progress(desc=progress, total=sum(map(len, items)), unit="B", unit_scale=True, enabled=progress is not None)
+    with bar:
+        for item in items:
+            yield item
+            bar.update(len(item))
+
+
+def segment_text(model, text: str | bytes, greedy: bool = False, seed: int = 0, window: int | None = None,
+                 progress: str | None = None) -> tuple[list[bytes], dict[str, float]]:
     """Segment one text with the model's boundary strategy. With `window`, the text is cut
     into pieces of window - 1 bytes, each read after its own BOS (so a chunk always starts at
     a piece's first byte): long files then cost linear time, at lengths the model was trained
     on. Sampling runs under its own seed (reproducible; the caller's RNG is left alone).
-    Returns (chunks, stats) with stats boundary_rate, whitespace_rate, n_bytes, n_chunks."""
+    With `progress`, a progress bar of that name over the pieces. Returns (chunks, stats) with
+    stats boundary_rate, whitespace_rate, n_bytes, n_chunks."""
     data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
     device = next(model.parameters()).device
     decisions = [torch.ones(1)]                                  # BOS
     with inference(model, seed, device):
-        for piece in row_pieces(data, window):
+        for piece in _bar(row_pieces(data, window), progress):
             x = encode(piece).unsqueeze(0).to(device)            # (1, T)
             decisions.append(model(x, greedy=greedy).boundaries[0, 1:].float().cpu())
     a = torch.cat(decisions)                                     # (1 + len(data),)
@@ -87,7 +98,8 @@ class PageData:
     note: str = ""                      # a line shown under the text
 
 
-def page_data(model, text: str | bytes, greedy: bool = True, seed: int = 0, window: int | None = None) -> PageData:
+def page_data(model, text: str | bytes, greedy: bool = True, seed: int = 0, window: int | None = None,
+              progress: str | None = None) -> PageData:
     """PageData of one text: the model's decisions and probabilities and, for the learned policy,
     the per-byte terms of its logit (captured from the strategy's input, `LearnedPolicy.terms`)."""
     data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
@@ -97,7 +109,7 @@ def page_data(model, text: str | bytes, greedy: bool = True, seed: int = 0, wind
     decisions, probs, pos, base, mix = [], [], [], [], []
     try:
         with inference(model, seed, device):
-            for piece in row_pieces(data, window):
+            for piece in _bar(row_pieces(data, window), progress):
                 x = encode(piece).unsqueeze(0).to(device)        # (1, T)
                 out = model(x, greedy=greedy)
                 decisions += out.boundaries[0, 1:].int().tolist()

@@ -37,7 +37,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 import learntok
-import learntok.model.aunet  # loads the model's parts: token_counts among them)
+import learntok.model.aunet  # loads the model's parts: token_counts among them
 
 aten = torch.ops.aten
 PACKAGE = Path(learntok.__file__).resolve().parent

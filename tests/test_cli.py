@@ -35,6 +35,7 @@ def test_train_then_segment_from_the_command_line(tmp_path):
     seg = json.loads((tmp_path / "seg.json").read_text())
     assert "".join(seg["chunks"]) == text and 0 <= seg["boundary_rate"] <= 1
     assert "<span" in (tmp_path / "seg.html").read_text()
+    assert f"wrote {tmp_path / 'seg.html'}\n" in r.stderr                 # says where the page went
 
     r = run("segment", out, "--held-out", cwd=tmp_path)         # the README demo's last step
     assert r.returncode == 0, r.stderr

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "learntok"
 # Bottom to top. A module name or a package prefix ("learntok.data" covers learntok.data.*).
 LAYERS: list[tuple[str, list[str]]] = [
     ("foundations", ["learntok.errors", "learntok.runtime", "learntok.ranges", "learntok.structured",
-                     "learntok.fields"]),
+                     "learntok.fields", "learntok.progress"]),
     ("data", ["learntok.data"]),
     ("model parts", ["learntok.nn"]),
     ("boundary strategies", ["learntok.boundaries"]),
@@ -24,10 +24,10 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("objective", ["learntok.objective"]),
     # The run config composes the component configs below it (model, strategies, objective, data).
     ("run config", ["learntok.config", "learntok.config_info"]),
-    ("run services", ["learntok.checkpoint", "learntok.runfolder", "learntok.rate", "learntok.distributed",
-                      "learntok.boundary_quality",
+    ("run services", ["learntok.checkpoint", "learntok.runfolder", "learntok.tracking", "learntok.rate",
+                      "learntok.distributed", "learntok.boundary_quality",
                       "learntok.plots"]),
-    ("library", ["learntok.evaluate", "learntok.segment", "learntok.train", "learntok.eval_tasks",
+    ("library", ["learntok.evaluate", "learntok.segment", "learntok.train", "learntok.eval_tasks", "learntok.jobs",
                  "learntok.diagnose", "learntok.sample", "learntok.frontier", "learntok.compare", "learntok.compare_runs",
                  "learntok.plan"]),
     ("commands", ["learntok.cli", "learntok.__main__", "learntok.lm_eval_adapter", "learntok.arguments",
@@ -40,7 +40,7 @@ FOLDERS = ["learntok.data", "learntok.nn", "learntok.boundaries", "learntok.mode
 # Imports allowed inside functions: optional or heavy dependencies, and torch APIs that older
 # supported torch versions lack (imported only on the path that uses them).
 LAZY_OK = ("matplotlib", "pyarrow", "tokenizers", "lm_eval", "torch.distributed.fsdp", "torch.distributed.checkpoint",
-           "torch.nn.attention.varlen", "pydoc_data")
+           "torch.nn.attention.varlen", "pydoc_data", "torch.utils.tensorboard", "wandb")
 LAZY_EXEMPT = {"learntok.cli"}
 
 

@@ -8,7 +8,10 @@ ships with the package: the Python Library Reference's reStructuredText sources,
 same kind of text (code blocks, option lists, paths, indentation); `debref-de`, `-fr`, `-es`, `-ja`
 and `-zh` ship with the package: the Debian Reference manual in German, French, Spanish, Japanese
 and Simplified Chinese, one document per section, 0.5-0.6 MB each. Paths may be a text file, a
-folder, JSONL(.gz) or parquet. Empty documents are dropped.
+folder, JSONL(.gz) or parquet, each file read by `file_documents` (the one reader that training
+and `learntok prepare` share, so both see the same documents): a JSONL record or a parquet row
+is a document, and a text file is read in pieces of about PIECE_BYTES cut after a newline.
+Empty documents are dropped.
 """
 from __future__ import annotations
 
@@ -28,6 +31,9 @@ BUILTINS = ("shakespeare", "kjv", "python-stdlib", "python-docs", "python-rst", 
 _SHIPPED = ("shakespeare", "kjv", "python-rst", *DEBIAN_REFERENCE)  # learntok/corpora/NAME.jsonl.gz
 _STDLIB_SKIP = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
 _BINARY_PROBE = 8192  # bytes read to decide whether a file is binary (contains a NUL byte)
+# A text file is read in pieces of about this many bytes (cut after a newline): a 1 MB file gives
+# ~64 documents, so val and test get several, and a file of any size streams in bounded memory.
+PIECE_BYTES = 1 << 14
 # Files `learntok prepare` writes before its index.json (learntok.data.shards: shard_name, SplitWriter)
 _PREPARE_PARTS = re.compile(r"(train|val|test)_(\d{5}\.bin|docs\.npy)|\.(train|val|test)_docs\.tmp")
 
@@ -43,7 +49,7 @@ def load_named_documents(source: str, text_field: str = "text") -> tuple[list[by
     """(documents, their file names relative to the folder when `source` is a folder, else None)."""
     path = Path(source).expanduser()
     if source not in BUILTINS and path.is_dir():
-        return _folder_documents(path)
+        return _folder_documents(path, text_field)
     return _unnamed_documents(source, text_field), None
 
 
@@ -59,18 +65,11 @@ def _unnamed_documents(source: str, text_field: str) -> list[bytes]:
     if not path.exists():
         raise DataError(f"data source {source!r} is neither a built-in corpus ({', '.join(BUILTINS)}) "
                         f"nor an existing path")
-    kind = file_kind(path)
-    if kind == "jsonl":
-        with path.open("rb") as f:
-            docs = _jsonl_documents(file_lines(f, path), text_field, str(path))
-    elif kind == "parquet":
-        docs = list(parquet_texts(path, text_field))
-    else:
-        docs = [path.read_bytes()]
-        if not docs[0]:
-            raise DataError(f"file {path} is empty")
+    docs = [doc for doc, _ in file_documents(path, text_field) if doc]
     if not docs:
-        raise DataError(f"data source {source!r} holds no documents")
+        table = file_kind(path) != "text"
+        raise DataError(f"{path} holds no documents" if table else f"file {path} is empty" if not path.stat().st_size
+                        else f"file {path} is binary (a NUL byte in its first {_BINARY_PROBE} bytes), not text")
     return docs
 
 
@@ -79,6 +78,44 @@ def file_kind(path: Path) -> str:
     if path.name.endswith((".jsonl", ".jsonl.gz")):
         return "jsonl"
     return "parquet" if path.name.endswith(".parquet") else "text"
+
+
+def file_documents(path: Path, text_field: str = "text", piece_bytes: int = PIECE_BYTES) -> Iterator[tuple[bytes, int]]:
+    """(document, bytes of the file read so far) for one file, streamed: JSONL(.gz) records
+    (field `text_field`), parquet rows (column `text_field`), or a text file in pieces of about
+    `piece_bytes` (nothing for a binary file: a NUL byte in its first 8 KB). Empty documents
+    are yielded too (as b""); readers drop them."""
+    kind = file_kind(path)
+    if kind == "parquet":
+        yield from ((doc, 0) for doc in parquet_texts(path, text_field))
+        yield b"", path.stat().st_size                                          # progress for the whole file at the end
+        return
+    with open(path, "rb") as raw:
+        if kind == "jsonl":
+            docs = jsonl_texts(file_lines(raw, path), text_field, str(path))
+        else:
+            if is_binary(raw.read(_BINARY_PROBE)):
+                return
+            raw.seek(0)
+            docs = _text_pieces(raw, piece_bytes)
+        for doc in docs:
+            yield doc, raw.tell()
+
+
+def _text_pieces(raw, piece_bytes: int) -> Iterator[bytes]:
+    """The whole file, or pieces of about piece_bytes cut just after a newline when one falls in
+    a piece's second half (data.split.cut_document, streamed)."""
+    carry = b""
+    while chunk := raw.read(piece_bytes):
+        buf = carry + chunk
+        while len(buf) > piece_bytes:
+            newline = buf.rfind(b"\n", piece_bytes // 2, piece_bytes)
+            end = newline + 1 if newline >= 0 else piece_bytes
+            yield buf[:end]
+            buf = buf[end:]
+        carry = buf
+    if carry:
+        yield carry
 
 
 def file_lines(raw, path: Path) -> Iterator[bytes]:
@@ -162,15 +199,16 @@ def check_not_prepared(root: Path) -> None:
                         f"`learntok prepare` stopped before the end); prepare it again into an empty folder")
 
 
-def _folder_documents(root: Path) -> tuple[list[bytes], list[str]]:
-    """Every regular, non-empty, non-binary file below `root` (hidden entries skipped), sorted by
-    path, and its path relative to `root`."""
+def _folder_documents(root: Path, text_field: str = "text") -> tuple[list[bytes], list[str]]:
+    """The documents of every regular file below `root` (hidden entries skipped), sorted by path
+    (`file_documents`: binary files give none), each with its file's path relative to `root`."""
     check_not_prepared(root)
     docs, names = [], []
     for path in files_below(root):
-        if (data := path.read_bytes()) and not is_binary(data):
-            docs.append(data)
-            names.append(str(path.relative_to(root)))
+        for doc, _ in file_documents(path, text_field):
+            if doc:
+                docs.append(doc)
+                names.append(str(path.relative_to(root)))
     if not docs:
         raise DataError(f"folder {root} holds no non-empty text files")
     return docs, names
