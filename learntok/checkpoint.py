@@ -28,10 +28,11 @@ from learntok.runtime import rng_state
 STATE = "state.pt"
 STATE_KEYS = ("step", "optimizer", "rng")  # what every state.pt holds (save_checkpoint)
 
-# Optimizer steps a learned boundary policy needs before its boundaries settle (its whitespace
-# rate and boundary rate stop moving), measured on more than one corpus: README, "How long a new
-# corpus needs". `segment` and `eval` say so when a run has trained fewer.
-SETTLE_STEPS = 2000
+# Optimizer steps a learned boundary policy needs before its boundaries settle (its validation
+# whitespace rate within 0.05 of its final value): 500-750 at `tiny` on Shakespeare at three
+# seeds (docs/results/compare-tiny-seeds.md; one corpus so far). `segment` and `eval` say so when
+# a run has trained fewer.
+SETTLE_STEPS = 750
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:

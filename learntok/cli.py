@@ -233,9 +233,10 @@ def cmd_segment(args) -> None:
     from learntok.checkpoint import load_run
     from learntok.config import ConfigError
     from learntok.data import ByteData
-    from learntok.rate import set_rate_for_run
-    from learntok.segment import (held_out_passage, last_validation, page_data, render_html, render_terminal,
-                                  segment_text)
+    from learntok.rate import CALIBRATION_BYTES
+    from learntok.segment import held_out_passage, last_validation, segment_to
+    from learntok.tokenizer import Tokenizer
+    from learntok.windows import file_rows, read_pieces, text_rows
 
     if sum(x is not None and x is not False for x in (args.text, args.file, args.held_out)) != 1:
         raise ConfigError("give one of: a text, --file F, --held-out")
@@ -245,28 +246,26 @@ def cmd_segment(args) -> None:
         if run_cfg is None:
             raise ConfigError(f"{args.model} holds no run config (data source): --held-out needs a run or checkpoint")
         data, run_figures = held_out_passage(ByteData.from_config(run_cfg.data)), last_validation(args.model)
-    else:
-        data = Path(args.file).read_bytes() if args.file else args.text
-    if args.rate is not None:
-        print(set_rate_for_run(model, run_cfg, args.rate, data, args.greedy, args.seed).describe(), file=sys.stderr)
-    chunks, stats = segment_text(model, data, greedy=args.greedy, seed=args.seed, window=args.window, progress="segment")
     if args.held_out:
         print("-- a held-out passage (test split), cut into the model's chunks --")
-    print(render_terminal(chunks, color=sys.stdout.isatty()))
-    stats = {**stats, **run_figures}
+    if args.file:                                                # streamed, window by window
+        rows, head = file_rows(args.file, args.window), next(read_pieces(args.file, CALIBRATION_BYTES), b"")
+    else:
+        data = data if args.held_out else args.text              # the argument's own bytes (text_arg)
+        rows, head = text_rows([data], args.window), data[:CALIBRATION_BYTES]
+    figures = segment_to(Tokenizer(model, run_cfg, window=args.window), rows, head, args.greedy, args.seed, args.rate,
+                         sys.stdout, sys.stderr, args.json, args.html, run_figures)
     if args.held_out:
-        print(f"-- this passage: boundary rate {stats['boundary_rate']:.3f}, whitespace rate "
-              f"{stats['whitespace_rate']:.3f} | the run at step {run_figures.get('step', '?')}: validation "
+        print(f"-- this passage: boundary rate {figures['boundary_rate']:.3f}, whitespace rate "
+              f"{figures['whitespace_rate']:.3f} | the run at step {run_figures.get('step', '?')}: validation "
               f"bits per byte {run_figures.get('val_bpb', float('nan')):.3f}, boundary rate "
               f"{run_figures.get('val_boundary_rate', float('nan')):.3f}, whitespace rate "
               f"{run_figures.get('val_whitespace_rate', float('nan')):.3f}")
     else:
-        print(" ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in stats.items()),
-              file=sys.stderr)
+        print(" ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in figures.items()
+                       if k != "rate_setting"), file=sys.stderr)
     if args.html:
-        view = page_data(model, data, seed=args.seed, window=args.window, progress="segment --html")
-        print(f"wrote {render_html(chunks, args.html, view=view)}", file=sys.stderr)
-    write_json(args.json, {**stats, "chunks": [c.decode("utf-8", errors="replace") for c in chunks]})
+        print(f"wrote {args.html}", file=sys.stderr)
     short_run_hint(args.model)
 
 

@@ -115,6 +115,24 @@ class PrivateRNG:
                 self.states = self._get()
 
 
+def rng_snapshot(device: torch.device | None = None) -> list[torch.Tensor]:
+    """The global RNG state now (CPU, and `device`'s when it is a CUDA device): see `replayed`."""
+    cuda = device is not None and device.type == "cuda"
+    return [torch.get_rng_state()] + ([torch.cuda.get_rng_state(device)] if cuda else [])
+
+
+@contextlib.contextmanager
+def replayed(snapshot: list[torch.Tensor], device: torch.device | None = None):
+    """Run a block from an `rng_snapshot`, so that it draws again what was drawn after the
+    snapshot; the RNG is back where it was after the block."""
+    cuda = device is not None and device.type == "cuda"
+    with torch.random.fork_rng(devices=[device] if cuda else []):
+        torch.set_rng_state(snapshot[0])
+        if cuda:
+            torch.cuda.set_rng_state(snapshot[1], device)
+        yield
+
+
 def isolated_rng(seed: int, device: torch.device | None = None):
     """Run a block (evaluation, sample segmentations) under its own seed without disturbing the
     training RNG stream: a resumed run then sees exactly the same random draws."""

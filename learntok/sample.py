@@ -1,46 +1,48 @@
 """`learntok sample`: stream a model's continuation of a prompt to the terminal.
 
-Bytes are decoded as UTF-8 incrementally (a character split across steps appears when it is
-complete; invalid bytes appear as U+FFFD, never an error). With show_boundaries the chunks
-(tokens) the model draws are marked as in `learntok segment`: alternating background colours
-on a terminal, `|` between chunks otherwise. A character cut by a boundary shows as U+FFFD on
-each side, as in `segment`.
+Bytes are shown as they come, whole characters at a time (bytes that are not UTF-8 as \\xNN),
+control characters escaped (learntok.display). With show_boundaries the chunks (tokens) the
+model draws are marked as in `learntok segment`: alternating background colours on a terminal,
+`|` between chunks otherwise, a character cut by a boundary shown once, marked; a chunk is
+shown when the bytes after it that its display reads have been made.
 """
 from __future__ import annotations
 
 import base64
-import codecs
 import sys
 import time
 from typing import TextIO
 
+from learntok.display import ChunkStream, TextStream, render_terminal
 from learntok.model.generate import stream
-from learntok.segment import RESET, background
 
 
 class ChunkWriter:
-    """Writes a byte stream as text, as it comes, optionally marking where chunks start."""
+    """Writes a byte stream as terminal text, as it comes, optionally marking where chunks start."""
 
     def __init__(self, out: TextIO, show_boundaries: bool = False, color: bool = False):
         self.out, self.show, self.color = out, show_boundaries, color and show_boundaries
-        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self.chunks = 0                                          # chunks started so far
+        self.text, self.chunks = TextStream(), ChunkStream()
+        self.n_bytes = self.n_chunks = 0                         # bytes written, chunks shown
 
     def write(self, byte: int, boundary: bool) -> None:
-        text = ""
-        if self.show and (boundary or self.chunks == 0):
-            if self.chunks:                                      # close the previous chunk's characters
-                text += self.decoder.decode(b"", final=True)
-                self.decoder.reset()
-            if self.color:
-                text += f"{RESET}{background(self.chunks)}"
-            elif self.chunks:
-                text += "|"
-            self.chunks += 1
-        self._emit(text + self.decoder.decode(bytes([byte])))
+        if not self.show:
+            self._emit(self.text.feed(bytes([byte])))
+            return
+        self._chunks(self.chunks.feed(bytes([byte]), [self.n_bytes] if boundary else []))
+        self.n_bytes += 1
 
     def close(self) -> None:
-        self._emit(self.decoder.decode(b"", final=True) + (RESET if self.color and self.chunks else "") + "\n")
+        if self.show:
+            self._chunks(self.chunks.close())
+        else:
+            self._emit(self.text.feed(b"", final=True))
+        self._emit("\n")
+
+    def _chunks(self, chunks) -> None:
+        if chunks:
+            self._emit(("|" if self.n_chunks and not self.color else "") + render_terminal(chunks, self.color, self.n_chunks))
+            self.n_chunks += len(chunks)
 
     def _emit(self, text: str) -> None:
         if text:

@@ -33,7 +33,8 @@ from learntok.objective import ObjectiveConfig, loss, objective_for
 from learntok.progress import Progress, note
 from learntok.runfolder import SEGMENTS, check_resume, claim, release, trim_logs
 from learntok.runtime import autocast, resolve_dtype, seed_everything, set_rng_state, set_threads
-from learntok.segment import render_terminal, segment_text
+from learntok.display import render_terminal
+from learntok.segment import segment_text
 from learntok.tracking import Tracker, check_trackers
 
 
@@ -83,11 +84,12 @@ def validate(model: nn.Module, data: ByteData, run_cfg: RunConfig, amp: torch.dt
             "val_whitespace_rate": r["whitespace_rate"], "val_bytes": r["n_bytes"]}
 
 
-def segments_text(model: nn.Module, texts: list[bytes], seed: int) -> str:
-    """Sample segmentations of held-out texts, one line each, `|` between chunks (segments.txt)."""
+def segments_text(model: nn.Module, texts: list[bytes], seed: int, fsdp: bool = False) -> str:
+    """Sample segmentations of held-out texts, one line each, `|` between chunks (segments.txt;
+    FSDP: every rank runs the model's whole forward, which gathers its weights)."""
     lines = []
     for text in texts:
-        chunks, stats = segment_text(model, text, seed=seed)
+        chunks, stats = segment_text(model, text, seed=seed, full_forward=fsdp)
         lines.append(f"[rate {stats['boundary_rate']:.3f} ws {stats['whitespace_rate']:.3f}] "
                      f"{render_terminal(chunks, color=False)}\n")
     return "".join(lines)
@@ -308,7 +310,7 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
                 note(validation_line(done, val), progress and main)
                 summary.update(val)
             if do_segment and (main or sc.fsdp):
-                text = segments_text(model, texts, tc.seed)
+                text = segments_text(model, texts, tc.seed, sc.fsdp)
                 if main:
                     with open(run_dir / SEGMENTS, "a", encoding="utf-8") as f:
                         f.write(f"== step {done}\n{text}")

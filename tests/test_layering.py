@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "learntok"
 # Bottom to top. A module name or a package prefix ("learntok.data" covers learntok.data.*).
 LAYERS: list[tuple[str, list[str]]] = [
     ("foundations", ["learntok.errors", "learntok.runtime", "learntok.ranges", "learntok.structured",
-                     "learntok.fields", "learntok.progress"]),
+                     "learntok.fields", "learntok.progress", "learntok.display"]),
     ("data", ["learntok.data"]),
     ("model parts", ["learntok.nn"]),
     ("boundary strategies", ["learntok.boundaries"]),
@@ -27,9 +27,9 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("run services", ["learntok.checkpoint", "learntok.runfolder", "learntok.tracking", "learntok.rate",
                       "learntok.distributed", "learntok.boundary_quality",
                       "learntok.plots"]),
-    ("library", ["learntok.evaluate", "learntok.segment", "learntok.train", "learntok.eval_tasks", "learntok.jobs",
-                 "learntok.diagnose", "learntok.sample", "learntok.frontier", "learntok.compare", "learntok.compare_runs",
-                 "learntok.plan"]),
+    ("library", ["learntok.evaluate", "learntok.windows", "learntok.page", "learntok.tokenizer", "learntok.segment",
+                 "learntok.train", "learntok.eval_tasks", "learntok.jobs", "learntok.diagnose", "learntok.sample", "learntok.frontier",
+                 "learntok.compare", "learntok.compare_runs", "learntok.plan"]),
     ("commands", ["learntok.cli", "learntok.__main__", "learntok.lm_eval_adapter", "learntok.arguments",
                   "learntok.faults"]),
 ]
