@@ -1,6 +1,7 @@
 """The command line's argparse types and its up-front check of outputs (docs/reliability.md):
 numbers in declared ranges (learntok.ranges), text for the model as the argument's bytes, and
 outputs this user may write."""
+
 from __future__ import annotations
 
 import argparse
@@ -26,6 +27,7 @@ def number(kind: type, within: Range | None = None, **limits):
         if problem:
             raise argparse.ArgumentTypeError(f"{text} {problem}")
         return value
+
     parse.kind, parse.range = kind, rng
     return parse
 

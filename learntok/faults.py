@@ -1,6 +1,7 @@
 """How the command line ends when the machine or the session stops a command (docs/reliability.md):
 a fault of the machine by its errno (disk full, a size limit, a permission) in one line, and
 the exit codes of Ctrl-C and of a pipe closed early."""
+
 from __future__ import annotations
 
 import errno
@@ -8,11 +9,16 @@ import os
 import sys
 
 # Faults of the machine, not of learntok, by errno: one line instead of a traceback
-MACHINE_FAULTS = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
-                  errno.EFBIG: "file too large (a file size limit, ulimit -f?)", errno.EROFS: "read-only file system",
-                  errno.EACCES: "permission denied", errno.EPERM: "operation not permitted",
-                  errno.EIO: "input/output error"}
-SIGINT_EXIT, SIGPIPE_EXIT = 130, 141                             # 128 + the signal, as the shell reports a kill
+MACHINE_FAULTS = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EFBIG: "file too large (a file size limit, ulimit -f?)",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EIO: "input/output error",
+}
+SIGINT_EXIT, SIGPIPE_EXIT = 130, 141  # 128 + the signal, as the shell reports a kill
 
 
 def fault_line(e: OSError) -> str | None:

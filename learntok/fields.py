@@ -4,6 +4,7 @@ section's keys checked against a dataclass. Every config layer (the run config, 
 config.json, a strategy's options) reads through these, so a wrong name, type or value fails the
 same way everywhere: a ConfigError naming it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -113,8 +114,10 @@ def check_values(cls: type, values: dict[str, Any], section: str) -> None:
                 if problem:
                     raise ConfigError(f"{name} {shown(value)} {problem}")
             elif isinstance(v, str) and not is_utf8(v):
-                raise ConfigError(f"{name} {v!r} is not UTF-8 text (a config is saved as text; give a name "
-                                  f"in UTF-8, e.g. rename the file or link it under such a name)")
+                raise ConfigError(
+                    f"{name} {v!r} is not UTF-8 text (a config is saved as text; give a name "
+                    f"in UTF-8, e.g. rename the file or link it under such a name)"
+                )
 
 
 def shown(value: Any) -> str:

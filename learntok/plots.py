@@ -6,6 +6,7 @@ metrics.jsonl (learntok.tracking) holds training rows (`step`, `bytes_seen`, `bp
 `val_whitespace_rate`), told apart by their `kind` (by their keys in runs written before rows
 had one).
 """
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,10 @@ METRICS = {"bpb": "bits per byte", "boundary_rate": "boundary rate", "whitespace
 
 def pyplot():
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt
 
 

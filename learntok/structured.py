@@ -5,6 +5,7 @@ Every way such text can fail to parse is one `FormatError` (a ValueError) with a
 message: bad syntax, nesting deeper than the parser's recursion allows (a file of 200,000
 brackets), an integer longer than Python converts (4,300 digits). The caller adds which file.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,9 +33,9 @@ def _parse(loads, text, kind: str) -> Any:
         return loads(text)
     except RecursionError:
         raise FormatError(f"not valid {kind}: nested too deeply") from None
-    except UnicodeDecodeError as e:                              # bytes given to json.loads
+    except UnicodeDecodeError as e:  # bytes given to json.loads
         raise FormatError(f"not UTF-8 text (byte {e.start}: {e.reason})") from None
     except json.JSONDecodeError as e:
         raise FormatError(f"not valid {kind} ({e.msg} at line {e.lineno} column {e.colno})") from None
-    except ValueError as e:                                      # TOMLDecodeError, or a number too long to convert
+    except ValueError as e:  # TOMLDecodeError, or a number too long to convert
         raise FormatError(f"not valid {kind} ({' '.join(str(e).split())})") from None

@@ -7,6 +7,7 @@ The keys and options are enumerated from the dataclasses and the parser, so a ke
 added later is covered without a new row. The subprocess rows of the same kinds (exit 2, one
 line, no traceback, nothing changed) are in tests/test_bad_input.py.
 """
+
 import dataclasses
 import json
 import math
@@ -38,7 +39,9 @@ def config_keys() -> list[tuple[str, str, list[str]]]:
     every strategy's own options."""
     keys = [(section, f.name, []) for section, cls in SECTIONS.items() for f in dataclasses.fields(cls)]
     for name in strategy_names():
-        keys += [(STRATEGY, f.name, [f"model.boundary={name}"]) for f in dataclasses.fields(strategy_class(name).Config)]
+        keys += [
+            (STRATEGY, f.name, [f"model.boundary={name}"]) for f in dataclasses.fields(strategy_class(name).Config)
+        ]
     return keys
 
 
@@ -55,9 +58,12 @@ def numeric(tp) -> bool:
 
 
 def test_every_numeric_config_field_declares_its_range():
-    missing = [f"{cls.__name__}.{f.name}" for cls in config_classes()
-               for f, tp in ((f, typing.get_type_hints(cls)[f.name]) for f in dataclasses.fields(cls))
-               if numeric(tp) and field_range(f) is None]
+    missing = [
+        f"{cls.__name__}.{f.name}"
+        for cls in config_classes()
+        for f, tp in ((f, typing.get_type_hints(cls)[f.name]) for f in dataclasses.fields(cls))
+        if numeric(tp) and field_range(f) is None
+    ]
     assert not missing, "declare a range (learntok.ranges.ranged) for: " + ", ".join(missing)
 
 
@@ -95,12 +101,40 @@ def assert_one_line_naming(e: ConfigError, key: str) -> None:
 # Texts of the kinds that broke the loader: signs, zero, NaN, infinities, overflowing floats and
 # ints, wrong types, empty, separators, and anything else
 BAD_TEXT = st.one_of(
-    st.sampled_from(["nan", "-nan", "inf", "-inf", "Infinity", "1e400", "-1e400", "0", "-1", "-0.0", "1e-400",
-                     "18446744073709551616", str(2**63), str(-2**63 - 1), "9" * 400, "1_000", "0x10", "1.5",
-                     "true", "none", "", " ", "[1, 2]", "1,2,3", "abc", "caf\udce9"]),
-    st.integers(-2**80, 2**80).map(str),
+    st.sampled_from(
+        [
+            "nan",
+            "-nan",
+            "inf",
+            "-inf",
+            "Infinity",
+            "1e400",
+            "-1e400",
+            "0",
+            "-1",
+            "-0.0",
+            "1e-400",
+            "18446744073709551616",
+            str(2**63),
+            str(-(2**63) - 1),
+            "9" * 400,
+            "1_000",
+            "0x10",
+            "1.5",
+            "true",
+            "none",
+            "",
+            " ",
+            "[1, 2]",
+            "1,2,3",
+            "abc",
+            "caf\udce9",
+        ]
+    ),
+    st.integers(-(2**80), 2**80).map(str),
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
-    st.text(max_size=6))
+    st.text(max_size=6),
+)
 
 
 @SETTINGS
@@ -116,10 +150,17 @@ def test_any_override_of_any_key_is_a_valid_config_or_one_line_naming_it(key, te
 
 
 JSON_VALUES = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True, allow_infinity=True),
-              st.text(max_size=4), st.sampled_from([10**400, -10**400, 2**63, float("nan")])),
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=4),
+        st.sampled_from([10**400, -(10**400), 2**63, float("nan")]),
+    ),
     lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=2)),
-    max_leaves=5)
+    max_leaves=5,
+)
 
 
 @SETTINGS
@@ -137,27 +178,30 @@ def test_any_file_value_of_any_key_is_a_valid_config_or_one_line_naming_it(key, 
         assert_valid(cfg)
 
 
-@pytest.mark.parametrize("override, words", [
-    ("optim.lr=-1", "optim.lr -1.0 must be > 0"),
-    ("model.n_heads=0", "model.n_heads 0 must be >= 1"),
-    ("model.vocab_size=10", "model.vocab_size 10 must be >= 259"),
-    ("train.seed=18446744073709551616", "train.seed 18446744073709551616 does not fit in 64 bits"),
-    ("optim.weight_decay=-1", "optim.weight_decay -1.0 must be >= 0"),
-    ("model.d_model=0", "model.d_model 0 must be >= 2"),
-    ("model.n_down=-1", "model.n_down -1 must be >= 0"),
-    ("log.eval_bytes=-5", "log.eval_bytes -5 must be >= 1"),
-    ("log.eval_bytes=0", "log.eval_bytes 0 must be >= 1"),
-    ("optim.lr=nan", "optim.lr nan must be a finite number"),
-    ("optim.betas=0.9,inf", "optim.betas (0.9, inf)"),
-    ("model.target_rate=1", "model.target_rate 1.0 must be in (0, 1)"),
-    ("train.train_bytes=1e300", "train.train_bytes 1e+300 must be in [0, 9223372036854775807]"),
-    ("system.threads=99999", "system.threads 99999 must be in [0, 1024]"),
-    ("data.source=caf\udce9.txt", "data.source 'caf\\udce9.txt' is not UTF-8 text"),
-    ("strategy.window=0", "strategy.window 0 must be >= 1"),
-    ("model.policy_window=0", "strategy.window 0 must be >= 1"),               # the old key, at its new place
-    ("strategy.softcap=nan", "strategy.softcap nan must be a finite number"),
-    ("strategy.logit_scale=0", "strategy.logit_scale 0.0 must be > 0"),
-])
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        ("optim.lr=-1", "optim.lr -1.0 must be > 0"),
+        ("model.n_heads=0", "model.n_heads 0 must be >= 1"),
+        ("model.vocab_size=10", "model.vocab_size 10 must be >= 259"),
+        ("train.seed=18446744073709551616", "train.seed 18446744073709551616 does not fit in 64 bits"),
+        ("optim.weight_decay=-1", "optim.weight_decay -1.0 must be >= 0"),
+        ("model.d_model=0", "model.d_model 0 must be >= 2"),
+        ("model.n_down=-1", "model.n_down -1 must be >= 0"),
+        ("log.eval_bytes=-5", "log.eval_bytes -5 must be >= 1"),
+        ("log.eval_bytes=0", "log.eval_bytes 0 must be >= 1"),
+        ("optim.lr=nan", "optim.lr nan must be a finite number"),
+        ("optim.betas=0.9,inf", "optim.betas (0.9, inf)"),
+        ("model.target_rate=1", "model.target_rate 1.0 must be in (0, 1)"),
+        ("train.train_bytes=1e300", "train.train_bytes 1e+300 must be in [0, 9223372036854775807]"),
+        ("system.threads=99999", "system.threads 99999 must be in [0, 1024]"),
+        ("data.source=caf\udce9.txt", "data.source 'caf\\udce9.txt' is not UTF-8 text"),
+        ("strategy.window=0", "strategy.window 0 must be >= 1"),
+        ("model.policy_window=0", "strategy.window 0 must be >= 1"),  # the old key, at its new place
+        ("strategy.softcap=nan", "strategy.softcap nan must be a finite number"),
+        ("strategy.logit_scale=0", "strategy.logit_scale 0.0 must be > 0"),
+    ],
+)
 def test_the_reported_values_are_refused_naming_key_and_value(override, words):
     with pytest.raises(ConfigError) as e:
         load_config("tiny", None, ["model.boundary=learned", override])
@@ -173,9 +217,18 @@ def test_a_huge_integer_for_a_float_field_in_a_file(tmp_path):
 
 # ---------------------------------------------------------------- numeric command-line options
 
-MINIMAL = {"train": [], "segment": ["R", "t"], "eval": ["R"], "eval-tasks": ["R", "--task", "t.jsonl"],
-           "diagnose": ["R"], "plot": ["R"], "sample": ["R", "--prompt", "p"], "compare": ["--strategies", "uniform"],
-           "prepare": ["s.txt", "--out", "o"], "config": []}  # the required arguments of each command, so that one option can be tried
+MINIMAL = {
+    "train": [],
+    "segment": ["R", "t"],
+    "eval": ["R"],
+    "eval-tasks": ["R", "--task", "t.jsonl"],
+    "diagnose": ["R"],
+    "plot": ["R"],
+    "sample": ["R", "--prompt", "p"],
+    "compare": ["--strategies", "uniform"],
+    "prepare": ["s.txt", "--out", "o"],
+    "config": [],
+}  # the required arguments of each command, so that one option can be tried
 
 
 def numeric_options() -> list[tuple[str, str, Range, type]]:
@@ -193,7 +246,9 @@ def test_every_numeric_option_is_a_ranged_type_and_every_command_can_be_tried():
     parser = cli.build_parser()
     commands = parser._subparsers._group_actions[0].choices
     assert set(commands) == set(MINIMAL), "add the new command's required arguments to MINIMAL"
-    plain = [f"{c} {a.option_strings[-1]}" for c, sub in commands.items() for a in sub._actions if a.type in (int, float)]
+    plain = [
+        f"{c} {a.option_strings[-1]}" for c, sub in commands.items() for a in sub._actions if a.type in (int, float)
+    ]
     assert not plain, "give these options a ranged type (learntok.arguments.number): " + ", ".join(plain)
     assert len(numeric_options()) >= 30
 
@@ -208,9 +263,12 @@ def parse_result(argv: list[str], capsys) -> tuple[int | None, list[str]]:
 
 
 OPTION_TEXT = st.one_of(
-    st.sampled_from(["nan", "inf", "-inf", "1e400", "-1", "0", "1", "0.5", "1.0", "2", str(2**63), str(2**64),
-                     "-9" * 30, "abc", ""]),
-    st.integers(-2**70, 2**70).map(str), st.floats(allow_nan=True, allow_infinity=True).map(repr))
+    st.sampled_from(
+        ["nan", "inf", "-inf", "1e400", "-1", "0", "1", "0.5", "1.0", "2", str(2**63), str(2**64), "-9" * 30, "abc", ""]
+    ),
+    st.integers(-(2**70), 2**70).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -233,17 +291,23 @@ def test_any_number_for_any_option_is_parsed_or_one_usage_line(capsys, option, t
             assert "finite" in err[0]
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["sample", "R", "--prompt", "p", "--temperature", "nan"], "--temperature: nan must be a finite number"),
-    (["sample", "R", "--prompt", "p", "--top-p", "nan"], "--top-p: nan must be a finite number"),
-    (["sample", "R", "--prompt", "p", "--seed", "18446744073709551616"], "--seed: 18446744073709551616 does not fit"),
-    (["sample", "R", "--prompt", "p", "--max-bytes", "0"], "--max-bytes: 0 must be >= 1"),
-    (["eval", "R", "--rate", "1"], "--rate: 1 must be in (0, 1)"),
-    (["eval", "R", "--seq-len", "1"], "--seq-len: 1 must be >= 2"),
-    (["compare", "--strategies", "uniform", "--jobs", "0"], "--jobs: 0 must be >= 1"),
-    (["prepare", "s", "--out", "o", "--val-fraction", "nan"], "--val-fraction: nan must be a finite number"),
-    (["train", "--threads", "100000"], "--threads: 100000 must be in [0, 1024]"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["sample", "R", "--prompt", "p", "--temperature", "nan"], "--temperature: nan must be a finite number"),
+        (["sample", "R", "--prompt", "p", "--top-p", "nan"], "--top-p: nan must be a finite number"),
+        (
+            ["sample", "R", "--prompt", "p", "--seed", "18446744073709551616"],
+            "--seed: 18446744073709551616 does not fit",
+        ),
+        (["sample", "R", "--prompt", "p", "--max-bytes", "0"], "--max-bytes: 0 must be >= 1"),
+        (["eval", "R", "--rate", "1"], "--rate: 1 must be in (0, 1)"),
+        (["eval", "R", "--seq-len", "1"], "--seq-len: 1 must be >= 2"),
+        (["compare", "--strategies", "uniform", "--jobs", "0"], "--jobs: 0 must be >= 1"),
+        (["prepare", "s", "--out", "o", "--val-fraction", "nan"], "--val-fraction: nan must be a finite number"),
+        (["train", "--threads", "100000"], "--threads: 100000 must be in [0, 1024]"),
+    ],
+)
 def test_the_reported_options_are_refused(capsys, argv, words):
     code, err = parse_result(argv, capsys)
     assert code == 2 and len(err) == 1 and words in err[0], err
@@ -303,14 +367,31 @@ def config_file(suffix: str):
         text = deep_json() if suffix == ".json" else "[train]\nsteps = " + deep_json()
         (t / f"c{suffix}").write_text(text)
         return lambda: read_file(t / f"c{suffix}")
+
     return setup
 
 
-@pytest.mark.parametrize("setup, error", [
-    (config_file(".json"), ConfigError), (config_file(".toml"), ConfigError), (checkpoint_config, CheckpointError),
-    (index, DataError), (jsonl, DataError), (metrics, DataError), (metrics_on_resume, None),
-], ids=["config.json", "config.toml", "checkpoint-config.json", "index.json", "jsonl-data", "metrics.jsonl",
-        "metrics-on-resume"])
+@pytest.mark.parametrize(
+    "setup, error",
+    [
+        (config_file(".json"), ConfigError),
+        (config_file(".toml"), ConfigError),
+        (checkpoint_config, CheckpointError),
+        (index, DataError),
+        (jsonl, DataError),
+        (metrics, DataError),
+        (metrics_on_resume, None),
+    ],
+    ids=[
+        "config.json",
+        "config.toml",
+        "checkpoint-config.json",
+        "index.json",
+        "jsonl-data",
+        "metrics.jsonl",
+        "metrics-on-resume",
+    ],
+)
 def test_a_file_nested_200000_deep_is_one_line_at_every_reader(tmp_path, setup, error):
     read = setup(tmp_path)
     if error is None:

@@ -5,6 +5,7 @@ RunConfig in a training checkpoint), stamped with the format version. A run fold
 newest checkpoint in `checkpoints/latest`. Training checkpoints (learntok.checkpoint) build on
 these files; nothing here knows about optimizers or runs beyond finding the latest checkpoint.
 """
+
 from __future__ import annotations
 
 import errno
@@ -61,7 +62,7 @@ def write_model_files(model: torch.nn.Module, folder: Path, config: dict) -> Non
     tensors = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
     try:
         save_file(tensors, str(folder / WEIGHTS))
-    except Exception as e:                                       # safetensors' own error: keep the OS's (disk full)
+    except Exception as e:  # safetensors' own error: keep the OS's (disk full)
         raise (os_error_of(e, folder / WEIGHTS) or e) from None
     stamped = {FORMAT_KEY: FORMAT_VERSION, "learntok_version": __version__, **config}
     (folder / CONFIG).write_text(json.dumps(stamped, indent=2), encoding="utf-8")
@@ -75,8 +76,10 @@ def check_format(config: dict, where: Path) -> dict:
     found = config.get(FORMAT_KEY, FORMAT_VERSION)
     if found != FORMAT_VERSION:
         by = config.get("learntok_version", "another version")
-        raise CheckpointError(f"{where} has checkpoint format {found} (written by learntok {by}); "
-                              f"this learntok reads format {FORMAT_VERSION}")
+        raise CheckpointError(
+            f"{where} has checkpoint format {found} (written by learntok {by}); "
+            f"this learntok reads format {FORMAT_VERSION}"
+        )
     return {k: v for k, v in config.items() if k not in (FORMAT_KEY, "learntok_version")}
 
 
@@ -135,7 +138,7 @@ def read_json(path: Path) -> dict:
         return parse_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise CheckpointError(f"{path} is missing") from None
-    except ValueError as e:                                      # not UTF-8, or not JSON
+    except ValueError as e:  # not UTF-8, or not JSON
         raise CheckpointError(f"cannot read {path}: {one_line(e)}") from None
 
 
@@ -175,10 +178,11 @@ def model_config(d: dict) -> ModelConfig:
 @dataclass
 class ModelFiles:
     """A model, checkpoint or run folder read once: what `AUNet.from_files` builds a model from."""
-    folder: Path                         # the model or checkpoint folder (a run folder's latest checkpoint)
-    config: dict                         # its config.json, the stamp removed (a run config or a model config)
-    model: ModelConfig                   # the model config in it
-    weights: dict[str, torch.Tensor]     # model.safetensors
+
+    folder: Path  # the model or checkpoint folder (a run folder's latest checkpoint)
+    config: dict  # its config.json, the stamp removed (a run config or a model config)
+    model: ModelConfig  # the model config in it
+    weights: dict[str, torch.Tensor]  # model.safetensors
 
 
 def read_model(path: str | Path, map_location: str | torch.device = "cpu") -> ModelFiles:
@@ -186,7 +190,7 @@ def read_model(path: str | Path, map_location: str | torch.device = "cpu") -> Mo
     folder = resolve(path)
     config = read_config(folder)
     model = config
-    if isinstance(config.get("model"), dict):                    # a run config: its model and strategy sections
+    if isinstance(config.get("model"), dict):  # a run config: its model and strategy sections
         model = {**config["model"], STRATEGY: config.get(STRATEGY, {})}
     try:
         cfg = model_config(model)
