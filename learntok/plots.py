@@ -6,6 +6,7 @@ metrics.jsonl (learntok.tracking) holds training rows (`step`, `bytes_seen`, `bp
 `val_whitespace_rate`), told apart by their `kind` (by their keys in runs written before rows
 had one).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,8 +19,10 @@ METRICS = {"bpb": "bits per byte", "boundary_rate": "boundary rate", "whitespace
 
 def pyplot():
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt
 
 

@@ -1,5 +1,6 @@
 """Shared test helpers: a tiny model factory, the packaged Shakespeare text, JSON-lines and small
 corpus files. Plain functions (importable: `from conftest import tiny_model`) and fixtures."""
+
 from __future__ import annotations
 
 import gzip
@@ -37,7 +38,7 @@ def shakespeare(n: int, skip: int = 5000) -> bytes:
     """n bytes of real prose from the packaged corpus (its first three documents), from `skip`."""
     with gzip.open(CORPUS, "rt", encoding="utf-8") as f:
         text = "".join(json.loads(line)["text"] for _, line in zip(range(3), f)).encode("utf-8")
-    return text[skip:skip + n]
+    return text[skip : skip + n]
 
 
 def write_jsonl(path: Path, records: list[dict]) -> Path:

@@ -7,6 +7,7 @@ already holds a copy of a trained tiny run `run/`, a corpus `corpus.txt`, a task
 `task.jsonl` and a prepared folder `prep/`) and returns the command's arguments, and words the
 error must contain.
 """
+
 import gzip
 import hashlib
 import json
@@ -20,14 +21,26 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ["model.d_model=32", "model.n_heads=2", "train.seq_len=64", "train.batch_size=4", "train.steps=3",
-        "log.eval_bytes=1024"]
+TINY = [
+    "model.d_model=32",
+    "model.n_heads=2",
+    "train.seq_len=64",
+    "train.batch_size=4",
+    "train.steps=3",
+    "log.eval_bytes=1024",
+]
 
 
 def run_cli(*args, cwd):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "learntok", *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "learntok", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -51,15 +64,19 @@ def base(tmp_path_factory):
 def checksums(folder: Path) -> dict[str, str]:
     """sha256 of every file below `folder`, but run-folder locks (their content names the last
     process that held them: bookkeeping, not data)."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != ".lock"}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != ".lock"
+    }
 
 
 # ---------------------------------------------------------------- bad files
 
+
 def jsonl_gz_truncated(t: Path) -> str:
     data = gzip.compress(b"".join(json.dumps({"text": f"document {i} " * 50}).encode() + b"\n" for i in range(200)))
-    (t / "cut.jsonl.gz").write_bytes(data[:len(data) // 2])
+    (t / "cut.jsonl.gz").write_bytes(data[: len(data) // 2])
     return "cut.jsonl.gz"
 
 
@@ -131,6 +148,7 @@ def run_without_checkpoints(t: Path) -> str:
 def wider_vocabulary(t: Path) -> str:
     """A model folder whose byte vocabulary is not the run's."""
     from learntok import AUNet, ModelConfig
+
     AUNet(ModelConfig(d_model=32, n_heads=2, vocab_size=384)).save_pretrained(t / "wide")
     return "wide"
 
@@ -140,22 +158,36 @@ TRAIN = ["train", "--preset", "tiny", *TINY]
 CASES = [
     # data can be lost or silently mixed
     ("train-out-foreign-folder", lambda t: [*TRAIN, "data.source=corpus.txt", "--out", user_folder(t)], "not empty"),
-    ("train-out-run-without-checkpoints", lambda t: [*TRAIN, "data.source=corpus.txt", "--out",
-                                                     run_without_checkpoints(t)],
-     "no checkpoint"),
-    ("train-resume-run-without-checkpoints", lambda t: ["train", "--out", run_without_checkpoints(t), "--resume"],
-     "run"),
-    ("train-unfinished-prepared-folder", lambda t: [*TRAIN, f"data.source={unfinished_prepared(t)}", "--out", "new"],
-     "unfinished prepared folder"),
-    ("prepare-unfinished-prepared-folder", lambda t: ["prepare", unfinished_prepared(t), "--out", "new"],
-     "unfinished prepared folder"),
+    (
+        "train-out-run-without-checkpoints",
+        lambda t: [*TRAIN, "data.source=corpus.txt", "--out", run_without_checkpoints(t)],
+        "no checkpoint",
+    ),
+    (
+        "train-resume-run-without-checkpoints",
+        lambda t: ["train", "--out", run_without_checkpoints(t), "--resume"],
+        "run",
+    ),
+    (
+        "train-unfinished-prepared-folder",
+        lambda t: [*TRAIN, f"data.source={unfinished_prepared(t)}", "--out", "new"],
+        "unfinished prepared folder",
+    ),
+    (
+        "prepare-unfinished-prepared-folder",
+        lambda t: ["prepare", unfinished_prepared(t), "--out", "new"],
+        "unfinished prepared folder",
+    ),
     ("compare-empty-strategies", lambda t: ["compare", "--strategies", "", "--out", existing_comparison(t)], "strateg"),
     ("compare-steps-0", lambda t: ["compare", "--strategies", "uniform", "--steps", "0", "--out", "c"], "--steps"),
     ("eval-max-bytes-0", lambda t: ["eval", "run", "--max-bytes", "0"], "--max-bytes"),
     ("resume-steps-below-checkpoint", lambda t: ["train", "--out", "run", "--resume", "train.steps=2"], "step 3"),
     # tracebacks where a user made a mistake
-    ("train-truncated-jsonl-gz", lambda t: [*TRAIN, f"data.source={jsonl_gz_truncated(t)}", "--out", "new"],
-     "cut.jsonl.gz"),
+    (
+        "train-truncated-jsonl-gz",
+        lambda t: [*TRAIN, f"data.source={jsonl_gz_truncated(t)}", "--out", "new"],
+        "cut.jsonl.gz",
+    ),
     ("train-gz-not-gzip", lambda t: [*TRAIN, f"data.source={gz_not_gzip(t)}", "--out", "new"], "gzip"),
     ("train-jsonl-bad-utf8", lambda t: [*TRAIN, f"data.source={jsonl_bad_utf8(t)}", "--out", "new"], "UTF-8"),
     ("prepare-truncated-jsonl-gz", lambda t: ["prepare", jsonl_gz_truncated(t), "--out", "new"], "cut.jsonl.gz"),
@@ -170,17 +202,28 @@ CASES = [
     ("train-out-is-a-file", lambda t: [*TRAIN, "data.source=corpus.txt", "--out", "corpus.txt"], "file"),
     ("prepare-out-is-a-file", lambda t: ["prepare", "corpus.txt", "--out", "task.jsonl"], "file"),
     ("compare-out-is-a-file", lambda t: ["compare", "--strategies", "uniform", "--out", "corpus.txt"], "file"),
-    ("eval-run-config-unknown-strategy", lambda t: edit_run_config(t, lambda c: {**c, "model": {**c["model"],
-                                                                                                "boundary": "nosuch"}})
-     or ["eval", "run"], "nosuch"),
-    ("sample-run-config-is-a-list", lambda t: edit_run_config(t, lambda c: [c]) or ["sample", "run", "--prompt", "a"],
-     "config.json"),
+    (
+        "eval-run-config-unknown-strategy",
+        lambda t: edit_run_config(t, lambda c: {**c, "model": {**c["model"], "boundary": "nosuch"}}) or ["eval", "run"],
+        "nosuch",
+    ),
+    (
+        "sample-run-config-is-a-list",
+        lambda t: edit_run_config(t, lambda c: [c]) or ["sample", "run", "--prompt", "a"],
+        "config.json",
+    ),
     ("sample-top-p-0", lambda t: ["sample", "run", "--prompt", "a", "--top-p", "0"], "--top-p"),
-    ("train-index-without-splits", lambda t: [*TRAIN, f"data.source={index_without_splits(t)}", "--out", "new"],
-     "splits"),
+    (
+        "train-index-without-splits",
+        lambda t: [*TRAIN, f"data.source={index_without_splits(t)}", "--out", "new"],
+        "splits",
+    ),
     ("train-object-dtype-npy", lambda t: [*TRAIN, f"data.source={object_npy(t)}", "--out", "new"], "train_docs.npy"),
-    ("train-json-is-a-folder", lambda t: [*TRAIN, "data.source=corpus.txt", "--out", "new", "--json", "prep"],
-     "--json"),
+    (
+        "train-json-is-a-folder",
+        lambda t: [*TRAIN, "data.source=corpus.txt", "--out", "new", "--json", "prep"],
+        "--json",
+    ),
     ("eval-json-is-a-folder", lambda t: ["eval", "run", "--json", "prep"], "--json"),
     ("segment-json-is-a-folder", lambda t: ["segment", "run", "text", "--json", "prep"], "--json"),
     ("sample-json-is-a-folder", lambda t: ["sample", "run", "--prompt", "a", "--json", "prep"], "--json"),
@@ -188,13 +231,19 @@ CASES = [
     # misleading or silently accepted
     ("eval-device-unknown", lambda t: ["eval", "run", "--device", "nosuch"], "unknown device"),
     ("sample-max-bytes-negative", lambda t: ["sample", "run", "--prompt", "a", "--max-bytes", "-1"], "--max-bytes"),
-    ("sample-temperature-negative", lambda t: ["sample", "run", "--prompt", "a", "--temperature", "-1"],
-     "--temperature"),
+    (
+        "sample-temperature-negative",
+        lambda t: ["sample", "run", "--prompt", "a", "--temperature", "-1"],
+        "--temperature",
+    ),
     ("sample-top-k-0", lambda t: ["sample", "run", "--prompt", "a", "--top-k", "0"], "--top-k"),
     ("segment-window-negative", lambda t: ["segment", "run", "text", "--window", "-5"], "--window"),
     ("eval-window-negative", lambda t: ["eval", "run", "--window", "-5"], "--window"),
-    ("eval-tasks-window-negative", lambda t: ["eval-tasks", "run", "--task", "task.jsonl", "--window", "-5"],
-     "--window"),
+    (
+        "eval-tasks-window-negative",
+        lambda t: ["eval-tasks", "run", "--task", "task.jsonl", "--window", "-5"],
+        "--window",
+    ),
     ("eval-tasks-limit-0", lambda t: ["eval-tasks", "run", "--task", "task.jsonl", "--limit", "0"], "--limit"),
     ("train-unknown-argument", lambda t: [*TRAIN, "--bogus", "--out", "new"], "--bogus"),
     ("sample-stray-override", lambda t: ["sample", "run", "--prompt", "a", "train.steps=3"], "train.steps=3"),
@@ -203,28 +252,60 @@ CASES = [
     ("train-other-strategys-option", lambda t: [*TRAIN, "strategy.temperature=0.5", "--out", "new"], "temperature"),
     ("train-steps-0-no-budget", lambda t: [*TRAIN, "train.steps=0", "--out", "new"], "train_bytes"),
     ("compare-jobs-0", lambda t: ["compare", "--strategies", "uniform", "--jobs", "0", "--out", "c"], "--jobs"),
-    ("compare-rates-out-of-range", lambda t: ["compare", "--strategies", "uniform", "--rates", "1.5", "--out", "c"],
-     "rate"),
-    ("compare-shared-option-of-no-variant", lambda t: ["compare", "--strategies", "uniform", "strategy.temperature=0.5",
-                                                       "--out", "c"], "temperature"),
+    (
+        "compare-rates-out-of-range",
+        lambda t: ["compare", "--strategies", "uniform", "--rates", "1.5", "--out", "c"],
+        "rate",
+    ),
+    (
+        "compare-shared-option-of-no-variant",
+        lambda t: ["compare", "--strategies", "uniform", "strategy.temperature=0.5", "--out", "c"],
+        "temperature",
+    ),
     ("eval-rate-out-of-range", lambda t: ["eval", "run", "--rate", "1.5"], "--rate"),
     ("segment-rate-zero", lambda t: ["segment", "run", "text", "--rate", "0"], "--rate"),
-    ("segment-two-texts", lambda t: ["segment", "run", "text", "--greedy", "more text"], "unrecognized arguments: more text"),
-    ("prepare-piece-bytes-0", lambda t: ["prepare", "corpus.txt", "--out", "new", "--piece-bytes", "0"], "--piece-bytes"),
+    (
+        "segment-two-texts",
+        lambda t: ["segment", "run", "text", "--greedy", "more text"],
+        "unrecognized arguments: more text",
+    ),
+    (
+        "prepare-piece-bytes-0",
+        lambda t: ["prepare", "corpus.txt", "--out", "new", "--piece-bytes", "0"],
+        "--piece-bytes",
+    ),
     # finished runs compared, and the boundary swap
     ("compare-runs-missing-folder", lambda t: ["compare", "--runs", "run", "nosuch"], "--runs nosuch: no such folder"),
     ("compare-runs-not-a-run", lambda t: ["compare", "--runs", "run", "prep"], "--runs prep"),
-    ("compare-runs-model-folder", lambda t: ["compare", "--runs", "run", wider_vocabulary(t)], "not a training checkpoint"),
+    (
+        "compare-runs-model-folder",
+        lambda t: ["compare", "--runs", "run", wider_vocabulary(t)],
+        "not a training checkpoint",
+    ),
     ("compare-runs-one-run", lambda t: ["compare", "--runs", "run"], "at least two"),
-    ("compare-runs-with-training-options", lambda t: ["compare", "--runs", "run", "run", "--seeds", "2", "train.steps=4"],
-     "drop the training options (--seeds, key=value overrides)"),
+    (
+        "compare-runs-with-training-options",
+        lambda t: ["compare", "--runs", "run", "run", "--seeds", "2", "train.steps=4"],
+        "drop the training options (--seeds, key=value overrides)",
+    ),
     ("compare-neither-strategies-nor-runs", lambda t: ["compare", "--out", "c"], "--strategies"),
     ("eval-boundaries-from-missing-run", lambda t: ["eval", "run", "--boundaries-from", "no/such/run"], "no/such/run"),
     ("eval-boundaries-from-bad-name", lambda t: ["eval", "run", "--boundaries-from", "unifrom"], "or give 'uniform'"),
-    ("eval-boundaries-from-not-a-run", lambda t: ["eval", "run", "--boundaries-from", "prep"], "--boundaries-from prep"),
-    ("eval-boundaries-from-other-vocabulary", lambda t: ["eval", "run", "--boundaries-from", wider_vocabulary(t)],
-     "byte vocabulary"),
-    ("eval-boundaries-from-with-rate", lambda t: ["eval", "run", "--boundaries-from", "uniform", "--rate", "0.3"], "--rate"),
+    (
+        "eval-boundaries-from-not-a-run",
+        lambda t: ["eval", "run", "--boundaries-from", "prep"],
+        "--boundaries-from prep",
+    ),
+    (
+        "eval-boundaries-from-other-vocabulary",
+        lambda t: ["eval", "run", "--boundaries-from", wider_vocabulary(t)],
+        "byte vocabulary",
+    ),
+    (
+        "eval-boundaries-from-with-rate",
+        lambda t: ["eval", "run", "--boundaries-from", "uniform", "--rate", "0.3"],
+        "--rate",
+    ),
     # learntok config
     ("config-unknown-key", lambda t: ["config", "--preset", "147M", "train.bogus=1"], "train.bogus"),
     ("config-bad-value", lambda t: ["config", "train.steps=many"], "train.steps=many"),
@@ -236,8 +317,7 @@ CASES = [
 
 
 # Rows whose fix lands with another change; strict, so the marker must go when it does.
-@pytest.mark.parametrize("make_args, words", [
-    pytest.param(*c[1:], id=c[0]) for c in CASES])
+@pytest.mark.parametrize("make_args, words", [pytest.param(*c[1:], id=c[0]) for c in CASES])
 def test_bad_input_is_one_line_exit_2_and_changes_nothing(base, tmp_path, make_args, words):
     for name in ("run", "prep"):
         shutil.copytree(base / name, tmp_path / name)
@@ -250,7 +330,7 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(base, tmp_path, make_a
     assert "Traceback" not in r.stderr
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("learntok: error: "), r.stderr[-2000:]
-    assert not lines[0].startswith("learntok: error: learntok"), lines[0]   # one prefix, never two
+    assert not lines[0].startswith("learntok: error: learntok"), lines[0]  # one prefix, never two
     assert words in lines[0]
     after = checksums(tmp_path)
     assert {k: after.get(k) for k in before} == before
@@ -258,8 +338,20 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(base, tmp_path, make_a
 
 def test_overrides_anywhere_among_the_options(base, tmp_path):
     shutil.copy(base / "corpus.txt", tmp_path / "corpus.txt")
-    r = run_cli("train", "--preset", "tiny", "data.source=corpus.txt", "--out", "r", *TINY[:-2], "--json", "s.json",
-                "train.steps=2", "log.eval_bytes=512", cwd=tmp_path)
+    r = run_cli(
+        "train",
+        "--preset",
+        "tiny",
+        "data.source=corpus.txt",
+        "--out",
+        "r",
+        *TINY[:-2],
+        "--json",
+        "s.json",
+        "train.steps=2",
+        "log.eval_bytes=512",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads((tmp_path / "s.json").read_text())["step"] == 2
 
@@ -268,6 +360,7 @@ def test_optional_positional_after_options():
     """`segment RUN --rate 0.3 "text"`: the text after an option is still the text (argparse
     alone leaves it over as an unrecognized argument)."""
     from learntok.cli import parse_args
+
     for argv in (["segment", "R", "--rate", "0.3", "a b"], ["segment", "R", "a b", "--rate", "0.3"]):
         args = parse_args(argv)
         assert (args.model, args.text, args.rate) == ("R", "a b", 0.3)

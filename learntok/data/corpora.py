@@ -13,6 +13,7 @@ and `learntok prepare` share, so both see the same documents): a JSONL record or
 is a document, and a text file is read in pieces of about PIECE_BYTES cut after a newline.
 Empty documents are dropped.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -26,7 +27,13 @@ from pathlib import Path
 
 from learntok.errors import DataError
 
-DEBIAN_REFERENCE = ("debref-de", "debref-fr", "debref-es", "debref-ja", "debref-zh")  # scripts/build_debian_reference.py
+DEBIAN_REFERENCE = (
+    "debref-de",
+    "debref-fr",
+    "debref-es",
+    "debref-ja",
+    "debref-zh",
+)  # scripts/build_debian_reference.py
 BUILTINS = ("shakespeare", "kjv", "python-stdlib", "python-docs", "python-rst", *DEBIAN_REFERENCE)
 _SHIPPED = ("shakespeare", "kjv", "python-rst", *DEBIAN_REFERENCE)  # learntok/corpora/NAME.jsonl.gz
 _STDLIB_SKIP = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
@@ -36,8 +43,6 @@ _BINARY_PROBE = 8192  # bytes read to decide whether a file is binary (contains 
 PIECE_BYTES = 1 << 14
 # Files `learntok prepare` writes before its index.json (learntok.data.shards: shard_name, SplitWriter)
 _PREPARE_PARTS = re.compile(r"(train|val|test)_(\d{5}\.bin|docs\.npy)|\.(train|val|test)_docs\.tmp")
-
-
 
 
 def load_documents(source: str, text_field: str = "text") -> list[bytes]:
@@ -63,13 +68,19 @@ def _unnamed_documents(source: str, text_field: str) -> list[bytes]:
         return _python_docs_documents()
     path = Path(source).expanduser()
     if not path.exists():
-        raise DataError(f"data source {source!r} is neither a built-in corpus ({', '.join(BUILTINS)}) "
-                        f"nor an existing path")
+        raise DataError(
+            f"data source {source!r} is neither a built-in corpus ({', '.join(BUILTINS)}) nor an existing path"
+        )
     docs = [doc for doc, _ in file_documents(path, text_field) if doc]
     if not docs:
         table = file_kind(path) != "text"
-        raise DataError(f"{path} holds no documents" if table else f"file {path} is empty" if not path.stat().st_size
-                        else f"file {path} is binary (a NUL byte in its first {_BINARY_PROBE} bytes), not text")
+        raise DataError(
+            f"{path} holds no documents"
+            if table
+            else f"file {path} is empty"
+            if not path.stat().st_size
+            else f"file {path} is binary (a NUL byte in its first {_BINARY_PROBE} bytes), not text"
+        )
     return docs
 
 
@@ -88,7 +99,7 @@ def file_documents(path: Path, text_field: str = "text", piece_bytes: int = PIEC
     kind = file_kind(path)
     if kind == "parquet":
         yield from ((doc, 0) for doc in parquet_texts(path, text_field))
-        yield b"", path.stat().st_size                                          # progress for the whole file at the end
+        yield b"", path.stat().st_size  # progress for the whole file at the end
         return
     with open(path, "rb") as raw:
         if kind == "jsonl":
@@ -124,8 +135,10 @@ def file_lines(raw, path: Path) -> Iterator[bytes]:
     try:
         yield from (gzip.open(raw) if path.name.endswith(".gz") else raw)
     except (gzip.BadGzipFile, EOFError, zlib.error) as e:
-        raise DataError(f"{path}: cannot be read as gzip ({' '.join(str(e).split()) or type(e).__name__}; "
-                        f"cut short, or not compressed?)") from None
+        raise DataError(
+            f"{path}: cannot be read as gzip ({' '.join(str(e).split()) or type(e).__name__}; "
+            f"cut short, or not compressed?)"
+        ) from None
 
 
 def json_records(lines: Iterable[bytes | str], where: str, error: type[Exception] = None):
@@ -184,12 +197,16 @@ def check_not_prepared(root: Path) -> None:
     """A prepared data folder, finished or not, is never read as a folder of text files: its
     shards would become documents."""
     if (root / "index.json").exists():
-        raise DataError(f"{root} is a prepared data folder (index.json): it is read as memory-mapped "
-                        f"shards by ByteData.from_config (data.source), not as a list of documents")
+        raise DataError(
+            f"{root} is a prepared data folder (index.json): it is read as memory-mapped "
+            f"shards by ByteData.from_config (data.source), not as a list of documents"
+        )
     parts = sorted(p.name for p in root.iterdir() if _PREPARE_PARTS.fullmatch(p.name))
     if parts:
-        raise DataError(f"{root} is an unfinished prepared folder ({', '.join(parts[:3])}, ... but no index.json: "
-                        f"`learntok prepare` stopped before the end); prepare it again into an empty folder")
+        raise DataError(
+            f"{root} is an unfinished prepared folder ({', '.join(parts[:3])}, ... but no index.json: "
+            f"`learntok prepare` stopped before the end); prepare it again into an empty folder"
+        )
 
 
 def _folder_documents(root: Path, text_field: str = "text") -> tuple[list[bytes], list[str]]:
