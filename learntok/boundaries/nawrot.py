@@ -83,13 +83,9 @@ def mean_pool_reference(h: torch.Tensor, a: torch.Tensor, S: int) -> torch.Tenso
 
 @dataclass
 class DynamicPoolingConfig:
-    temperature: float = (
-        0.5  # relaxed-Bernoulli (Gumbel-sigmoid) temperature (Nawrot's `temp`: 0.5 in configs/gumbel.yaml)
-    )
+    temperature: float = 0.5  # relaxed-Bernoulli (Gumbel-sigmoid) temperature (Nawrot's `temp`, gumbel.yaml)
     prior_weight: float = 1.0  # weight of the binomial prior loss (aux_loss)
-    hidden_mult: float = (
-        1.0  # predictor hidden width / D (Nawrot's d_inner = 4 D; 1 keeps older runs loadable, docs/compare.md)
-    )
+    hidden_mult: float = 1.0  # predictor hidden width / D (Nawrot's is 4; 1 keeps older runs loadable)
 
     def __post_init__(self) -> None:
         if not self.temperature > 0:
