@@ -85,8 +85,7 @@ class LogConfig:
     eval_bytes: int = ranged(1_000_000, ge=1)  # cap on validation bytes per periodic evaluation
     segment_every: int = ranged(500, ge=0)  # steps between sample segmentations in segments.txt (0 = never)
     tensorboard: bool = False  # also write TensorBoard event files into the run folder (package `tensorboard`)
-    # also log to this Weights & Biases project (extra `wandb`; WANDB_MODE=offline: no network)
-    wandb: str | None = None
+    wandb: str | None = None  # also log to this Weights & Biases project (extra `wandb`; offline works)
 
 
 @dataclass
@@ -103,9 +102,7 @@ class SystemConfig:
     dtype: str = "auto"  # autocast dtype: auto (bf16 on CUDA, fp32 on CPU) | fp32 | bf16
     compile: bool = False  # wrap the model in torch.compile (automatic dynamic shapes for the token count)
     fsdp: bool = False  # under torchrun: shard parameters, gradients and optimizer state (FSDP2) instead of DDP
-    threads: int = ranged(
-        0, THREADS
-    )  # CPU threads for torch (0: torch's default, all cores); 1 when runs share a machine
+    threads: int = ranged(0, THREADS)  # CPU threads for torch (0: its default, all cores); 1 when runs share a machine
 
     def __post_init__(self) -> None:
         if self.dtype not in ("auto", "fp32", "bf16"):

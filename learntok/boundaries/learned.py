@@ -137,9 +137,8 @@ class LearnedConfig:
     """The learned policy's options ([strategy] when model.boundary is learned or frozen)."""
 
     window: int = ranged(8, ge=1)  # w: the logit mixes the current byte with w-1 past decisions
-    logit_scale: float = ranged(
-        1.0 / 16, gt=0
-    )  # s: scaling of the policy's raw outputs v (keeps p near rho* while v is O(1))
+    # s: scaling of the policy's raw outputs v (keeps p near rho* while v is O(1))
+    logit_scale: float = ranged(1.0 / 16, gt=0)
     softcap: float = ranged(6.0, gt=0)  # c: the logit's soft cap, c * tanh(z / c) (logit units)
 
 

@@ -84,13 +84,9 @@ def mean_pool_reference(h: torch.Tensor, a: torch.Tensor, S: int) -> torch.Tenso
 
 @dataclass
 class DynamicPoolingConfig:
-    temperature: float = ranged(
-        0.5, gt=0
-    )  # relaxed-Bernoulli (Gumbel-sigmoid) temperature (Nawrot's `temp`: 0.5 in configs/gumbel.yaml)
+    temperature: float = ranged(0.5, gt=0)  # relaxed-Bernoulli (Gumbel-sigmoid) temperature (Nawrot's `temp`)
     prior_weight: float = ranged(1.0, ge=0)  # weight of the binomial prior loss (aux_loss)
-    hidden_mult: float = ranged(
-        1.0, gt=0
-    )  # predictor hidden width / D (Nawrot's d_inner = 4 D; 1 keeps older runs loadable, docs/compare.md)
+    hidden_mult: float = ranged(1.0, gt=0)  # predictor hidden width / D (Nawrot's is 4; 1 keeps older runs loadable)
 
 
 @register("nawrot", config=DynamicPoolingConfig)
