@@ -361,7 +361,11 @@ CASES = [
         "incomplete: it lacks rng",
     ),
     # a full disk (the file existed before: /dev/full)
-    ("eval-json-dev-full", lambda t: ["eval", "run", "--json", "/dev/full"], "no space left on device: /dev/full"),
+    (
+        "segment-json-dev-full",
+        lambda t: ["segment", "run", "abc", "--json", "/dev/full"],
+        "no space left on device: /dev/full",
+    ),
     # finished runs compared, and the boundary swap
     ("compare-runs-missing-folder", lambda t: ["compare", "--runs", "run", "nosuch"], "--runs nosuch: no such folder"),
     ("compare-runs-not-a-run", lambda t: ["compare", "--runs", "run", "prep"], "--runs prep"),
@@ -422,6 +426,7 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(base, tmp_path, make_a
     assert words in lines[0]
     after = checksums(tmp_path)
     assert {k: after.get(k) for k in before} == before
+    assert not Path("/dev/full").is_file()  # a device named as an output is written, never renamed over
 
 
 def test_overrides_anywhere_among_the_options(base, tmp_path):
