@@ -30,6 +30,7 @@ from pathlib import Path
 
 from learntok.checkpoint import LATEST, remove_stale_tmp, write_text_atomic
 from learntok.config import ConfigError
+from learntok.structured import parse_json
 
 LOCK = ".lock"
 METRICS, SEGMENTS, CONFIG, WANDB = "metrics.jsonl", "segments.txt", "config.toml", "wandb"
@@ -92,9 +93,9 @@ def _lock(run_dir: Path) -> None:
 
 def _holder(fd: int) -> str:
     try:
-        info = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        info = parse_json(os.pread(fd, 4096, 0) or b"{}")
         return f"pid {info['pid']} on {info['host']}"
-    except (ValueError, KeyError, OSError):
+    except (ValueError, KeyError, TypeError, OSError):
         return "another process"
 
 
@@ -113,8 +114,8 @@ def _logged_steps(run_dir: Path) -> int:
     if path.is_file():
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
-                last = max(last, int(json.loads(line).get("step", 0)))
-            except (ValueError, TypeError, AttributeError):
+                last = max(last, int(parse_json(line).get("step", 0)))
+            except (ValueError, TypeError, AttributeError, OverflowError):
                 continue
     return last
 
@@ -181,6 +182,6 @@ def _lines(path: Path) -> list[str]:
 def _row_step(line: str) -> float:
     """The step of a metrics row; infinity for a line that is not a whole row (torn by a crash)."""
     try:
-        return int(json.loads(line)["step"])
-    except (ValueError, KeyError, TypeError):
+        return int(parse_json(line)["step"])
+    except (ValueError, KeyError, TypeError, OverflowError):
         return float("inf")

@@ -18,7 +18,15 @@ PACKAGE = Path(__file__).resolve().parents[1] / "learntok"
 LAYERS: list[tuple[str, list[str]]] = [
     (
         "foundations",
-        ["learntok.errors", "learntok.runtime", "learntok.fields", "learntok.progress", "learntok.display"],
+        [
+            "learntok.errors",
+            "learntok.runtime",
+            "learntok.ranges",
+            "learntok.structured",
+            "learntok.fields",
+            "learntok.progress",
+            "learntok.display",
+        ],
     ),
     ("data", ["learntok.data"]),
     ("model parts", ["learntok.nn"]),
@@ -58,7 +66,10 @@ LAYERS: list[tuple[str, list[str]]] = [
             "learntok.plan",
         ],
     ),
-    ("commands", ["learntok.cli", "learntok.__main__", "learntok.lm_eval_adapter"]),
+    (
+        "commands",
+        ["learntok.cli", "learntok.__main__", "learntok.lm_eval_adapter", "learntok.arguments", "learntok.faults"],
+    ),
 ]
 
 # The sub-packages, bottom to top: the tree shows the layers.
