@@ -19,24 +19,13 @@ import torch
 
 from learntok.config import RunConfig
 from learntok.errors import CheckpointError, ConfigError
+from learntok.files import write_text_atomic
 from learntok.model.aunet import AUNet
 from learntok.model.pretrained import (LATEST, WEIGHTS, atomic_dir, commit, one_line, read_config, read_weights,
                                        resolve, write_model_files)
 from learntok.runtime import rng_state
 
 STATE = "state.pt"
-
-
-def write_text_atomic(path: str | Path, text: str) -> None:
-    """Replace `path` by `text`: write a temporary file beside it, flush it to disk, rename it
-    over `path` (a reader, or a crash, sees the old file or the new one, never a mix)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def remove_stale_tmp(folder: str | Path) -> list[Path]:

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from learntok.errors import ConfigError
+from learntok.errors import CheckpointError, ConfigError, DataError
 
 
 def set_threads(n: int) -> None:
@@ -26,8 +26,9 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     from learntok.checkpoint import CheckpointError
     from learntok.config import ConfigError
     from learntok.data import DataError
+    from learntok.errors import OutputError
     from learntok.train import TrainingDiverged
-    return ConfigError, DataError, CheckpointError, TrainingDiverged, FileNotFoundError
+    return ConfigError, DataError, CheckpointError, OutputError, TrainingDiverged, FileNotFoundError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,46 +58,100 @@ PROBABILITY = _bounded(float, 0.0, above=True, high=1.0)
 
 
 def device_arg(text: str) -> str:
-    """--device: a device torch knows and this machine has (checked before a model is read)."""
-    import torch
+    """--device: a device learntok runs on and this machine has (checked before a model is read)."""
+    from learntok.runtime import resolve_device
 
     try:
-        device = torch.device(text)
-    except RuntimeError:
-        raise argparse.ArgumentTypeError(f"unknown device {text!r} (expected cpu, cuda, cuda:N, mps)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise argparse.ArgumentTypeError(f"device {text!r} is not available: this torch sees no CUDA GPU")
-    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
-        raise argparse.ArgumentTypeError(f"device {text!r} is not available: {torch.cuda.device_count()} GPU(s)")
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise argparse.ArgumentTypeError(f"device {text!r} is not available on this machine")
+        resolve_device(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
     return text
 
 
-FILE_OUTPUTS, FOLDER_OUTPUTS = ("json", "html"), ("out",)
+# Path options say what they are by their type, so that every output goes through one check
+# (learntok.outputs) before any work; an option whose value is plain text says type=str.
+def output_file(text: str) -> str:
+    """A file the command writes (--json, --html)."""
+    return text
+
+
+def output_folder(text: str) -> str:
+    """A folder the command writes into (--out)."""
+    return text
+
+
+def input_data(text: str) -> str:
+    """A data source the command reads: a built-in name, a file or a folder of them."""
+    return text
+
+
+def input_file(text: str) -> str:
+    """A file the command reads (--config, --task, --file)."""
+    return text
+
+
+def input_run(text: str) -> str:
+    """A run, checkpoint or model folder the command reads."""
+    return text
+
+
+OUTPUT_TYPES, INPUT_TYPES = (output_file, output_folder), (input_data, input_file, input_run)
+
+
+def _values(args, action) -> list[str]:
+    value = getattr(args, action.dest, None)
+    return [] if value is None else [str(v) for v in value] if isinstance(value, list) else [str(value)]
+
+
+def command_outputs(args) -> list:
+    """Every output path of this command line, from the options typed output_file / output_folder."""
+    from learntok.outputs import Output
+
+    return [Output(a.option_strings[0] if a.option_strings else a.dest, v, a.type is output_folder)
+            for a in args.command_parser._actions if a.type in OUTPUT_TYPES for v in _values(args, a)]
+
+
+def command_inputs(args) -> list:
+    """Every path this command line reads: the options typed input_*, the data.source a train
+    or compare names (overrides, --config, the run resumed), and a run's own data.source."""
+    from learntok.config import read_file
+    from learntok.model.pretrained import read_config, resolve
+    from learntok.outputs import Input
+
+    typed = [(a, a.option_strings[0] if a.option_strings else a.metavar or a.dest, v)
+             for a in args.command_parser._actions if a.type in INPUT_TYPES for v in _values(args, a)]
+    inputs = [Input(name, v, a.type is input_data) for a, name, v in typed]
+    tables = []
+    for path in [getattr(args, "config", None)] + ([Path(args.out) / "config.toml"] if getattr(args, "resume", False) else []):
+        try:
+            tables.append(read_file(path) if path else {})
+        except (ConfigError, DataError):                         # the command reports it
+            pass
+    sources = [t["data"].get("source") for t in tables if isinstance(t.get("data"), dict)]
+    sources += [o.partition("=")[2].strip() for o in getattr(args, "overrides", []) if o.partition("=")[0].strip() == "data.source"]
+    runs = [v for a, _, v in typed if a.type is input_run and getattr(args, "source", None) is None]
+    for run in runs:
+        try:
+            data = read_config(resolve(run)).get("data")
+        except (CheckpointError, ConfigError, DataError, OSError):
+            continue
+        sources += [data.get("source")] if isinstance(data, dict) else []
+    return inputs + [Input("data.source", s) for s in sources if isinstance(s, str)]
 
 
 def check_outputs(args) -> None:
-    """Refuse, before any work, outputs that could not be written: a file output (--json,
-    --html) that is a folder or whose folder does not exist, a folder output (--out) that is a file."""
-    from learntok.config import ConfigError
+    """Refuse, before any work, every output this command must not write (learntok.outputs)."""
+    from learntok.outputs import check_outputs as check
 
-    for name in FILE_OUTPUTS:
-        path = getattr(args, name, None)
-        if path and Path(path).is_dir():
-            raise ConfigError(f"--{name} {path} is a folder; give a file name")
-        if path and not Path(path).absolute().parent.is_dir():
-            raise ConfigError(f"--{name} {path}: folder {Path(path).absolute().parent} does not exist")
-    for name in FOLDER_OUTPUTS:
-        path = getattr(args, name, None)
-        if path and Path(path).exists() and not Path(path).is_dir():
-            raise ConfigError(f"--{name} {path} is an existing file, not a folder")
+    check(command_outputs(args), command_inputs(args))
 
 
 def write_json(path: str | None, record: dict) -> None:
-    """`--json PATH` for commands that report figures."""
+    """`--json PATH` for commands that report figures, written whole (learntok.files.write_output)."""
+    from learntok.files import write_output
+
     if path:
-        Path(path).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        write_output(path, json.dumps(record, indent=2) + "\n")
 
 
 # ---------------------------------------------------------------- train
@@ -105,12 +160,12 @@ def write_json(path: str | None, record: dict) -> None:
 def add_train(sub) -> None:
     p = sub.add_parser("train", help="train a model (or resume a run)",
                        description="Config layers: defaults <- --preset (default tiny) <- --config FILE <- key.sub=value.")
-    p.add_argument("--preset", help="packaged preset: tiny, 20M, 40M, 90M, 147M (default: tiny, unless --config or --resume)")
-    p.add_argument("--config", help="a TOML (or JSON) file of config sections")
-    p.add_argument("--out", help="run folder (default: runs/<preset>-<strategy>-<timestamp>)")
+    p.add_argument("--preset", type=str, help="packaged preset: tiny, 20M, 40M, 90M, 147M (default: tiny, unless --config or --resume)")
+    p.add_argument("--config", type=input_file, help="a TOML (or JSON) file of config sections")
+    p.add_argument("--out", type=output_folder, help="run folder (default: runs/<preset>-<strategy>-<timestamp>)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
-    p.add_argument("--json", help="also write the summary to this JSON file")
-    p.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides, e.g. train.steps=100")
+    p.add_argument("--json", type=output_file, help="also write the summary to this JSON file")
+    p.add_argument("overrides", nargs="*", type=str, metavar="key.sub=value", help="config overrides, e.g. train.steps=100")
     p.set_defaults(func=cmd_train)
 
 
@@ -134,16 +189,16 @@ def cmd_train(args) -> None:
 
 def add_segment(sub) -> None:
     p = sub.add_parser("segment", help="show how a model cuts text into tokens")
-    p.add_argument("model", metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder")
-    p.add_argument("text", nargs="?", help="text to segment (or --file, or --held-out)")
-    p.add_argument("--file", help="read the text from this file (bytes as they are)")
+    p.add_argument("model", type=input_run, metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder")
+    p.add_argument("text", nargs="?", type=str, help="text to segment (or --file, or --held-out)")
+    p.add_argument("--file", type=input_file, help="read the text from this file (bytes as they are)")
     p.add_argument("--held-out", action="store_true", help="a passage of the run's test split, with the run's validation figures")
-    p.add_argument("--html", metavar="OUT", help="also write an HTML page (with the learned policy: a compression slider)")
+    p.add_argument("--html", type=output_file, metavar="OUT", help="also write an HTML page (with the learned policy: a compression slider)")
     p.add_argument("--greedy", action="store_true", help="decide p > 0.5 instead of sampling")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
     p.add_argument("--window", type=WINDOW, default=4096, help="read long texts in pieces of this many bytes (BOS included)")
     p.add_argument("--rate", type=PROBABILITY, help="cut at this boundary rate, calibrated on the run's val split (docs/rate.md)")
-    p.add_argument("--json", help="write chunks and stats to this JSON file")
+    p.add_argument("--json", type=output_file, help="write chunks and stats to this JSON file")
     p.set_defaults(func=cmd_segment)
 
 
@@ -151,6 +206,7 @@ def cmd_segment(args) -> None:
     from learntok.checkpoint import load_run
     from learntok.config import ConfigError
     from learntok.data import ByteData
+    from learntok.files import read_input
     from learntok.rate import set_rate_for_run
     from learntok.segment import (held_out_passage, last_validation, page_data, render_html, render_terminal,
                                   segment_text)
@@ -164,7 +220,7 @@ def cmd_segment(args) -> None:
             raise ConfigError(f"{args.model} holds no run config (data source): --held-out needs a run or checkpoint")
         data, run_figures = held_out_passage(ByteData.from_config(run_cfg.data)), last_validation(args.model)
     else:
-        data = Path(args.file).read_bytes() if args.file else args.text
+        data = read_input(args.file, "--file") if args.file else args.text
     if args.rate is not None:
         print(set_rate_for_run(model, run_cfg, args.rate, data, args.greedy, args.seed).describe(), file=sys.stderr)
     chunks, stats = segment_text(model, data, greedy=args.greedy, seed=args.seed, window=args.window)
@@ -191,9 +247,9 @@ def cmd_segment(args) -> None:
 
 def add_eval(sub) -> None:
     p = sub.add_parser("eval", help="bits per byte (with error bars) and boundary quality")
-    p.add_argument("model", metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder")
+    p.add_argument("model", type=input_run, metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder")
     p.add_argument("--split", default="test", choices=["train", "val", "test", "all"], help="split of the data (all: unsplit)")
-    p.add_argument("--source", help="another data.source (built-in name or path) instead of the run's")
+    p.add_argument("--source", type=input_data, help="another data.source (built-in name or path) instead of the run's")
     p.add_argument("--samples", type=POSITIVE, default=1, help="K sampled segmentations: mean bpb and log-mean-exp bound")
     p.add_argument("--greedy", action="store_true", help="decide p > 0.5 instead of sampling")
     p.add_argument("--batch-size", type=POSITIVE, help="rows per batch (default: the run's)")
@@ -203,7 +259,7 @@ def add_eval(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
     p.add_argument("--rate", type=PROBABILITY, help="run at this boundary rate, calibrated on the val split (docs/rate.md)")
     p.add_argument("--device", default="cpu", type=device_arg)
-    p.add_argument("--json", help="write every figure to this JSON file")
+    p.add_argument("--json", type=output_file, help="write every figure to this JSON file")
     p.set_defaults(func=cmd_eval)
 
 
@@ -218,16 +274,16 @@ def cmd_eval(args) -> None:
 
 def add_eval_tasks(sub) -> None:
     p = sub.add_parser("eval-tasks", help="zero-shot tasks from JSONL(.gz) files")
-    p.add_argument("model", metavar="RUN_OR_CKPT")
-    p.add_argument("--task", action="append", required=True, metavar="FILE", help="task file (repeatable)")
+    p.add_argument("model", type=input_run, metavar="RUN_OR_CKPT")
+    p.add_argument("--task", type=input_file, action="append", required=True, metavar="FILE", help="task file (repeatable)")
     p.add_argument("--batch-size", type=POSITIVE, default=16)
     p.add_argument("--seq-len", type=WINDOW, help="bytes per row, BOS included (default: the run's)")
     p.add_argument("--greedy", action="store_true", help="greedy boundaries (p > 0.5) instead of sampled ones")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
     p.add_argument("--limit", type=POSITIVE, help="first N examples of each task")
-    p.add_argument("--delimiter", default=" ", help="between context and continuation (unless the context ends in whitespace)")
+    p.add_argument("--delimiter", type=str, default=" ", help="between context and continuation (unless the context ends in whitespace)")
     p.add_argument("--device", default="cpu", type=device_arg)
-    p.add_argument("--json", help="write the results to this JSON file")
+    p.add_argument("--json", type=output_file, help="write the results to this JSON file")
     p.set_defaults(func=cmd_eval_tasks)
 
 
@@ -242,15 +298,15 @@ def cmd_eval_tasks(args) -> None:
 
 def add_diagnose(sub) -> None:
     p = sub.add_parser("diagnose", help="variance and SNR of the policy-gradient estimator per trick")
-    p.add_argument("model", metavar="RUN_OR_CKPT", help="run or checkpoint folder")
+    p.add_argument("model", type=input_run, metavar="RUN_OR_CKPT", help="run or checkpoint folder")
     p.add_argument("--batches", type=POSITIVE, default=4, help="fixed training batches")
     p.add_argument("--samples", type=POSITIVE, default=16, help="K boundary samples per batch")
     p.add_argument("--batch-size", type=POSITIVE, help="default: the run's, at most 16")
     p.add_argument("--seq-len", type=WINDOW, help="default: the run's, at most 512")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", help="folder for diagnose.md/.json/.png (default RUN/diagnose)")
+    p.add_argument("--out", type=output_folder, help="folder for diagnose.md/.json/.png (default RUN/diagnose)")
     p.add_argument("--device", default="cpu", type=device_arg)
-    p.add_argument("--json", help="also write the table to this JSON file")
+    p.add_argument("--json", type=output_file, help="also write the table to this JSON file")
     p.set_defaults(func=cmd_diagnose)
 
 
@@ -266,8 +322,8 @@ def cmd_diagnose(args) -> None:
 
 def add_plot(sub) -> None:
     p = sub.add_parser("plot", help="training and validation curves of runs (PNG)")
-    p.add_argument("runs", nargs="+", metavar="RUN")
-    p.add_argument("--out", help="output folder (default: RUN/plots for one run, plots/ for several)")
+    p.add_argument("runs", nargs="+", type=input_run, metavar="RUN")
+    p.add_argument("--out", type=output_folder, help="output folder (default: RUN/plots for one run, plots/ for several)")
     p.add_argument("--x", default="step", choices=["step", "bytes_seen"], help="x axis")
     p.set_defaults(func=cmd_plot)
 
@@ -285,8 +341,8 @@ def cmd_plot(args) -> None:
 
 def add_sample(sub) -> None:
     p = sub.add_parser("sample", help="stream a model's continuation of a prompt (cached decoding)")
-    p.add_argument("model", metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder")
-    p.add_argument("--prompt", required=True, help="text to continue")
+    p.add_argument("model", type=input_run, metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder")
+    p.add_argument("--prompt", type=str, required=True, help="text to continue")
     p.add_argument("--max-bytes", type=POSITIVE, default=256, help="bytes to generate (fewer if EOS is drawn)")
     p.add_argument("--temperature", type=NONNEGATIVE, default=1.0, help="0: argmax")
     p.add_argument("--top-k", type=POSITIVE, help="sample from the k likeliest bytes")
@@ -296,7 +352,7 @@ def add_sample(sub) -> None:
     p.add_argument("--show-boundaries", action="store_true", help="mark chunks: colours on a terminal, | otherwise")
     p.add_argument("--rate", type=PROBABILITY, help="generate at this boundary rate, calibrated on the run's val split (docs/rate.md)")
     p.add_argument("--device", default="cpu", type=device_arg)
-    p.add_argument("--json", help="write bytes, seconds, bytes/s and boundary rate to this JSON file")
+    p.add_argument("--json", type=output_file, help="write bytes, seconds, bytes/s and boundary rate to this JSON file")
     p.set_defaults(func=cmd_sample)
 
 
@@ -324,22 +380,22 @@ def cmd_sample(args) -> None:
 def add_compare(sub) -> None:
     p = sub.add_parser("compare", help="train and evaluate several boundary strategies on one backbone and budget",
                        description="Variants: STRATEGY[+key=value...], e.g. learned+gamma=1.0; finished variants are skipped.")
-    p.add_argument("--preset", default="tiny", help="packaged preset shared by every variant (default tiny)")
-    p.add_argument("--strategies", required=True, help="comma-separated variants, e.g. learned,uniform,bpe,learned+w=1")
+    p.add_argument("--preset", type=str, default="tiny", help="packaged preset shared by every variant (default tiny)")
+    p.add_argument("--strategies", type=str, required=True, help="comma-separated variants, e.g. learned,uniform,bpe,learned+w=1")
     p.add_argument("--steps", type=POSITIVE, help="optimizer steps per variant (train.steps)")
-    p.add_argument("--out", help="results folder (default runs/compare-<preset>-<timestamp>)")
+    p.add_argument("--out", type=output_folder, help="results folder (default runs/compare-<preset>-<timestamp>)")
     p.add_argument("--ablations", action="store_true", help="add the learned policy's ablations (gamma=1, no batch "
                    "baseline, no early-exit reward, w=1, no rate loss)")
     p.add_argument("--eval-bytes", type=POSITIVE, help="cap on bytes per split in the final evaluation (default: all)")
     p.add_argument("--jobs", type=POSITIVE, default=1, help="train this many variants at once, one CPU thread each")
-    p.add_argument("--seeds", help="train every variant at every seed: a count (3 = seeds 0,1,2) or a list (0,4,5); "
+    p.add_argument("--seeds", type=str, help="train every variant at every seed: a count (3 = seeds 0,1,2) or a list (0,4,5); "
                    "runs in OUT/<variant>/seed<k>, table over seeds with differences paired by seed")
-    p.add_argument("--rates", help="comma-separated target rates: every variant at every rate (variant@rate), "
+    p.add_argument("--rates", type=str, help="comma-separated target rates: every variant at every rate (variant@rate), "
                    "plus the bpb-vs-rate frontier (docs/rate.md)")
-    p.add_argument("--sweep", metavar="VARIANT", help="with --rates: run this variant's model at every rate by "
+    p.add_argument("--sweep", type=str, metavar="VARIANT", help="with --rates: run this variant's model at every rate by "
                    "calibration, against the models trained at each rate")
-    p.add_argument("--json", help="also write the results to this JSON file")
-    p.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides shared by every variant")
+    p.add_argument("--json", type=output_file, help="also write the results to this JSON file")
+    p.add_argument("overrides", nargs="*", type=str, metavar="key.sub=value", help="config overrides shared by every variant")
     p.set_defaults(func=cmd_compare)
 
 
@@ -363,9 +419,9 @@ def cmd_compare(args) -> None:
 def add_prepare(sub) -> None:
     p = sub.add_parser("prepare", help="text, folders, JSONL(.gz), parquet -> memory-mapped byte shards",
                        description="Streams the sources into DATA_DIR; train from it with data.source=DATA_DIR.")
-    p.add_argument("sources", nargs="+", metavar="SOURCE", help="text file, folder, .jsonl(.gz) or .parquet")
-    p.add_argument("--out", required=True, metavar="DATA_DIR", help="output folder (new or empty)")
-    p.add_argument("--text-field", default="text", help="JSONL field / parquet column of the text")
+    p.add_argument("sources", nargs="+", type=input_data, metavar="SOURCE", help="text file, folder, .jsonl(.gz) or .parquet")
+    p.add_argument("--out", type=output_folder, required=True, metavar="DATA_DIR", help="output folder (new or empty)")
+    p.add_argument("--text-field", type=str, default="text", help="JSONL field / parquet column of the text")
     p.add_argument("--min-doc-bytes", type=int, default=1, help="drop shorter documents")
     p.add_argument("--max-doc-bytes", type=POSITIVE, help="drop longer documents (or cut them with --truncate)")
     p.add_argument("--truncate", action="store_true", help="cut documents to --max-doc-bytes instead of dropping them")
@@ -374,7 +430,7 @@ def add_prepare(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the split hash")
     p.add_argument("--shard-mb", type=POSITIVE, default=256, help="target shard size (MiB)")
     p.add_argument("--piece-bytes", type=POSITIVE, default=1 << 14, help="read text files as documents of about this many bytes")
-    p.add_argument("--json", help="also write the index to this JSON file")
+    p.add_argument("--json", type=output_file, help="also write the index to this JSON file")
     p.set_defaults(func=cmd_prepare)
 
 
@@ -403,6 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
     for p in sub.choices.values():
         p.add_argument("--threads", type=COUNT, default=0,
                        help="CPU threads for torch (default: all cores; give 1 to runs that share a machine)")
+        p.set_defaults(command_parser=p)                         # its options' types name its inputs and outputs
     return parser
 
 

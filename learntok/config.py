@@ -21,6 +21,7 @@ from typing import Any
 from learntok.boundaries import strategy_class, strategy_names
 from learntok.data import DataConfig
 from learntok.errors import ConfigError
+from learntok.files import read_input
 from learntok.model.config import ModelConfig
 from learntok.objective import ObjectiveConfig
 
@@ -329,14 +330,16 @@ def read_preset(name: str) -> dict[str, Any]:
     return tomllib.loads(path.read_text(encoding="utf-8"))
 
 
+CONFIG_BYTES = 16 << 20  # a config file larger than this is not a config (read bound)
+
+
 def read_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist")
+    data = read_input(path, "config file", CONFIG_BYTES, ConfigError)   # a regular file, bounded
     try:
-        if path.suffix == ".json":
-            return json.loads(path.read_text(encoding="utf-8"))
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        if path.name.removesuffix(".gz").endswith(".json"):
+            return json.loads(data.decode("utf-8"))
+        return tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError as e:
         raise ConfigError(f"config file {path} is not UTF-8 text (byte {e.start}: {e.reason})") from None
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:

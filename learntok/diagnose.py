@@ -28,6 +28,7 @@ import torch
 from learntok.checkpoint import load_run
 from learntok.config import ConfigError
 from learntok.data import ByteData
+from learntok.evaluate import position_bytes
 from learntok.objective import ObjectiveConfig, loss
 from learntok.plots import plot_diagnose
 from learntok.runtime import eval_mode, isolated_rng
@@ -118,6 +119,7 @@ def run_diagnose(path, batches: int = 4, samples: int = 16, batch_size: int | No
     batch_size = batch_size or min(run_cfg.train.batch_size, 16)
     seq_len = seq_len or min(run_cfg.train.seq_len, 512)
     data = ByteData.from_config(run_cfg.data)
+    data.check_window("train", seq_len, batch_size, position_bytes(model.cfg), training=True)
     xs = [data.train_batch(10_000_000 + i, batch_size, seq_len, seed).to(device) for i in range(batches)]
     table = diagnose(model, xs, samples, seed)
     out = Path(out) if out else Path(path) / "diagnose"

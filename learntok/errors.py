@@ -12,3 +12,7 @@ class DataError(Exception):
 
 class CheckpointError(RuntimeError):
     """A missing or unreadable model file or checkpoint (one-line message)."""
+
+
+class OutputError(Exception):
+    """An output file that cannot be written (one-line message naming it and why)."""

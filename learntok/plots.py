@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from learntok.data import DataError
-from learntok.data.corpora import json_records
+from learntok.runfolder import METRICS as METRICS_FILE, metric_rows
 
 METRICS = {"bpb": "bits per byte", "boundary_rate": "boundary rate", "whitespace_rate": "whitespace rate"}
 
@@ -23,15 +23,14 @@ def pyplot():
 
 
 def read_metrics(run: str | Path) -> tuple[list[dict], list[dict]]:
-    """(training lines, validation lines) of RUN/metrics.jsonl (or a metrics.jsonl path)."""
+    """(training lines, validation lines) of RUN/metrics.jsonl (or a metrics.jsonl path), read as
+    the trainer reads it (runfolder.metric_rows: a last row torn by a crash is left out)."""
     path = Path(run)
-    path = path / "metrics.jsonl" if path.is_dir() else path
-    if not path.is_file():
+    path = path / METRICS_FILE if path.is_dir() else path
+    if not path.exists() and not path.is_symlink():
         raise DataError(f"{path} does not exist: is {run} a run folder?")
     train, val = [], []
-    for lineno, rec in json_records(path.read_text(encoding="utf-8").splitlines(), str(path), DataError):
-        if "step" not in rec:
-            raise DataError(f"{path} line {lineno}: no field 'step'")
+    for _, rec in metric_rows(path):
         (val if any(k.startswith("val_") for k in rec) else train).append(rec)
     return train, val
 

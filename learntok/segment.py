@@ -18,6 +18,7 @@ import torch
 
 from learntok.data import ByteData, DataError
 from learntok.data.vocab import encode
+from learntok.files import write_output
 from learntok.objective import boundary_stats
 from learntok.plots import read_metrics
 from learntok.runtime import inference
@@ -214,7 +215,7 @@ def render_html(chunks: list[bytes], path: str | Path, title: str = "learntok se
             f"<script type=\"application/json\" id=\"data\">{json.dumps(payload)}</script>\n"
             f"<script>{_PAGE_SCRIPT % json.dumps(list(_HTML_COLOURS))}</script>\n")
     path = Path(path)
-    path.write_text(page, encoding="utf-8")
+    write_output(path, page)                                     # whole or not at all
     return path
 
 

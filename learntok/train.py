@@ -22,14 +22,15 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from learntok.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, write_text_atomic
+from learntok.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from learntok.config import ConfigError, OptimConfig, RunConfig, to_toml
 from learntok.data import PAD, ByteData
 from learntok.distributed import (DistEnv, all_reduce, barrier, broadcast_module_state, checkpoint_views,
                                   compile_model, init_distributed, load_state, micro_plan, no_grad_sync, shutdown,
                                   slot_seed, wrap_model)
 from learntok.model.aunet import AUNet
-from learntok.evaluate import EvalOptions, evaluate_bpb
+from learntok.evaluate import EvalOptions, evaluate_bpb, position_bytes
+from learntok.files import write_text_atomic
 from learntok.objective import ObjectiveConfig, loss
 from learntok.runfolder import check_resume, claim, release, trim_logs
 from learntok.runtime import autocast, resolve_dtype, seed_everything, set_rng_state, set_threads
@@ -243,8 +244,9 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
     if main:
         claim(run_dir, resume)                                      # lock the folder; refuse one not ours
     amp = resolve_dtype(sc.dtype, device)
-    micro_plan(tc.batch_size, tc.micro_batch_size, env.world)       # check the batch split at start-up
+    micro, _ = micro_plan(tc.batch_size, tc.micro_batch_size, env.world)  # check the batch split at start-up
     data = ByteData.from_config(run_cfg.data)
+    data.check_window("train", tc.seq_len, micro, position_bytes(run_cfg.model), training=True)  # before any file is written
     seed_everything(tc.seed)
     model = AUNet(run_cfg.model).to(device)
     fitted = {} if resume else fit_strategy(model, data, env)       # e.g. the bpe tokenizer, fitted once

@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "learntok"
 
 # Bottom to top. A module name or a package prefix ("learntok.data" covers learntok.data.*).
 LAYERS: list[tuple[str, list[str]]] = [
-    ("foundations", ["learntok.errors", "learntok.runtime"]),
+    ("foundations", ["learntok.errors", "learntok.files", "learntok.runtime"]),
     ("data", ["learntok.data"]),
     ("model parts", ["learntok.model", "learntok.model.config", "learntok.model.layers", "learntok.model.pooling",
                      "learntok.model.cache"]),
@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("model", ["learntok.model.pretrained", "learntok.model.generate", "learntok.model.aunet"]),
     ("run services", ["learntok.checkpoint", "learntok.runfolder", "learntok.rate", "learntok.distributed",
                       "learntok.boundary_quality",
-                      "learntok.plots"]),
+                      "learntok.plots", "learntok.outputs"]),
     ("library", ["learntok.evaluate", "learntok.segment", "learntok.train", "learntok.eval_tasks",
                  "learntok.diagnose", "learntok.sample", "learntok.frontier", "learntok.compare"]),
     ("commands", ["learntok.cli", "learntok.__main__", "learntok.lm_eval_adapter"]),

@@ -6,7 +6,9 @@ library; `python-docs` is the Python reference documentation that ships with the
 (`pydoc_data.topics`): technical English with code, grammar, paths and lists, 0.5 MB; `python-rst`
 ships with the package: the Python Library Reference's reStructuredText sources, 6.3 MB of the
 same kind of text (code blocks, option lists, paths, indentation). Paths may be a
-text file, a folder, JSONL(.gz) or parquet. Empty documents are dropped.
+text file, a folder, JSONL or parquet; any name ending in .gz is decompressed (x.txt.gz is text).
+Files are read through learntok.files: regular files only, at most files.memory_budget() bytes in
+all. Empty documents are dropped.
 """
 from __future__ import annotations
 
@@ -14,12 +16,12 @@ import gzip
 import json
 import re
 import sysconfig
-import zlib
 from collections.abc import Collection, Iterable, Iterator
 from importlib import resources
 from pathlib import Path
 
 from learntok.errors import DataError
+from learntok.files import check_input, memory_budget, open_input, read_input, too_large
 
 BUILTINS = ("shakespeare", "kjv", "python-stdlib", "python-docs", "python-rst")
 _SHIPPED = ("shakespeare", "kjv", "python-rst")  # learntok/corpora/NAME.jsonl.gz
@@ -36,9 +38,17 @@ def load_documents(source: str, text_field: str = "text") -> list[bytes]:
     return load_named_documents(source, text_field)[0]
 
 
+def source_path(source: str) -> Path:
+    """The path a data source names; an empty source (which would be the current folder) is refused."""
+    if not str(source).strip():
+        raise DataError(f"data.source is empty: name a built-in corpus ({', '.join(BUILTINS)}) or a path")
+    return Path(source).expanduser()
+
+
 def load_named_documents(source: str, text_field: str = "text") -> tuple[list[bytes], list[str] | None]:
-    """(documents, their file names relative to the folder when `source` is a folder, else None)."""
-    path = Path(source).expanduser()
+    """(documents, their file names relative to the folder when `source` is a folder, else None).
+    Sources are read into memory, at most files.memory_budget() bytes (larger: `learntok prepare`)."""
+    path = source_path(source)
     if source not in BUILTINS and path.is_dir():
         return _folder_documents(path)
     return _unnamed_documents(source, text_field), None
@@ -52,17 +62,17 @@ def _unnamed_documents(source: str, text_field: str) -> list[bytes]:
         return _stdlib_documents()
     if source == "python-docs":
         return _python_docs_documents()
-    path = Path(source).expanduser()
-    if not path.exists():
+    path = source_path(source)
+    if not path.exists() and not path.is_symlink():
         raise DataError(f"data source {source!r} is neither a built-in corpus ({', '.join(BUILTINS)}) "
                         f"nor an existing path")
-    if path.name.endswith((".jsonl", ".jsonl.gz")):
-        with path.open("rb") as f:
-            docs = _jsonl_documents(file_lines(f, path), text_field, str(path))
-    elif path.suffix == ".parquet":
-        docs = list(parquet_texts(path, text_field))
+    if text_kind(path) == "jsonl":
+        with open_input(path, "data source") as f:
+            docs = _jsonl_documents(f, text_field, str(path), memory_budget())
+    elif text_kind(path) == "parquet":
+        docs = list(bounded(parquet_texts(check_input(path, "data source"), text_field), "data source", path))
     else:
-        docs = [path.read_bytes()]
+        docs = [read_input(path, "data source")]
         if not docs[0]:
             raise DataError(f"file {path} is empty")
     if not docs:
@@ -70,14 +80,21 @@ def _unnamed_documents(source: str, text_field: str) -> list[bytes]:
     return docs
 
 
-def file_lines(raw, path: Path) -> Iterator[bytes]:
-    """The lines (bytes) of an open binary file, decompressed when its name ends in .gz. A .gz
-    that is not gzip, or is cut short, raises DataError naming the file (not a traceback)."""
-    try:
-        yield from (gzip.open(raw) if path.name.endswith(".gz") else raw)
-    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
-        raise DataError(f"{path}: cannot be read as gzip ({' '.join(str(e).split()) or type(e).__name__}; "
-                        f"cut short, or not compressed?)") from None
+def text_kind(path: Path) -> str:
+    """How a file's documents are read, by its name (a trailing .gz aside): "jsonl" (one JSON
+    object a line), "parquet" (a column) or "text" (the file is the text)."""
+    name = path.name.removesuffix(".gz")
+    return "jsonl" if name.endswith(".jsonl") else "parquet" if path.name.endswith(".parquet") else "text"
+
+
+def bounded(docs: Iterable[bytes], what: str, path: Path, limit: int | None = None) -> Iterator[bytes]:
+    """The documents, refused (too_large) once together they exceed `limit` bytes (default memory_budget())."""
+    limit, total = memory_budget() if limit is None else limit, 0
+    for doc in docs:
+        total += len(doc)
+        if total > limit:
+            raise DataError(too_large(what, path, None, limit))
+        yield doc
 
 
 def json_records(lines: Iterable[bytes | str], where: str, error: type[Exception] = None):
@@ -110,9 +127,10 @@ def jsonl_texts(lines: Iterable[bytes], text_field: str, where: str) -> Iterator
         yield text.encode("utf-8")
 
 
-def _jsonl_documents(lines: Iterable[bytes], text_field: str, where: str) -> list[bytes]:
-    """The non-empty documents of a JSON-lines file (jsonl_texts)."""
-    docs = [text for text in jsonl_texts(lines, text_field, where) if text]
+def _jsonl_documents(lines: Iterable[bytes], text_field: str, where: str, limit: int | None = None) -> list[bytes]:
+    """The non-empty documents of a JSON-lines file (jsonl_texts), at most `limit` bytes of them."""
+    texts = jsonl_texts(lines, text_field, where)
+    docs = [text for text in (bounded(texts, "data source", Path(where), limit) if limit is not None else texts) if text]
     if not docs:
         raise DataError(f"{where} holds no documents")
     return docs
@@ -132,14 +150,24 @@ def parquet_texts(path: Path, text_field: str) -> Iterator[bytes]:
                 yield v.encode("utf-8") if isinstance(v, str) else bytes(v)
 
 
+def prepared_state(root: Path) -> str | None:
+    """"prepared" for a folder `learntok prepare` finished (its shards and index.json),
+    "unfinished" for the shards a stopped `prepare` leaves without index.json, else None."""
+    try:
+        parts = any(_PREPARE_PARTS.fullmatch(p.name) for p in root.iterdir())
+    except OSError:                                              # not a folder, or unreadable
+        return None
+    return ("prepared" if (root / "index.json").exists() else "unfinished") if parts else None
+
+
 def check_not_prepared(root: Path) -> None:
-    """A prepared data folder, finished or not, is never read as a folder of text files: its
-    shards would become documents."""
+    """A prepared data folder, finished or not (or any folder with an index.json), is never read
+    as a folder of text files: its shards would become documents."""
     if (root / "index.json").exists():
         raise DataError(f"{root} is a prepared data folder (index.json): it is read as memory-mapped "
                         f"shards by ByteData.from_config (data.source), not as a list of documents")
-    parts = sorted(p.name for p in root.iterdir() if _PREPARE_PARTS.fullmatch(p.name))
-    if parts:
+    if prepared_state(root) == "unfinished":
+        parts = sorted(p.name for p in root.iterdir() if _PREPARE_PARTS.fullmatch(p.name))
         raise DataError(f"{root} is an unfinished prepared folder ({', '.join(parts[:3])}, ... but no index.json: "
                         f"`learntok prepare` stopped before the end); prepare it again into an empty folder")
 
@@ -148,11 +176,13 @@ def _folder_documents(root: Path) -> tuple[list[bytes], list[str]]:
     """Every regular, non-empty, non-binary file below `root` (hidden entries skipped), sorted by
     path, and its path relative to `root`."""
     check_not_prepared(root)
-    docs, names = [], []
+    docs, names, budget = [], [], memory_budget()
     for path in files_below(root):
-        if (data := path.read_bytes()) and not is_binary(data):
+        data = read_input(path, "data source", budget)
+        if data and not is_binary(data):
             docs.append(data)
             names.append(str(path.relative_to(root)))
+            budget -= len(data)
     if not docs:
         raise DataError(f"folder {root} holds no non-empty text files")
     return docs, names

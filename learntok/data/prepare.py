@@ -13,6 +13,8 @@ Inputs (several may be given; folders are walked in sorted path order, hidden en
   anything else         a text file (binary files, with a NUL byte in the first 8 KB, are
                         skipped): one document, or pieces of about `piece_bytes` cut after a
                         newline when the file is larger than that (as data.split does for big files)
+Any name ending in .gz is decompressed first (x.txt.gz is text). Devices, FIFOs and sockets are
+refused (learntok.files.check_input); inside folders only regular files are read.
 Filters: documents shorter than `min_doc_bytes` are dropped; longer than `max_doc_bytes` are cut
 to it with `truncate` (the paper's 4096-byte cut) or dropped without it.
 """
@@ -27,9 +29,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from learntok.data.corpora import DataError, check_not_prepared, file_lines, files_below, is_binary, jsonl_texts, parquet_texts
+from learntok.data.corpora import (DataError, check_not_prepared, files_below, is_binary, jsonl_texts, parquet_texts,
+                                   source_path, text_kind)
 from learntok.data.shards import FORMAT, INDEX, VERSION, SplitWriter
 from learntok.data.split import SPLITS
+from learntok.files import check_input, open_input
 
 _MASK64 = (1 << 64) - 1
 
@@ -75,11 +79,11 @@ def split_of(ordinal: int, seed: int, val_fraction: float, test_fraction: float)
 
 
 def input_files(sources: list[str]) -> list[Path]:
+    """The files of the sources: each a regular file, or a folder walked (learntok.files.check_input:
+    a device, FIFO or socket is refused before anything opens it)."""
     files = []
     for s in sources:
-        p = Path(s).expanduser()
-        if not p.exists():
-            raise DataError(f"prepare: source {s!r} does not exist")
+        p = check_input(source_path(s), "prepare: source", folder=True)
         if p.is_dir():
             check_not_prepared(p)
         files.extend(files_below(p) if p.is_dir() else [p])
@@ -88,10 +92,9 @@ def input_files(sources: list[str]) -> list[Path]:
     return files
 
 
-def _text_docs(raw, piece_bytes: int) -> Iterator[bytes]:
-    """The whole file, or pieces of about piece_bytes cut just after a newline when one falls in
-    a piece's second half (data.split.cut_document, streamed)."""
-    carry = b""
+def _text_docs(raw, piece_bytes: int, carry: bytes = b"") -> Iterator[bytes]:
+    """The whole file (after the `carry` already read from it), or pieces of about piece_bytes cut
+    just after a newline when one falls in a piece's second half (data.split.cut_document, streamed)."""
     while chunk := raw.read(piece_bytes):
         buf = carry + chunk
         while len(buf) > piece_bytes:
@@ -106,19 +109,19 @@ def _text_docs(raw, piece_bytes: int) -> Iterator[bytes]:
 
 def documents(path: Path, opts: PrepareOptions) -> Iterator[tuple[bytes, int]]:
     """(document, input bytes consumed so far) for one file, streamed."""
-    name = path.name
-    if name.endswith(".parquet"):
+    kind = text_kind(path)
+    if kind == "parquet":
         yield from ((doc, 0) for doc in parquet_texts(path, opts.text_field))
         yield b"", path.stat().st_size                                          # progress for the whole file at the end
         return
-    with open(path, "rb") as raw:
-        if name.endswith((".jsonl", ".jsonl.gz")):
-            docs = jsonl_texts(file_lines(raw, path), opts.text_field, str(path))
+    with open_input(path, "prepare: source") as raw:                          # .gz decompressed
+        if kind == "jsonl":
+            docs = jsonl_texts(raw, opts.text_field, str(path))
         else:
-            if is_binary(raw.read(8192)):
+            head = raw.read(8192)
+            if is_binary(head):
                 return
-            raw.seek(0)
-            docs = _text_docs(raw, opts.piece_bytes)
+            docs = _text_docs(raw, opts.piece_bytes, head)
         for doc in docs:
             yield doc, raw.tell()
 

@@ -20,6 +20,7 @@ from safetensors.torch import load_file, save_file
 from learntok import __version__
 from learntok.config import from_model_dict
 from learntok.errors import CheckpointError, ConfigError
+from learntok.files import read_input
 from learntok.model.config import ModelConfig
 
 WEIGHTS, CONFIG, LATEST = "model.safetensors", "config.json", "latest"
@@ -78,7 +79,8 @@ def save_model(model: torch.nn.Module, path: str | Path) -> Path:
 
 def resolve(path: str | Path) -> Path:
     """A model or checkpoint folder from: that folder, a run folder (its latest checkpoint), or
-    a run's `checkpoints` folder."""
+    a run's `checkpoints` folder. A run reads only inside itself: `latest` must name a
+    checkpoint folder that is, symlinks resolved, inside the folder given."""
     p = Path(path)
     if not p.exists():
         raise CheckpointError(f"{p} does not exist")
@@ -87,18 +89,26 @@ def resolve(path: str | Path) -> Path:
     for ckpts in (p / "checkpoints", p):
         pointer = ckpts / LATEST
         if pointer.is_file():
-            target = ckpts / pointer.read_text(encoding="utf-8").strip()
+            name = read_input(pointer, "checkpoint pointer", 4096, CheckpointError).decode("utf-8", "replace").strip()
+            target = ckpts / name
+            if not name or Path(name).name != name or name in (".", "..") or \
+                    not target.resolve().is_relative_to(p.resolve()):
+                raise CheckpointError(f"{pointer} names {name!r}, which is not a checkpoint folder inside {p}: "
+                                      f"a run reads only its own checkpoints")
             if not (target / WEIGHTS).is_file():
                 raise CheckpointError(f"{pointer} names {target.name}, which has no {WEIGHTS}")
             return target
     raise CheckpointError(f"{p} is neither a model folder (no {WEIGHTS}) nor a run folder with checkpoints")
 
 
+CONFIG_BYTES = 64 << 20  # a config.json larger than this is not a model's config (read bound)
+
+
 def read_json(path: Path) -> dict:
+    if not path.exists():
+        raise CheckpointError(f"{path} is missing")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(f"{path} is missing") from None
+        return json.loads(read_input(path, "model config", CONFIG_BYTES, CheckpointError))
     except (OSError, ValueError) as e:
         raise CheckpointError(f"cannot read {path}: {one_line(e)}") from None
 

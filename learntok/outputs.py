@@ -1,0 +1,124 @@
+"""What a command may write: one check of every output path, before any work (docs/reliability.md).
+
+An output names a file (`--json`, `--html`) or a folder (`--out`). Refused, each with one line:
+- an empty path (which would be the current folder), a symlink to nothing, a path under a file
+  (`a.txt/sub`), the wrong kind (a folder as a file output, a file as a folder output), a file
+  output whose folder does not exist, a place this user cannot write;
+- an input of the same command, symlinks resolved (the same file, the same folder, or a path
+  inside a data folder the command reads);
+- inside what learntok keeps: a model or checkpoint folder, a run's `checkpoints`, a prepared
+  data folder (finished or not), or one of a run folder's own files (config.toml,
+  metrics.jsonl, segments.txt, .lock);
+- a file output inside a folder output of the same command, or two outputs naming one file.
+Files are then written whole by learntok.files.write_output.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from learntok.checkpoint import STATE
+from learntok.data.corpora import prepared_state
+from learntok.errors import ConfigError
+from learntok.model.pretrained import LATEST, WEIGHTS
+from learntok.runfolder import CONFIG, LOCK, METRICS, RUN_FILES
+
+
+class OutputRefused(ConfigError):
+    """An output path that the command must not write (one line naming the option and why)."""
+
+
+@dataclass(frozen=True)
+class Output:
+    option: str                # the option that names it, e.g. "--json"
+    path: str                  # as given
+    folder: bool = False       # a folder output (--out) rather than a file
+
+
+@dataclass(frozen=True)
+class Input:
+    what: str                  # what names it, e.g. "data.source", "--config", "RUN"
+    path: str                  # as given
+    data: bool = True          # a data folder (nothing may be written inside); False: a run or model folder
+
+
+def check_outputs(outputs: list[Output], inputs: list[Input]) -> None:
+    """Refuse (OutputRefused) the first output that must not be written; see the module docstring."""
+    real_inputs = [(i, Path(os.path.realpath(i.path))) for i in inputs if i.path and os.path.exists(i.path)]
+    folders = [(o, Path(os.path.realpath(o.path))) for o in outputs if o.folder and o.path]
+    seen: dict[Path, str] = {}
+    for out in outputs:
+        where = _check_path(out)
+        for inp, real in real_inputs:
+            _check_not_input(out, where, inp, real)
+        _check_not_kept(out, where)
+        if not out.folder:
+            for folder_out, folder in folders:
+                if where.is_relative_to(folder):
+                    raise OutputRefused(f"{out.option} {out.path} is inside {folder_out.option} {folder_out.path}, "
+                                        f"which this command writes: give a path outside it")
+            if where in seen:
+                raise OutputRefused(f"{seen[where]} and {out.option} name the same file {out.path}")
+            seen[where] = out.option
+
+
+def _check_path(out: Output) -> Path:
+    """The output's real path (symlinks resolved), once it is a path this user may write of the right kind."""
+    name = f"{out.option} {out.path}"
+    if not out.path.strip():
+        raise OutputRefused(f"{out.option} is empty: give a {'folder' if out.folder else 'file'} name")
+    if os.path.islink(out.path) and not os.path.exists(out.path):
+        raise OutputRefused(f"{name} is a symlink to {os.readlink(out.path)}, which does not exist")
+    where = Path(os.path.realpath(out.path))
+    if where.exists():
+        if out.folder and not where.is_dir():
+            raise OutputRefused(f"{name} is an existing file, not a folder")
+        if not out.folder and where.is_dir():
+            raise OutputRefused(f"{name} is a folder; give a file name")
+    parent = where if out.folder else where.parent
+    while not parent.exists():
+        if not out.folder:
+            raise OutputRefused(f"{name}: folder {parent} does not exist")
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OutputRefused(f"{name}: {parent} is a file, not a folder")
+    regular = not where.exists() or where.is_file() or where.is_dir()
+    writable = os.access(parent, os.W_OK | os.X_OK) if regular else os.access(where, os.W_OK)
+    if not writable:
+        raise OutputRefused(f"{name}: {parent if regular else where} is not writable by this user")
+    return where
+
+
+def _check_not_input(out: Output, where: Path, inp: Input, real: Path) -> None:
+    name, source = f"{out.option} {out.path}", f"{inp.what} {inp.path}"
+    if where == real or (where.exists() and os.path.samefile(where, real)):
+        raise OutputRefused(f"{name} is an input of this command ({source}): give another "
+                            f"{'folder' if out.folder else 'file'}")
+    if inp.data and real.is_dir() and where.is_relative_to(real):
+        raise OutputRefused(f"{name} is inside {source}, a folder this command reads: give a path outside it")
+    if out.folder and inp.data and real.is_relative_to(where):
+        raise OutputRefused(f"{name} holds {source}, which this command reads: give another folder")
+
+
+def _check_not_kept(out: Output, where: Path) -> None:
+    """Nothing inside a model, checkpoint or prepared folder, and none of a run folder's own files."""
+    name = f"{out.option} {out.path}"
+    for folder in ([where] if out.folder else []) + list(where.parents):
+        if (folder / WEIGHTS).is_file() or (folder / STATE).is_file():
+            raise OutputRefused(f"{name} is inside {folder}, a model or checkpoint folder: give a path outside it")
+        if (folder / LATEST).is_file():
+            raise OutputRefused(f"{name} is inside {folder}, the checkpoints of a run: give a path outside it")
+        state = prepared_state(folder)
+        if state is not None:
+            raise OutputRefused(f"{name} is inside {folder}, {'a' if state == 'prepared' else 'an unfinished'} "
+                                f"prepared data folder: give a path outside it")
+    for folder in where.parents:
+        own = where.relative_to(folder).parts[0]
+        if own in (LOCK, *RUN_FILES) and _is_run(folder):
+            raise OutputRefused(f"{name} is {own} of run folder {folder}, which the run keeps: give another path")
+
+
+def _is_run(folder: Path) -> bool:
+    return (folder / "checkpoints" / LATEST).is_file() or ((folder / CONFIG).is_file() and (folder / METRICS).is_file()) \
+        or (folder / LOCK).is_file()
