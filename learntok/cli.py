@@ -118,7 +118,7 @@ def command_inputs(args) -> list:
     from learntok.model.pretrained import read_config, resolve
     from learntok.outputs import Input
 
-    typed = [(a, a.option_strings[0] if a.option_strings else a.metavar or a.dest, v)
+    typed = [(a, a.option_strings[0] if a.option_strings else "", v)
              for a in args.command_parser._actions if a.type in INPUT_TYPES for v in _values(args, a)]
     inputs = [Input(name, v, a.type is input_data) for a, name, v in typed]
     tables = []

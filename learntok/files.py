@@ -167,9 +167,10 @@ def write_output(path: str | Path, text: str) -> None:
     """A file a user named (--json, --html): written atomically (over the file a symlink names,
     the link kept); a device or FIFO the user named (/dev/stdout) is written in place, a FIFO
     without a reader refused rather than waited on. An OS error is one line (OutputError)."""
-    path = Path(os.path.realpath(path))
+    special = os.path.exists(path) and not os.path.isfile(path)
+    path = Path(path if special else os.path.realpath(path))
     try:
-        if path.exists() and not path.is_file():
+        if special:
             fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)      # ENXIO for a FIFO nobody reads
             os.set_blocking(fd, True)
             with open(fd, "w", encoding="utf-8") as f:

@@ -46,36 +46,45 @@ class Input:
 def check_outputs(outputs: list[Output], inputs: list[Input]) -> None:
     """Refuse (OutputRefused) the first output that must not be written; see the module docstring."""
     real_inputs = [(i, Path(os.path.realpath(i.path))) for i in inputs if i.path and os.path.exists(i.path)]
-    folders = [(o, Path(os.path.realpath(o.path))) for o in outputs if o.folder and o.path]
+    folders = [(o, Path(os.path.realpath(o.path))) for o in outputs if o.folder and o.path.strip()]
     seen: dict[Path, str] = {}
     for out in outputs:
-        where = _check_path(out)
+        if not out.path.strip():
+            raise OutputRefused(f"{out.option} is empty: give a {'folder' if out.folder else 'file'} name")
+        where = _real(out.path)
+        for folder_out, folder in folders if not out.folder else []:
+            if where.is_relative_to(folder):
+                raise OutputRefused(f"{out.option} {out.path} is inside {folder_out.option} {folder_out.path}, "
+                                    f"which this command writes: give a path outside it")
+        if where in seen:
+            raise OutputRefused(f"{seen[where]} and {out.option} name the same path {out.path}")
+        seen[where] = out.option
+        _check_path(out, where)
         for inp, real in real_inputs:
             _check_not_input(out, where, inp, real)
         _check_not_kept(out, where)
-        if not out.folder:
-            for folder_out, folder in folders:
-                if where.is_relative_to(folder):
-                    raise OutputRefused(f"{out.option} {out.path} is inside {folder_out.option} {folder_out.path}, "
-                                        f"which this command writes: give a path outside it")
-            if where in seen:
-                raise OutputRefused(f"{seen[where]} and {out.option} name the same file {out.path}")
-            seen[where] = out.option
 
 
-def _check_path(out: Output) -> Path:
-    """The output's real path (symlinks resolved), once it is a path this user may write of the right kind."""
+def _real(path: str) -> Path:
+    """Symlinks resolved; a device or FIFO named by a link (/dev/stdout) stays as given."""
+    special = os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path))
+    return Path(os.path.abspath(path) if special else os.path.realpath(path))
+
+
+def _check_path(out: Output, where: Path) -> None:
+    """A path this user may write, of the right kind."""
     name = f"{out.option} {out.path}"
-    if not out.path.strip():
-        raise OutputRefused(f"{out.option} is empty: give a {'folder' if out.folder else 'file'} name")
     if os.path.islink(out.path) and not os.path.exists(out.path):
         raise OutputRefused(f"{name} is a symlink to {os.readlink(out.path)}, which does not exist")
-    where = Path(os.path.realpath(out.path))
     if where.exists():
         if out.folder and not where.is_dir():
             raise OutputRefused(f"{name} is an existing file, not a folder")
         if not out.folder and where.is_dir():
             raise OutputRefused(f"{name} is a folder; give a file name")
+        if not (where.is_file() or where.is_dir()):              # a device or FIFO the user named: written in place
+            if not os.access(where, os.W_OK):
+                raise OutputRefused(f"{name} is not writable by this user")
+            return
     parent = where if out.folder else where.parent
     while not parent.exists():
         if not out.folder:
@@ -83,15 +92,12 @@ def _check_path(out: Output) -> Path:
         parent = parent.parent
     if not parent.is_dir():
         raise OutputRefused(f"{name}: {parent} is a file, not a folder")
-    regular = not where.exists() or where.is_file() or where.is_dir()
-    writable = os.access(parent, os.W_OK | os.X_OK) if regular else os.access(where, os.W_OK)
-    if not writable:
-        raise OutputRefused(f"{name}: {parent if regular else where} is not writable by this user")
-    return where
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputRefused(f"{name}: folder {parent} is not writable by this user")
 
 
 def _check_not_input(out: Output, where: Path, inp: Input, real: Path) -> None:
-    name, source = f"{out.option} {out.path}", f"{inp.what} {inp.path}"
+    name, source = f"{out.option} {out.path}", f"{inp.what} {inp.path}" if inp.what else inp.path
     if where == real or (where.exists() and os.path.samefile(where, real)):
         raise OutputRefused(f"{name} is an input of this command ({source}): give another "
                             f"{'folder' if out.folder else 'file'}")

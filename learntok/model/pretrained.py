@@ -91,9 +91,11 @@ def resolve(path: str | Path) -> Path:
         if pointer.is_file():
             name = read_input(pointer, "checkpoint pointer", 4096, CheckpointError).decode("utf-8", "replace").strip()
             target = ckpts / name
-            if not name or Path(name).name != name or name in (".", "..") or \
-                    not target.resolve().is_relative_to(p.resolve()):
-                raise CheckpointError(f"{pointer} names {name!r}, which is not a checkpoint folder inside {p}: "
+            if not name or Path(name).name != name or name in (".", ".."):
+                raise CheckpointError(f"{pointer} names {name!r}, which is not a checkpoint folder's name: "
+                                      f"a run reads only its own checkpoints")
+            if not target.resolve().is_relative_to(p.resolve()):
+                raise CheckpointError(f"{pointer} names {name}, a link to {target.resolve()} outside {p}: "
                                       f"a run reads only its own checkpoints")
             if not (target / WEIGHTS).is_file():
                 raise CheckpointError(f"{pointer} names {target.name}, which has no {WEIGHTS}")
