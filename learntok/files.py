@@ -24,6 +24,7 @@ from pathlib import Path
 from learntok.errors import DataError, OutputError
 
 READ_COPIES = 4  # a source read into memory is held about this many times over (documents, pieces, the split array)
+READ_CHUNK = 1 << 20  # bytes a decompressed read takes at a time (never one allocation of the whole bound)
 _GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
 
 
@@ -107,11 +108,16 @@ def read_input(path: str | Path, what: str, limit: int | None = None, error: typ
     bound = memory_budget() if limit is None else limit
     with open_input(path, what, error) as f:
         size = None if f.path.name.endswith(".gz") else f.path.stat().st_size
-        data = f.read(bound + 1) if size is None or size <= bound else b""
-    if (size or len(data)) > bound:
+        if size is not None and size <= bound:
+            return f.read()
+        chunks, total = [], 0
+        while size is None and total <= bound and (chunk := f.read(READ_CHUNK)):   # decompressed: size unknown
+            chunks.append(chunk)
+            total += len(chunk)
+    if (size or total) > bound:
         raise error(too_large(what, f.path, size, bound) if limit is None else
                     f"{what} {f.path} holds more than {bound:,} bytes, more than one can be")
-    return data
+    return b"".join(chunks)
 
 
 def too_large(what: str, path: Path, size: int | None, budget: int) -> str:
