@@ -29,8 +29,10 @@ def read_metrics(run: str | Path) -> tuple[list[dict], list[dict]]:
     path = path / METRICS_FILE if path.is_dir() else path
     if not path.exists() and not path.is_symlink():
         raise DataError(f"{path} does not exist: is {run} a run folder?")
-    train, val = [], []
-    for _, rec in metric_rows(path):
+    train, val, rows = [], [], metric_rows(path)
+    if not rows:
+        raise DataError(f"{path} holds no metrics rows (yet): nothing to plot")
+    for _, rec in rows:
         (val if any(k.startswith("val_") for k in rec) else train).append(rec)
     return train, val
 
