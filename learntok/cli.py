@@ -122,7 +122,8 @@ def command_inputs(args) -> list:
              for a in args.command_parser._actions if a.type in INPUT_TYPES for v in _values(args, a)]
     inputs = [Input(name, v, a.type is input_data) for a, name, v in typed]
     tables = []
-    for path in [getattr(args, "config", None)] + ([Path(args.out) / "config.toml"] if getattr(args, "resume", False) else []):
+    resumed = [Path(args.out) / "config.toml"] if getattr(args, "resume", False) and args.out else []
+    for path in [getattr(args, "config", None), *resumed]:
         try:
             tables.append(read_file(path) if path else {})
         except (ConfigError, DataError):                         # the command reports it

@@ -170,20 +170,21 @@ INPUT_LINE = {
     ("diagnose", "model"): lambda v: ["diagnose", v, "--batches", "1", "--samples", "2"],
     ("plot", "runs"): lambda v: ["plot", v, "--out", "pl"],
     ("sample", "model"): lambda v: ["sample", v, "--prompt", "a", "--max-bytes", "4"],
-    ("prepare", "sources"): lambda v: ["prepare", v, "--out", "newprep"],
+    ("prepare", "sources"): lambda v: ["prepare", v, "--out", "newprep", "--piece-bytes", "64"],
 }
 SUFFIX = {("train", "config"): ".toml", ("eval-tasks", "task"): ".jsonl"}  # others: text (.txt)
 TEXT = "a line of text, and another one.\n" * 40
 
 
 def truncated_gz(t: Path, ext: str) -> str:
-    data = gzip.compress(TEXT.encode() * 20)
+    line = json.dumps({"text": TEXT, "context": "a line", "continuation": " of text"}) + "\n" if ext == ".jsonl" else TEXT
+    data = gzip.compress(line.encode() * 20)
     (t / f"cut{ext}.gz").write_bytes(data[:len(data) // 2])
     return f"cut{ext}.gz"
 
 
 def bad_utf8(t: Path, ext: str) -> str:
-    body = b'{"context": "caf\xe9", "continuation": "x"}\n' if ext == ".jsonl" else b"caf\xe9 \xff\xfe text\n" * 40
+    body = b'{"context": "caf\xe9", "continuation": "x"}\n' if ext == ".jsonl" else b"caf\xe9 \xff\xfe text\n" * 400
     (t / f"latin{ext}").write_bytes(b"[train]\nsteps = 1 # caf\xe9\n" if ext == ".toml" else body)
     return f"latin{ext}"
 
@@ -204,6 +205,16 @@ KINDS = {
     "truncated-gz": (truncated_gz, set()),
 }
 DATA_INPUTS = {("train", "data.source"), ("eval", "source"), ("prepare", "sources")}
+FILE_INPUTS = {("train", "config"), ("segment", "file"), ("eval-tasks", "task")}
+
+
+def words_for(key, kind):
+    """What the one line must say: the kind named (a run or model folder argument: any one line)."""
+    if key not in DATA_INPUTS | FILE_INPUTS:
+        return ("learntok: error:",)
+    return {"device": "a device", "fifo": "FIFO", "truncated-gz": "gzip", "invalid-utf8": "UTF-8",
+            "folder": "is a folder, not a file" if key in FILE_INPUTS else ("holds no", "no files"),
+            "empty-file": ("is empty", "no examples", "no training documents")}[kind]
 NESTING = pytest.mark.xfail(strict=True, raises=RecursionError,
                             reason="the nesting depth of JSON and TOML is bounded by the config-value checks")
 INPUT_ROWS = [pytest.param(key, kind, id=f"{key[0]}-{key[1]}-{kind}") for key in INPUT_LINE for kind in KINDS] + [
@@ -223,7 +234,7 @@ def test_every_input_of_a_bad_kind_is_one_line_or_a_valid_run(workdir, capsys, k
     if code == 0 and (kind == "nested" or key in KINDS.get(kind, (None, set()))[1]):
         assert "Traceback" not in err and {k: checksums(workdir).get(k) for k in before} == before
     else:
-        assert_one_line_error(code, err, ("learntok: error:",), before, checksums(workdir))
+        assert_one_line_error(code, err, words_for(key, kind), before, checksums(workdir))
 
 
 def test_every_option_is_in_the_tables():

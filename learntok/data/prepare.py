@@ -92,19 +92,21 @@ def input_files(sources: list[str]) -> list[Path]:
     return files
 
 
-def _text_docs(raw, piece_bytes: int, carry: bytes = b"") -> Iterator[bytes]:
-    """The whole file (after the `carry` already read from it), or pieces of about piece_bytes cut
-    just after a newline when one falls in a piece's second half (data.split.cut_document, streamed)."""
-    while chunk := raw.read(piece_bytes):
-        buf = carry + chunk
+def _text_docs(raw, piece_bytes: int, buf: bytes = b"") -> Iterator[bytes]:
+    """The whole file (after `buf`, already read from it), or pieces of about piece_bytes cut just
+    after a newline when one falls in a piece's second half (data.split.cut_document, streamed)."""
+    while True:
+        chunk = raw.read(piece_bytes)
+        buf += chunk
         while len(buf) > piece_bytes:
             newline = buf.rfind(b"\n", piece_bytes // 2, piece_bytes)
             end = newline + 1 if newline >= 0 else piece_bytes
             yield buf[:end]
             buf = buf[end:]
-        carry = buf
-    if carry:
-        yield carry
+        if not chunk:
+            break
+    if buf:
+        yield buf
 
 
 def documents(path: Path, opts: PrepareOptions) -> Iterator[tuple[bytes, int]]:
