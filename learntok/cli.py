@@ -14,7 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from learntok.errors import CheckpointError, ConfigError, DataError
+from learntok.errors import ConfigError
+from learntok.files import input_data, input_file, input_run, output_file, output_folder
 
 
 def set_threads(n: int) -> None:
@@ -68,83 +69,11 @@ def device_arg(text: str) -> str:
     return text
 
 
-# Path options say what they are by their type, so that every output goes through one check
-# (learntok.outputs) before any work; an option whose value is plain text says type=str.
-def output_file(text: str) -> str:
-    """A file the command writes (--json, --html)."""
-    return text
-
-
-def output_folder(text: str) -> str:
-    """A folder the command writes into (--out)."""
-    return text
-
-
-def input_data(text: str) -> str:
-    """A data source the command reads: a built-in name, a file or a folder of them."""
-    return text
-
-
-def input_file(text: str) -> str:
-    """A file the command reads (--config, --task, --file)."""
-    return text
-
-
-def input_run(text: str) -> str:
-    """A run, checkpoint or model folder the command reads."""
-    return text
-
-
-OUTPUT_TYPES, INPUT_TYPES = (output_file, output_folder), (input_data, input_file, input_run)
-
-
-def _values(args, action) -> list[str]:
-    value = getattr(args, action.dest, None)
-    return [] if value is None else [str(v) for v in value] if isinstance(value, list) else [str(value)]
-
-
-def command_outputs(args) -> list:
-    """Every output path of this command line, from the options typed output_file / output_folder."""
-    from learntok.outputs import Output
-
-    return [Output(a.option_strings[0] if a.option_strings else a.dest, v, a.type is output_folder)
-            for a in args.command_parser._actions if a.type in OUTPUT_TYPES for v in _values(args, a)]
-
-
-def command_inputs(args) -> list:
-    """Every path this command line reads: the options typed input_*, the data.source a train
-    or compare names (overrides, --config, the run resumed), and a run's own data.source."""
-    from learntok.config import read_file
-    from learntok.model.pretrained import read_config, resolve
-    from learntok.outputs import Input
-
-    typed = [(a, a.option_strings[0] if a.option_strings else "", v)
-             for a in args.command_parser._actions if a.type in INPUT_TYPES for v in _values(args, a)]
-    inputs = [Input(name, v, a.type is input_data) for a, name, v in typed]
-    tables = []
-    resumed = [Path(args.out) / "config.toml"] if getattr(args, "resume", False) and args.out else []
-    for path in [getattr(args, "config", None), *resumed]:
-        try:
-            tables.append(read_file(path) if path else {})
-        except (ConfigError, DataError):                         # the command reports it
-            pass
-    sources = [t["data"].get("source") for t in tables if isinstance(t.get("data"), dict)]
-    sources += [o.partition("=")[2].strip() for o in getattr(args, "overrides", []) if o.partition("=")[0].strip() == "data.source"]
-    runs = [v for a, _, v in typed if a.type is input_run and getattr(args, "source", None) is None]
-    for run in runs:
-        try:
-            data = read_config(resolve(run)).get("data")
-        except (CheckpointError, ConfigError, DataError, OSError):
-            continue
-        sources += [data.get("source")] if isinstance(data, dict) else []
-    return inputs + [Input("data.source", s) for s in sources if isinstance(s, str)]
-
-
 def check_outputs(args) -> None:
-    """Refuse, before any work, every output this command must not write (learntok.outputs)."""
-    from learntok.outputs import check_outputs as check
+    """Refuse, before any work, every output this command line must not write (learntok.outputs)."""
+    from learntok.outputs import check_command_line
 
-    check(command_outputs(args), command_inputs(args))
+    check_command_line(args)
 
 
 def write_json(path: str | None, record: dict) -> None:

@@ -202,3 +202,34 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+# The kinds of path a command line names: each path option of learntok.cli has one of these as its
+# argparse type, so that every output goes through one check (learntok.outputs) before any work and
+# every input through check_input; an option whose value is plain text says type=str.
+def output_file(text: str) -> str:
+    """A file the command writes (--json, --html)."""
+    return text
+
+
+def output_folder(text: str) -> str:
+    """A folder the command writes into (--out)."""
+    return text
+
+
+def input_data(text: str) -> str:
+    """A data source the command reads: a built-in name, a file or a folder of them."""
+    return text
+
+
+def input_file(text: str) -> str:
+    """A file the command reads (--config, --task, --file)."""
+    return text
+
+
+def input_run(text: str) -> str:
+    """A run, checkpoint or model folder the command reads."""
+    return text
+
+
+OUTPUT_TYPES, INPUT_TYPES = (output_file, output_folder), (input_data, input_file, input_run)

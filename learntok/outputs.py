@@ -10,7 +10,9 @@ An output names a file (`--json`, `--html`) or a folder (`--out`). Refused, each
   data folder (finished or not), or one of a run folder's own files (config.toml,
   metrics.jsonl, segments.txt, .lock);
 - a file output inside a folder output of the same command, or two outputs naming one file.
-Files are then written whole by learntok.files.write_output.
+Files are then written whole by learntok.files.write_output. A command line's outputs and inputs
+are found from its options' types (learntok.files: output_file, input_data, ...), the data.source a
+train or compare names, and the data.source of a run it reads.
 """
 from __future__ import annotations
 
@@ -19,9 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from learntok.checkpoint import STATE
+from learntok.config import read_file
 from learntok.data.corpora import prepared_state
-from learntok.errors import ConfigError
-from learntok.model.pretrained import LATEST, WEIGHTS
+from learntok.errors import CheckpointError, ConfigError, DataError
+from learntok.files import INPUT_TYPES, OUTPUT_TYPES, input_data, input_run, output_folder
+from learntok.model.pretrained import LATEST, WEIGHTS, read_config, resolve
 from learntok.runfolder import CONFIG, LOCK, METRICS, RUN_FILES
 
 
@@ -38,10 +42,56 @@ class Output:
 
 @dataclass(frozen=True)
 class Input:
-    what: str                  # what names it, e.g. "data.source", "--config", "RUN"
+    what: str                  # what names it, e.g. "data.source", "--config"; "" for a positional argument
     path: str                  # as given
     data: bool = True          # a data folder (nothing may be written inside); False: a run or model folder
 
+
+# ---------------------------------------------------------------- a command line's paths
+
+def _values(args, action) -> list[str]:
+    value = getattr(args, action.dest, None)
+    return [] if value is None else [str(v) for v in value] if isinstance(value, list) else [str(value)]
+
+
+def command_outputs(args) -> list:
+    """Every output path of this command line, from the options typed output_file / output_folder."""
+    return [Output(a.option_strings[0] if a.option_strings else a.dest, v, a.type is output_folder)
+            for a in args.command_parser._actions if a.type in OUTPUT_TYPES for v in _values(args, a)]
+
+
+def command_inputs(args) -> list:
+    """Every path this command line reads: the options typed input_*, the data.source a train
+    or compare names (overrides, --config, the run resumed), and a run's own data.source."""
+    typed = [(a, a.option_strings[0] if a.option_strings else "", v)
+             for a in args.command_parser._actions if a.type in INPUT_TYPES for v in _values(args, a)]
+    inputs = [Input(name, v, a.type is input_data) for a, name, v in typed]
+    tables = []
+    resumed = [Path(args.out) / "config.toml"] if getattr(args, "resume", False) and args.out else []
+    for path in [getattr(args, "config", None), *resumed]:
+        try:
+            tables.append(read_file(path) if path else {})
+        except (ConfigError, DataError):                         # the command reports it
+            pass
+    sources = [t["data"].get("source") for t in tables if isinstance(t.get("data"), dict)]
+    sources += [value.strip() for key, _, value in (o.partition("=") for o in getattr(args, "overrides", []))
+                if key.strip() == "data.source"]
+    runs = [v for a, _, v in typed if a.type is input_run and getattr(args, "source", None) is None]
+    for run in runs:
+        try:
+            data = read_config(resolve(run)).get("data")
+        except (CheckpointError, ConfigError, DataError, OSError):
+            continue
+        sources += [data.get("source")] if isinstance(data, dict) else []
+    return inputs + [Input("data.source", s) for s in sources if isinstance(s, str)]
+
+
+def check_command_line(args) -> None:
+    """check_outputs for a parsed command line (args.command_parser: its subcommand's parser)."""
+    check_outputs(command_outputs(args), command_inputs(args))
+
+
+# ---------------------------------------------------------------- the check
 
 def check_outputs(outputs: list[Output], inputs: list[Input]) -> None:
     """Refuse (OutputRefused) the first output that must not be written; see the module docstring."""

@@ -22,8 +22,9 @@ import pytest
 import torch
 
 from conftest import ROOT, TINY_RUN, assert_one_line_error, checksums, cli_in_process
+from learntok.cli import build_parser, device_arg
 from learntok.errors import DataError
-from learntok.cli import INPUT_TYPES, OUTPUT_TYPES, build_parser, device_arg, output_folder
+from learntok.files import INPUT_TYPES, OUTPUT_TYPES, output_folder
 
 TRAIN = ["train", *TINY_RUN, "train.steps=1"]
 
