@@ -26,6 +26,7 @@ from learntok.config import STRATEGY, ConfigError, RunConfig, load_config
 from learntok.data import ByteData
 from learntok.distributed import DistEnv, barrier, init_distributed, shutdown
 from learntok.evaluate import EvalOptions, evaluate_bpb
+from learntok.files import write_text_atomic
 from learntok.frontier import write_frontier
 from learntok.plots import pyplot, read_metrics, save_curves, series
 from learntok.runtime import resolve_dtype
@@ -176,7 +177,7 @@ def run_variant(spec: str, preset: str | None, overrides: list[str], out: Path, 
               "params": summary.get("params"), "bytes_per_s": train_speed(run_dir),
               "paper": PAPER.get(spec), **evaluate_run(run_dir, cfg, eval_bytes, env)}
     if env.is_main:
-        (run_dir / DONE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        write_text_atomic(run_dir / DONE, json.dumps(record, indent=2) + "\n")
     return record
 
 
@@ -347,17 +348,17 @@ def compare(variants: list[str], out: str | Path, preset: str | None = "tiny", o
                         f"--strategies {','.join(variants)}", f"--seeds {','.join(map(str, seeds))}" if seeds else "",
                         *overrides]).replace("  ", " ")
     summary = seed_summary(records, variants) if seeds is not None else None
-    (out / "results.json").write_text(json.dumps({"command": command, "results": records, "over_seeds": summary},
-                                                 indent=2) + "\n", encoding="utf-8")
+    write_text_atomic(out / "results.json", json.dumps({"command": command, "results": records, "over_seeds": summary},
+                                                       indent=2) + "\n")
     plot_curves(out, variants, seeds)
     over_seeds = (f"## Over seeds\n\n{format_seed_table(summary)}\n"
                   "Mean over seeds (standard error over seeds); the difference is paired by seed (same initial "
                   "backbone, data and windows), with a tie where its 95% t-interval includes 0.\n\n"
                   "## Every run\n\n") if summary else ""
-    (out / "results.md").write_text(
-        f"# learntok compare\n\n`{command}`\n\n{over_seeds}{format_table(records)}\n"
+    write_text_atomic(
+        out / "results.md", f"# learntok compare\n\n`{command}`\n\n{over_seeds}{format_table(records)}\n"
         "bpb: corpus-level bits per byte (sampled boundaries, seeded); doc bpb: mean over documents "
-        "with its standard error. Rates on the test split.\n\n![validation bpb](curves.png)\n", encoding="utf-8")
+        "with its standard error. Rates on the test split.\n\n![validation bpb](curves.png)\n")
     return records
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from learntok.boundaries import strategy_class, strategy_names
 from learntok.data import DataConfig
 from learntok.errors import ConfigError
-from learntok.files import read_input
+from learntok.files import read_input, write_text_atomic
 from learntok.model.config import ModelConfig
 from learntok.objective import ObjectiveConfig
 
@@ -388,7 +388,7 @@ def to_json(cfg: RunConfig) -> str:
 
 def save_config(cfg: RunConfig, path: str | Path) -> None:
     path = Path(path)
-    path.write_text(to_json(cfg) if path.suffix == ".json" else to_toml(cfg), encoding="utf-8")
+    write_text_atomic(path, to_json(cfg) if path.suffix == ".json" else to_toml(cfg))
 
 
 def from_model_dict(d: dict[str, Any]) -> ModelConfig:

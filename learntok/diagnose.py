@@ -29,6 +29,7 @@ from learntok.checkpoint import load_run
 from learntok.config import ConfigError
 from learntok.data import ByteData
 from learntok.evaluate import position_bytes
+from learntok.files import write_text_atomic
 from learntok.objective import ObjectiveConfig, loss
 from learntok.plots import plot_diagnose
 from learntok.runtime import eval_mode, isolated_rng
@@ -126,8 +127,8 @@ def run_diagnose(path, batches: int = 4, samples: int = 16, batch_size: int | No
     out.mkdir(parents=True, exist_ok=True)
     report = {"checkpoint": str(path), "batches": batches, "samples": samples, "batch_size": batch_size,
               "seq_len": seq_len, "seed": seed, "estimators": table}
-    (out / "diagnose.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    (out / "diagnose.md").write_text(markdown_table(table) + "\n", encoding="utf-8")
+    write_text_atomic(out / "diagnose.json", json.dumps(report, indent=2) + "\n")
+    write_text_atomic(out / "diagnose.md", markdown_table(table) + "\n")
     plot_diagnose(table, out / "diagnose.png")
     report["files"] = [str(out / n) for n in ("diagnose.md", "diagnose.json", "diagnose.png")]
     return report

@@ -13,6 +13,7 @@ and renamed over it; a failure leaves the old file and no temporary one.
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
 import resource
@@ -187,21 +188,27 @@ def write_output(path: str | Path, text: str) -> None:
         raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
 
 
+@contextlib.contextmanager
+def replacing(path: str | Path) -> Iterator[Path]:
+    """A temporary path beside `path` to write to; renamed over `path` when the block ends
+    well, removed when it fails (the old file stays). For writers that take a path (savefig)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def write_text_atomic(path: str | Path, text: str) -> None:
     """Replace `path` by `text`: write a temporary file beside it, flush it to disk, rename it
     over `path` (a reader, or a crash, sees the old file or the new one, never a mix). On an
     error the temporary file is removed and the old file stays."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with replacing(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 # The kinds of path a command line names: each path option of learntok.cli has one of these as its

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from learntok.data import DataError
+from learntok.files import replacing
 from learntok.runfolder import METRICS as METRICS_FILE, metric_rows
 
 METRICS = {"bpb": "bits per byte", "boundary_rate": "boundary rate", "whitespace_rate": "whitespace rate"}
@@ -73,7 +74,8 @@ def save_curves(fig, ax, path: Path) -> Path:
     if ax.lines:
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with replacing(path) as tmp:                                 # whole or not at all
+        fig.savefig(tmp, dpi=120, format="png")
     pyplot().close(fig)
     return path
 
@@ -93,6 +95,7 @@ def plot_diagnose(table: dict[str, dict[str, float]], path: str | Path) -> Path:
     fig.suptitle("policy-gradient estimator on fixed batches")
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=120)
+    with replacing(path) as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
     return path
