@@ -105,7 +105,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     torch.manual_seed(0)
-    model = AUNet(ModelConfig(boundary="learned", policy_window=8)).to(device).eval()
+    model = AUNet(ModelConfig(boundary="learned", strategy={"window": 8})).to(device).eval()
     contexts = [int(c) for c in args.contexts.split(",")]
     full_bytes = [int(c) for c in args.full_bytes.split(",")]
     cached(model, encode(prose(64)).unsqueeze(0).to(device), 8)      # warm-up

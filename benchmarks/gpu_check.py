@@ -28,20 +28,20 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from throughput import flops_per_byte, timed  # noqa: E402  (sibling benchmark script)
+from throughput import flops_per_byte, timed  # the sibling benchmark script
 
-from learntok import AUNet, ModelConfig, ObjectiveConfig  # noqa: E402
-from learntok.config import load_config  # noqa: E402
-from learntok.distributed import compile_model  # noqa: E402
-from learntok.objective import loss  # noqa: E402
+from learntok import AUNet, ModelConfig, ObjectiveConfig
+from learntok.config import load_config
+from learntok.distributed import compile_model
+from learntok.objective import loss
 
 SHAPES = {"40M": (16, 4096), "147M": (8, 4096)}               # (B, T) per step on one GPU
 TOY = dict(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16)
 
 
 def model_config(preset: str, strategy: str, toy: bool) -> ModelConfig:
-    cfg = load_config(preset).model
-    return ModelConfig(**{**cfg.__dict__, "boundary": strategy, **(TOY if toy else {})})
+    cfg = load_config(preset, overrides=[f"model.boundary={strategy}"]).model  # the strategy's own options
+    return ModelConfig(**{**cfg.__dict__, **(TOY if toy else {})})
 
 
 def peak_memory(device: torch.device) -> float:
@@ -104,7 +104,8 @@ def throughput(args) -> None:
 def markdown(parts: dict) -> str:
     lines = ["# GPU check", ""]
     tests = parts.get("tests", {})
-    lines += [f"Tests: {tests.get('summary', 'not run')} (exit {tests.get('rc', '-')}, {tests.get('seconds', 0):.0f} s)", ""]
+    lines += [f"Tests: {tests.get('summary', 'not run')} (exit {tests.get('rc', '-')}, "
+              f"{tests.get('seconds', 0):.0f} s)", ""]
     tp = parts.get("throughput")
     if tp:
         lines += [f"Throughput on {tp['device']}, torch {tp['torch']}, bf16 autocast on CUDA; "
@@ -112,7 +113,8 @@ def markdown(parts: dict) -> str:
                   "| preset | params | boundaries | compile | B x T | step (s) | bytes/s | MFU | peak memory (GiB) |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for r in tp["rows"]:
-            lines.append(f"| {r['preset']} | {r['params'] / 1e6:.1f}M | {r['strategy']} | {'on' if r['compile'] else 'off'} | "
+            lines.append(f"| {r['preset']} | {r['params'] / 1e6:.1f}M | {r['strategy']} | "
+                         f"{'on' if r['compile'] else 'off'} | "
                          f"{r['B']} x {r['T']} | {r['step_s']:.3f} | {r['bytes_per_s']:,.0f} | {100 * r['mfu']:.1f}% | "
                          f"{r['peak_mem_gib']:.2f} |")
         lines.append("")

@@ -11,8 +11,10 @@ other, so that no two share the cores and none inherits another's allocator stat
 forward + loss + backward + AdamW in fp32 on real text (the built-in Shakespeare corpus,
 training windows of T bytes, BOS first); the figure is the median over `--steps` steps after
 2 warm-up steps, in wall-clock time and in the process's CPU time (on a machine shared with
-other jobs, bytes per CPU-second at 1 thread is the figure that the load does not move) (with `--rounds R`, every model runs R times round-robin and the median of
-its R figures is reported, so that changes in background load hit every model alike). Peers get the learntok byte vocabulary (256 bytes + BOS, EOS, PAD, padded to
+other jobs, bytes per CPU-second at 1 thread is the figure that the load does not move) (with `--rounds R`, every model
+runs R times round-robin and the median of
+its R figures is reported, so that changes in background load hit every model alike). Peers get the learntok byte
+vocabulary (256 bytes + BOS, EOS, PAD, padded to
 320) and the same cross-entropy on next-byte targets; learntok uses its own objective
 (both heads, policy and rate losses). `--minutes M` instead trains each model for M minutes
 of wall-clock time, or of its own CPU time with `--clock cpu` (then `--parallel` may run
@@ -21,7 +23,7 @@ warm-up steps, then constant) and reports the
 validation bits per byte over the first `--val-bytes` bytes of the validation split
 (learntok: sampled boundaries, as a run reports them).
 
-The default models (the issue-12 comparison, about 4M parameters):
+The default models (docs/benchmarks.md's comparison, about 4M parameters):
   learntok learned at rate 1/8 and 0.2, uniform at 0.2: d 224, 7 heads, 2-3-2, w = 8;
   plain: a byte transformer of learntok's own layers (RoPE, SDPA), 7 layers;
   x-transformers: Decoder, 7 layers, rotary;
@@ -32,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -54,7 +55,7 @@ from learntok.objective import LN2, loss  # noqa: E402
 
 MODELS = ("learntok-learned-1/8", "learntok-learned-0.2", "learntok-uniform-0.2", "plain",
           "x-transformers", "megabyte", "hnet")
-LEARNTOK = dict(d_model=224, n_heads=7, n_down=2, n_mid=3, n_up=2, policy_window=8)
+LEARNTOK = dict(d_model=224, n_heads=7, n_down=2, n_mid=3, n_up=2)  # the learned policy at its default w = 8
 
 
 class PeerLM(nn.Module):
@@ -90,7 +91,7 @@ def peer_loss(model: PeerLM, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
 def build(kind: str, d: int, T: int, rate: float, layout: dict | None = None):
     """The model `kind` at width d (learntok and plain: fixed width; d ignored). `layout`
     overrides learntok's block counts (n_down, n_mid, n_up)."""
-    heads = max(2, d // 32)                                      # head size 32 (x-transformers skips the output projection at 1 head)
+    heads = max(2, d // 32)  # head size 32 (x-transformers skips the output projection at 1 head)
     if kind.startswith("learntok"):
         _, strategy, r = kind.split("-")
         return AUNet(ModelConfig(**{**LEARNTOK, **(layout or {})}, boundary=strategy,
@@ -283,7 +284,8 @@ def ttq_table(rows: list[dict]) -> str:
         if "error" in r:
             lines.append(f"| {r['model']} | - | - | - | error: {r['error'][:60]} |")
         else:
-            lines.append(f"| {r['model']} | {r['params'] / 1e6:.2f}M | {r['steps_done']} | {r['bytes_seen']:,} | {r['val_bpb']:.3f} |")
+            lines.append(f"| {r['model']} | {r['params'] / 1e6:.2f}M | {r['steps_done']} | {r['bytes_seen']:,} | "
+                         f"{r['val_bpb']:.3f} |")
     return "\n".join(lines)
 
 
@@ -293,11 +295,13 @@ def main() -> None:
     p.add_argument("--target", type=float, default=4.03e6, help="parameter count to size the peers to")
     p.add_argument("--shapes", default="1024x8,4096x2", help="T x B pairs, comma-separated")
     p.add_argument("--steps", type=int, default=10, help="timed steps per model, shape and round (median)")
-    p.add_argument("--rounds", type=int, default=1, help="rounds over all models (median of rounds; a fresh process each)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="rounds over all models (median of rounds; a fresh process each)")
     p.add_argument("--minutes", type=float, default=0.0, help="time-to-quality mode: train each model this long")
     p.add_argument("--val-bytes", type=int, default=65536)
     p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                   help="time-to-quality budget in wall-clock or in the process's CPU time (fair under background load)")
+                   help="time-to-quality budget in wall-clock or in the process's CPU time "
+                        "(fair under background load)")
     p.add_argument("--parallel", action="store_true",
                    help="time to quality: run every model at once (use with --clock cpu)")
     p.add_argument("--threads", type=int, default=2)
@@ -334,7 +338,8 @@ def main() -> None:
     print(f"torch {torch.__version__}, {args.threads} threads, fp32 CPU, load average {load[0]:.1f} at the end\n")
     if args.minutes:
         for T, B in shape_list:
-            print(f"Validation bits per byte after {args.minutes:g} min ({args.clock} clock) of training, T = {T}, B = {B}\n")
+            print(f"Validation bits per byte after {args.minutes:g} min ({args.clock} clock) of training, "
+                  f"T = {T}, B = {B}\n")
             print(ttq_table([r for r in rows if r["T"] == T and r["B"] == B]) + "\n")
     else:
         for key in ("bytes_per_s", "bytes_per_cpu_s"):

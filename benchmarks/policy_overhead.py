@@ -26,6 +26,7 @@ import torch
 
 from learntok import AUNet, ModelConfig, ObjectiveConfig
 from learntok.boundaries.learned import sample_reference, sample_scan
+from learntok.boundaries.options import kept_options
 from learntok.model.aunet import token_level_padded
 from learntok.objective import loss
 
@@ -33,7 +34,7 @@ from learntok.objective import loss
 def make_model(w: int, d: int, heads: int, layers: tuple[int, int, int], boundary: str = "learned") -> AUNet:
     torch.manual_seed(0)
     return AUNet(ModelConfig(d_model=d, n_heads=heads, n_down=layers[0], n_mid=layers[1], n_up=layers[2],
-                             boundary=boundary, policy_window=w))
+                             boundary=boundary, strategy=kept_options({"window": w}, boundary)))
 
 
 def step_fn(model, opt, x, boundaries):
@@ -129,11 +130,13 @@ def main() -> None:
     steps = [step_ratio(w, args) for w in (1, 8)]
     uniform = [versus_uniform(w, args) for w in (1, 8)]
     samplers = [sampler_ratio(w, args) for w in (1, 4, 8)]
-    print(f"B={args.batch} T={args.seq} D={args.d_model}, torch {torch.__version__}, {args.threads} threads, {args.clock} clock\n")
+    print(f"B={args.batch} T={args.seq} D={args.d_model}, torch {torch.__version__}, {args.threads} threads, "
+          f"{args.clock} clock\n")
     print("| w | learned step (ms) | prescribed step (ms) | ratio |\n|---|---|---|---|")
     for r in steps:
         print(f"| {r['w']} | {r['learned_ms']:.1f} | {r['prescribed_ms']:.1f} | {r['ratio']:.3f}x |")
-    print("\n| w | learned step (ms) | uniform step (ms) | learned / uniform | padded: learned (ms) | padded: uniform (ms) | padded: learned / uniform |")
+    print("\n| w | learned step (ms) | uniform step (ms) | learned / uniform | padded: learned (ms) | "
+          "padded: uniform (ms) | padded: learned / uniform |")
     print("|---|---|---|---|---|---|---|")
     for r in uniform:
         print(f"| {r['w']} | {r['learned_ms']:.1f} | {r['uniform_ms']:.1f} | {r['ratio']:.3f}x | "

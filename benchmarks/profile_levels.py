@@ -27,17 +27,19 @@ from unittest import mock
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from throughput import batch, interleaved  # noqa: E402  (sibling benchmark script)
+from throughput import batch, interleaved  # the sibling benchmark script
 
-from learntok import AUNet, ModelConfig, ObjectiveConfig  # noqa: E402
-from learntok.model.aunet import token_level_padded  # noqa: E402
-from learntok.model.pooling import upsample  # noqa: E402
-from learntok.objective import loss  # noqa: E402
+from learntok import AUNet, ModelConfig, ObjectiveConfig
+from learntok.boundaries.options import kept_options
+from learntok.model.aunet import token_level_padded
+from learntok.nn.pooling import upsample
+from learntok.objective import loss
 
 SIZES = {
-    "tiny": dict(d_model=128, n_heads=4, n_down=1, n_mid=2, n_up=1, policy_window=1),
-    "4M": dict(d_model=224, n_heads=7, n_down=2, n_mid=3, n_up=2, policy_window=8),
+    "tiny": dict(d_model=128, n_heads=4, n_down=1, n_mid=2, n_up=1),
+    "4M": dict(d_model=224, n_heads=7, n_down=2, n_mid=3, n_up=2),
 }
+WINDOW = {"tiny": 1, "4M": 8}  # the learned policy's w at each size
 
 
 def fwd_bwd(fn, *inputs):
@@ -100,7 +102,8 @@ def full_step(model: AUNet, x: torch.Tensor, ocfg: ObjectiveConfig):
 
 def profile(size: str, B: int, T: int, reps: int, strategy: str = "learned") -> dict:
     torch.manual_seed(0)
-    model = AUNet(ModelConfig(**SIZES[size], boundary=strategy))
+    model = AUNet(ModelConfig(**SIZES[size], boundary=strategy, strategy=kept_options({"window": WINDOW[size]},
+                                                                                      strategy)))
     x = batch(B, T)
     ocfg = ObjectiveConfig()
     fns = level_closures(model, x, ocfg)

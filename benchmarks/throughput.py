@@ -6,7 +6,7 @@ boundaries, the U-Net against a plain byte-level transformer, and step time agai
 A step is forward + loss + backward + AdamW, in fp32 on the CPU (bf16 autocast on CUDA).
 Variants that are compared are timed interleaved (a, b, a, b, ...) and the median is
 reported, so background load hits both alike. Model FLOPs are counted analytically
-(`flops_per_byte`): 6 x (matmul parameters) per position at each level (bytes for the
+(`learntok.plan.flops_per_byte`): 6 x (matmul parameters) per position at each level (bytes for the
 encoder, decoder and heads; tokens, at rate rho*, for the mid blocks) plus attention,
 12 x D x (keys attended) per position and layer (forward 4 D per key, backward twice that).
 MFU is against the peak of this machine measured as the FLOP/s of a large fp32 matmul.
@@ -24,30 +24,14 @@ from torch import nn
 
 from learntok import AUNet, ModelConfig, ObjectiveConfig
 from learntok.config import load_config
-from learntok.model.layers import RMSNorm, Stack
+from learntok.nn.layers import RMSNorm, Stack
 from learntok.objective import loss
+from learntok.plan import attended, flops_per_byte
 
 
 def block_params(d: int, ratio: float) -> int:
     """Matmul parameters of one block: qkv + proj (4 D^2) and the gated MLP (3 D h)."""
     return 4 * d * d + 3 * d * max(8, int(round(ratio * d)))
-
-
-def attended(T: int, window: int | None) -> float:
-    """Mean keys a causal query attends to over T positions (a window caps it)."""
-    if window is None or window >= T:
-        return (T + 1) / 2
-    return window - window * (window - 1) / (2 * T)
-
-
-def flops_per_byte(cfg: ModelConfig, T: int) -> float:
-    """Training FLOPs (forward + backward) per byte of an AUNet step at sequence length T."""
-    d, V, rate = cfg.d_model, cfg.vocab_size, cfg.target_rate
-    byte_layers = cfg.n_down + cfg.n_up
-    per_byte = 6 * (byte_layers * block_params(d, cfg.mlp_ratio_bytes) + 2 * d * V)  # blocks + two heads
-    per_byte += 12 * d * byte_layers * attended(T, cfg.attn_window)
-    per_token = 6 * cfg.n_mid * block_params(d, cfg.mlp_ratio_tokens) + 12 * d * cfg.n_mid * attended(int(rate * T), None)
-    return per_byte + rate * per_token + 6 * d * cfg.policy_window  # + the policy's projection
 
 
 class PlainTransformer(nn.Module):
@@ -153,8 +137,8 @@ def peak_flops(device: torch.device, n: int = 2048) -> float:
     return 2 * n ** 3 / min(timed(lambda: a @ b, device) for _ in range(5))
 
 
-def preset_model(name: str, **kw) -> ModelConfig:
-    cfg = load_config(name).model
+def preset_model(name: str, boundary: str | None = None, **kw) -> ModelConfig:
+    cfg = load_config(name, overrides=[f"model.boundary={boundary}"] if boundary else []).model
     return ModelConfig(**{**cfg.__dict__, **kw})
 
 
@@ -184,11 +168,13 @@ def main() -> None:
                      "bytes_per_s": bps, "gflop_per_step": fpb * B * T / 1e9, "mfu": fpb * bps / peak,
                      "uniform_ms": 1e3 * t_uniform, "learned_over_uniform": t_learned / t_uniform})
     out["presets"] = rows
-    print("| preset | params | B x T | step (ms) | bytes/s | GFLOP/step | MFU | uniform step (ms) | learned / uniform |")
+    print("| preset | params | B x T | step (ms) | bytes/s | GFLOP/step | MFU | uniform step (ms) | "
+          "learned / uniform |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['preset']} | {r['params'] / 1e6:.2f}M | {r['B']} x {r['T']} | {r['step_ms']:.0f} | {r['bytes_per_s']:.0f} | "
-              f"{r['gflop_per_step']:.2f} | {100 * r['mfu']:.1f}% | {r['uniform_ms']:.0f} | {r['learned_over_uniform']:.3f}x |")
+        print(f"| {r['preset']} | {r['params'] / 1e6:.2f}M | {r['B']} x {r['T']} | {r['step_ms']:.0f} | "
+              f"{r['bytes_per_s']:.0f} | {r['gflop_per_step']:.2f} | {100 * r['mfu']:.1f}% | {r['uniform_ms']:.0f} | "
+              f"{r['learned_over_uniform']:.3f}x |")
 
     # 2. U-Net vs a plain byte-level transformer with the same parameter count
     cfg = preset_model("tiny")
@@ -200,16 +186,20 @@ def main() -> None:
         unet, n_params = aunet_step(cfg, x, device)
         t_unet, t_plain = interleaved([unet, plain_step(plain, x, device)], max(2, args.reps // 2), device)
         rows.append({"T": T, "unet_params": n_params, "plain_params": sum(p.numel() for p in plain.parameters()),
-                     "plain_mlp_ratio": ratio, "unet_bytes_per_s": (T - 1) / t_unet, "plain_bytes_per_s": (T - 1) / t_plain,
+                     "plain_mlp_ratio": ratio, "unet_bytes_per_s": (T - 1) / t_unet,
+                     "plain_bytes_per_s": (T - 1) / t_plain,
                      "speedup": t_plain / t_unet, "unet_gflop_per_byte": flops_per_byte(cfg, T) / 1e9,
-                     "plain_gflop_per_byte": plain_flops_per_byte(cfg.d_model, n_layers, ratio, cfg.vocab_size, T) / 1e9})
+                     "plain_gflop_per_byte":
+                         plain_flops_per_byte(cfg.d_model, n_layers, ratio, cfg.vocab_size, T) / 1e9})
     out["unet_vs_plain"] = rows
     print(f"\nU-Net (tiny) vs plain byte transformer ({n_layers} layers, D {cfg.d_model}, MLP ratio {ratio}), B = 1")
-    print("| T | params U-Net / plain | U-Net bytes/s | plain bytes/s | U-Net / plain bytes/s | FLOP/byte U-Net / plain |")
+    print("| T | params U-Net / plain | U-Net bytes/s | plain bytes/s | U-Net / plain bytes/s | "
+          "FLOP/byte U-Net / plain |")
     print("|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['T']} | {r['unet_params'] / 1e6:.3f}M / {r['plain_params'] / 1e6:.3f}M | {r['unet_bytes_per_s']:.0f} | "
-              f"{r['plain_bytes_per_s']:.0f} | {r['speedup']:.2f}x | {r['unet_gflop_per_byte'] / r['plain_gflop_per_byte']:.2f} |")
+        print(f"| {r['T']} | {r['unet_params'] / 1e6:.3f}M / {r['plain_params'] / 1e6:.3f}M | "
+              f"{r['unet_bytes_per_s']:.0f} | {r['plain_bytes_per_s']:.0f} | {r['speedup']:.2f}x | "
+              f"{r['unet_gflop_per_byte'] / r['plain_gflop_per_byte']:.2f} |")
 
     # 3. step time against T at a fixed 8192 bytes per step (tiny)
     rows = []

@@ -2,7 +2,7 @@
 __version__ = "0.1.0"
 
 from learntok.model.aunet import AUNet, ModelOutput
-from learntok.model.config import ModelConfig
+from learntok.nn.config import ModelConfig
 from learntok.objective import ObjectiveConfig
 
 __all__ = ["AUNet", "ModelConfig", "ModelOutput", "ObjectiveConfig"]

@@ -2,7 +2,7 @@
 references: the three places a word boundary can sit (a word's last byte, the space after it,
 the next word's first byte) and the starts of BPE tokens.
 
-A boundary at byte position t (t >= 1; 0 is BOS) starts a chunk at that byte (DESIGN §1).
+A boundary at byte position t (t >= 1; 0 is BOS) starts a chunk at that byte (docs/design.md §1).
 Positions scored: real bytes t >= 2. The first byte of a window (t = 1) is left out: whether
 a chunk starts there is decided by where the window was cut, not by the text.
 
@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from learntok.boundaries.common import decision_mask
+from learntok.data.dataset import FIT_BYTES
 from learntok.data.vocab import is_byte
 from learntok.objective import is_whitespace
 
@@ -97,8 +99,7 @@ def chunk_length_histogram(x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
     """(HIST_MAX + 1,) int64 on the device, no host sync: `length_histogram(chunk_lengths(x, a))`
     (the plain reference, tested equal). A chunk starts at t = 1 and at each boundary t >= 2 on a
     real byte; it ends at the next start or after the row's last real byte."""
-    real = is_byte(x)                                            # (B, T); real bytes come first after BOS
-    real[:, 0] = False
+    real = decision_mask(x)                                      # (B, T); real bytes come first after BOS
     starts = real & (a > 0.5)
     starts[:, 1] = real[:, 1]                                    # (B, T)
     T = x.size(1)
@@ -108,7 +109,9 @@ def chunk_length_histogram(x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
     following = torch.full_like(at, T + 1)
     following[:, :-1] = at.flip(1).cummin(1).values.flip(1)[:, 1:]  # (B, T) first start after t
     length = torch.minimum(following, end) - pos                 # (B, T) chunk length at start positions
-    return torch.bincount((length[starts].clamp(max=HIST_MAX + 1) - 1), minlength=HIST_MAX + 1)[:HIST_MAX + 1]
+    bins = (length.clamp(min=1, max=HIST_MAX + 1) - 1).flatten()  # (B T,) histogram bin at start positions
+    # a sum of the starts into their bins: selecting them, or bincount's data-dependent size, is a host sync
+    return torch.zeros(HIST_MAX + 1, dtype=torch.long, device=x.device).scatter_add_(0, bins, starts.flatten().long())
 
 
 def length_histogram(lengths: np.ndarray) -> np.ndarray:
@@ -119,7 +122,7 @@ def length_histogram(lengths: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------- BPE reference
 
 
-def reference_bpe(docs: list[bytes], vocab_size: int = 4096, max_bytes: int = 4_000_000):
+def reference_bpe(docs: list[bytes], vocab_size: int = 4096, max_bytes: int = FIT_BYTES):
     """A byte-level BPE (`tokenizers`) trained on `docs`, for the reference starts. Bytes are read
     as Latin-1 so that every byte is one symbol and offsets are byte offsets; words are pre-split
     GPT-2 style (a leading space joins the word). At most `max_bytes` bytes are used."""

@@ -1,4 +1,4 @@
-"""Training checkpoints and run loading (DESIGN §7), built on the model files of
+"""Training checkpoints and run loading (docs/design.md §7), built on the model files of
 learntok.model.pretrained (a model folder: `model.safetensors` + `config.json`).
 
 A training checkpoint `RUN/checkpoints/step_NNNNNNN/`: `model.safetensors`, `state.pt`
@@ -9,7 +9,6 @@ atomically), so a crash never leaves a half-written checkpoint behind the pointe
 """
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +20,8 @@ from learntok.config import RunConfig
 from learntok.errors import CheckpointError, ConfigError
 from learntok.files import write_text_atomic
 from learntok.model.aunet import AUNet
-from learntok.model.pretrained import (LATEST, WEIGHTS, atomic_dir, commit, one_line, read_config, read_weights,
-                                       resolve, write_model_files)
+from learntok.model.pretrained import (LATEST, WEIGHTS, atomic_dir, commit, one_line, read_config, read_model,
+                                       read_weights, resolve, write_model_files)
 from learntok.runtime import rng_state
 
 STATE = "state.pt"
@@ -34,7 +33,10 @@ def remove_stale_tmp(folder: str | Path) -> list[Path]:
     folder = Path(folder)
     stale = sorted(folder.glob(".*.tmp-*")) if folder.is_dir() else []
     for path in stale:
-        shutil.rmtree(path, ignore_errors=True) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
     return stale
 
 
@@ -88,13 +90,18 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
 
 def load_run(path: str | Path, device: str | torch.device = "cpu") -> tuple[AUNet, RunConfig | None]:
     """The one way to load a run for evaluation: (model in eval mode, its RunConfig, or None for a
-    bare model folder) from a run, checkpoint or model folder. A config or weights that do not
-    fit this version's model say that the checkpoint may be from another version."""
-    folder = resolve(path)
-    config = read_config(folder)
+    bare model folder) from a run, checkpoint or model folder (`load_run_folder`, without the folder)."""
+    model, run_cfg, _ = load_run_folder(path, device)
+    return model, run_cfg
+
+
+def load_run_folder(path: str | Path, device: str | torch.device = "cpu") -> tuple[AUNet, RunConfig | None, Path]:
+    """`load_run` and the model or checkpoint folder it read, each file read once. A config or
+    weights that do not fit this version's model say that the checkpoint may be from another version."""
     try:
-        model = AUNet.from_pretrained(folder, map_location=device)
-        run_cfg = RunConfig.from_dict(config) if isinstance(config.get("model"), dict) else None
+        files = read_model(path, device)
+        model = AUNet.from_files(files, map_location=device)
+        run_cfg = RunConfig.from_dict(files.config) if isinstance(files.config.get("model"), dict) else None
     except (CheckpointError, ConfigError) as e:
         raise CheckpointError(f"{e} (a checkpoint from an incompatible learntok version?)") from None
-    return model.eval(), run_cfg
+    return model.eval(), run_cfg, files.folder

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from learntok import __version__
 from learntok.errors import ConfigError
 from learntok.files import input_data, input_file, input_run, output_file, output_folder
 
@@ -32,11 +33,15 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     return ConfigError, DataError, CheckpointError, OutputError, TrainingDiverged, FileNotFoundError
 
 
+ERROR = "learntok: error: "  # the one prefix of every expected error's line
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage mistakes, like every expected error, are one line on stderr and exit 2."""
 
     def error(self, message: str):
-        self.exit(2, f"learntok: error: {self.prog}: {message} (see {self.prog} --help)\n")
+        command = self.prog.removeprefix("learntok").strip()    # "" for the top level, else the subcommand
+        self.exit(2, f"{ERROR}{command + ': ' if command else ''}{message} (see {self.prog} --help)\n")
 
 
 def _bounded(kind: type, low: float, above: bool = False, high: float | None = None):
@@ -89,14 +94,21 @@ def write_json(path: str | None, record: dict) -> None:
 
 def add_train(sub) -> None:
     p = sub.add_parser("train", help="train a model (or resume a run)",
-                       description="Config layers: defaults <- --preset (default tiny) <- --config FILE <- key.sub=value.")
-    p.add_argument("--preset", type=str, help="packaged preset: tiny, 20M, 40M, 90M, 147M (default: tiny, unless --config or --resume)")
+                       description="Config layers: defaults <- --preset (default tiny) <- --config FILE "
+                                   "<- key.sub=value.")
+    p.add_argument("--preset", type=str,
+                   help="packaged preset: tiny, 20M, 40M, 90M, 147M (default: tiny, unless --config or --resume)")
     p.add_argument("--config", type=input_file, help="a TOML (or JSON) file of config sections")
     p.add_argument("--out", type=output_folder, help="run folder (default: runs/<preset>-<strategy>-<timestamp>)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
     p.add_argument("--json", type=output_file, help="also write the summary to this JSON file")
     p.add_argument("overrides", nargs="*", type=str, metavar="key.sub=value", help="config overrides, e.g. train.steps=100")
     p.set_defaults(func=cmd_train)
+
+
+def default_preset(preset: str | None, file: str | Path | None) -> str | None:
+    """train's preset: the one given, else tiny unless a config file is given."""
+    return preset or (None if file else "tiny")
 
 
 def cmd_train(args) -> None:
@@ -106,7 +118,7 @@ def cmd_train(args) -> None:
     if args.resume and not args.out:
         raise ConfigError("--resume needs --out RUN_DIR")
     base = Path(args.out) / "config.toml" if args.resume and not (args.preset or args.config) else args.config
-    preset = args.preset or (None if base else "tiny")
+    preset = default_preset(args.preset, base)
     cfg = load_config(preset, base, args.overrides)
     out = args.out or f"runs/{preset or Path(base).stem}-{cfg.model.boundary}-{time.strftime('%Y%m%d-%H%M%S')}"
     summary = train(cfg, out, resume=args.resume)
@@ -114,20 +126,56 @@ def cmd_train(args) -> None:
     write_json(args.json, summary)
 
 
+# ---------------------------------------------------------------- config
+
+
+def add_config(sub) -> None:
+    p = sub.add_parser("config", help="show the resolved config with each key's source, every key, or a per-GPU plan",
+                       description="The config `learntok train` would run with the same --preset, --config and "
+                                   "overrides (default preset tiny), as TOML; nothing is run.")
+    p.add_argument("--preset", type=str, help="packaged preset: tiny, 20M, 40M, 90M, 147M (default: tiny, unless --config)")
+    p.add_argument("--config", type=input_file, help="a TOML (or JSON) file of config sections")
+    p.add_argument("--keys", action="store_true", help="list every key instead: type, default and meaning")
+    p.add_argument("--plan", action="store_true", help="per GPU: parameters, peak memory, FLOPs, GPU-hours and the "
+                   "micro-batch that fits 24/40/80/141 GB, with DDP and FSDP (docs/reproduce.md)")
+    p.add_argument("--mfu", type=PROBABILITY, default=0.4, help="with --plan: model FLOPs utilisation for the GPU-hours")
+    p.add_argument("overrides", nargs="*", type=str, metavar="key.sub=value", help="config overrides, e.g. train.steps=100")
+    p.set_defaults(func=cmd_config)
+
+
+def cmd_config(args) -> None:
+    from learntok.config import to_toml
+    from learntok.config_info import all_keys, format_keys, resolve
+    from learntok.plan import budget_lines, format_plan, plan
+
+    cfg, sources = resolve(default_preset(args.preset, args.config), args.config, args.overrides)
+    if args.keys:
+        print(format_keys(all_keys()))
+    elif args.plan:
+        print(format_plan(cfg, plan(cfg, args.mfu)))
+    else:
+        print("\n".join(f"# {line}" for line in budget_lines(cfg)) + "\n\n" + to_toml(cfg, sources), end="")
+
+
 # ---------------------------------------------------------------- segment
 
 
 def add_segment(sub) -> None:
     p = sub.add_parser("segment", help="show how a model cuts text into tokens")
-    p.add_argument("model", type=input_run, metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder")
+    p.add_argument("model", type=input_run, metavar="RUN_OR_CKPT",
+                   help="run folder (latest checkpoint) or model/checkpoint folder")
     p.add_argument("text", nargs="?", type=str, help="text to segment (or --file, or --held-out)")
     p.add_argument("--file", type=input_file, help="read the text from this file (bytes as they are)")
-    p.add_argument("--held-out", action="store_true", help="a passage of the run's test split, with the run's validation figures")
-    p.add_argument("--html", type=output_file, metavar="OUT", help="also write an HTML page (with the learned policy: a compression slider)")
+    p.add_argument("--held-out", action="store_true",
+                   help="a passage of the run's test split, with the run's validation figures")
+    p.add_argument("--html", type=output_file, metavar="OUT",
+                   help="also write an HTML page (with the learned policy: a compression slider)")
     p.add_argument("--greedy", action="store_true", help="decide p > 0.5 instead of sampling")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
-    p.add_argument("--window", type=WINDOW, default=4096, help="read long texts in pieces of this many bytes (BOS included)")
-    p.add_argument("--rate", type=PROBABILITY, help="cut at this boundary rate, calibrated on the run's val split (docs/rate.md)")
+    p.add_argument("--window", type=WINDOW, default=4096,
+                   help="read long texts in pieces of this many bytes (BOS included)")
+    p.add_argument("--rate", type=PROBABILITY,
+                   help="cut at this boundary rate, calibrated on the run's val split (docs/rate.md)")
     p.add_argument("--json", type=output_file, help="write chunks and stats to this JSON file")
     p.set_defaults(func=cmd_segment)
 
@@ -177,17 +225,24 @@ def cmd_segment(args) -> None:
 
 def add_eval(sub) -> None:
     p = sub.add_parser("eval", help="bits per byte (with error bars) and boundary quality")
-    p.add_argument("model", type=input_run, metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder")
-    p.add_argument("--split", default="test", choices=["train", "val", "test", "all"], help="split of the data (all: unsplit)")
+    p.add_argument("model", type=input_run, metavar="RUN_OR_CKPT",
+                   help="run folder (latest checkpoint) or model/checkpoint folder")
+    p.add_argument("--split", default="test", choices=["train", "val", "test", "all"],
+                   help="split of the data (all: unsplit)")
     p.add_argument("--source", type=input_data, help="another data.source (built-in name or path) instead of the run's")
-    p.add_argument("--samples", type=POSITIVE, default=1, help="K sampled segmentations: mean bpb and log-mean-exp bound")
+    p.add_argument("--samples", type=POSITIVE, default=1,
+                   help="K sampled segmentations: mean bpb and log-mean-exp bound")
     p.add_argument("--greedy", action="store_true", help="decide p > 0.5 instead of sampling")
     p.add_argument("--batch-size", type=POSITIVE, help="rows per batch (default: the run's)")
     p.add_argument("--seq-len", type=WINDOW, help="bytes per row, BOS included (default: the run's)")
     p.add_argument("--max-bytes", type=POSITIVE, help="score at most this many bytes")
-    p.add_argument("--bpe-vocab", type=POSITIVE, default=4096, help="vocabulary of the BPE reference trained on the fly")
+    p.add_argument("--bpe-vocab", type=POSITIVE, default=4096,
+                   help="vocabulary of the BPE reference trained on the fly")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
     p.add_argument("--rate", type=PROBABILITY, help="run at this boundary rate, calibrated on the val split (docs/rate.md)")
+    p.add_argument("--boundaries-from", type=input_run, metavar="OTHER_RUN", help="score the model with another run's boundary decisions "
+                   "on the same windows, or 'uniform' (random at its target rate); also reports its own, paired "
+                   "(docs/compare.md)")
     p.add_argument("--device", default="cpu", type=device_arg)
     p.add_argument("--json", type=output_file, help="write every figure to this JSON file")
     p.set_defaults(func=cmd_eval)
@@ -197,7 +252,7 @@ def cmd_eval(args) -> None:
     from learntok.evaluate import format_report, run_eval
 
     report = run_eval(args.model, args.split, args.source, args.samples, args.greedy, args.batch_size,
-                      args.seq_len, args.max_bytes, args.seed, args.bpe_vocab, args.device, args.rate)
+                      args.seq_len, args.max_bytes, args.seed, args.bpe_vocab, args.device, args.rate, args.boundaries_from)
     print(format_report(report))
     write_json(args.json, report)
 
@@ -211,7 +266,8 @@ def add_eval_tasks(sub) -> None:
     p.add_argument("--greedy", action="store_true", help="greedy boundaries (p > 0.5) instead of sampled ones")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
     p.add_argument("--limit", type=POSITIVE, help="first N examples of each task")
-    p.add_argument("--delimiter", type=str, default=" ", help="between context and continuation (unless the context ends in whitespace)")
+    p.add_argument("--delimiter", type=str, default=" ",
+                   help="between context and continuation (unless the context ends in whitespace)")
     p.add_argument("--device", default="cpu", type=device_arg)
     p.add_argument("--json", type=output_file, help="write the results to this JSON file")
     p.set_defaults(func=cmd_eval_tasks)
@@ -276,11 +332,14 @@ def add_sample(sub) -> None:
     p.add_argument("--max-bytes", type=POSITIVE, default=256, help="bytes to generate (fewer if EOS is drawn)")
     p.add_argument("--temperature", type=NONNEGATIVE, default=1.0, help="0: argmax")
     p.add_argument("--top-k", type=POSITIVE, help="sample from the k likeliest bytes")
-    p.add_argument("--top-p", type=PROBABILITY, help="nucleus sampling: the smallest set of bytes with probability >= p")
+    p.add_argument("--top-p", type=PROBABILITY,
+                   help="nucleus sampling: the smallest set of bytes with probability >= p")
     p.add_argument("--seed", type=int, help="seed of the sampled bytes and boundaries")
-    p.add_argument("--boundaries", choices=["sample", "greedy"], default="sample", help="sample boundaries or take p > 0.5")
+    p.add_argument("--boundaries", choices=["sample", "greedy"], default="sample",
+                   help="sample boundaries or take p > 0.5")
     p.add_argument("--show-boundaries", action="store_true", help="mark chunks: colours on a terminal, | otherwise")
-    p.add_argument("--rate", type=PROBABILITY, help="generate at this boundary rate, calibrated on the run's val split (docs/rate.md)")
+    p.add_argument("--rate", type=PROBABILITY,
+                   help="generate at this boundary rate, calibrated on the run's val split (docs/rate.md)")
     p.add_argument("--device", default="cpu", type=device_arg)
     p.add_argument("--json", type=output_file, help="write bytes, seconds, bytes/s and boundary rate to this JSON file")
     p.set_defaults(func=cmd_sample)
@@ -293,7 +352,8 @@ def cmd_sample(args) -> None:
 
     model, run_cfg = load_run(args.model, args.device)
     if args.rate is not None:
-        print(set_rate_for_run(model, run_cfg, args.rate, args.prompt, args.boundaries == "greedy", args.seed or 0).describe(),
+        print(set_rate_for_run(model, run_cfg, args.rate, args.prompt, args.boundaries == "greedy",
+                               args.seed or 0).describe(),
               file=sys.stderr)
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(errors="replace")                 # a non-UTF-8 terminal shows "?", no crash
@@ -309,9 +369,13 @@ def cmd_sample(args) -> None:
 
 def add_compare(sub) -> None:
     p = sub.add_parser("compare", help="train and evaluate several boundary strategies on one backbone and budget",
-                       description="Variants: STRATEGY[+key=value...], e.g. learned+gamma=1.0; finished variants are skipped.")
-    p.add_argument("--preset", type=str, default="tiny", help="packaged preset shared by every variant (default tiny)")
-    p.add_argument("--strategies", type=str, required=True, help="comma-separated variants, e.g. learned,uniform,bpe,learned+w=1")
+                       description="Variants: STRATEGY[+key=value...], e.g. learned+gamma=1.0; finished variants are skipped. "
+                       "Or --runs: finished runs side by side on the same windows.")
+    p.add_argument("--preset", type=str, help="packaged preset shared by every variant (default tiny)")
+    p.add_argument("--strategies", type=str, help="comma-separated variants, e.g. learned,uniform,bpe,learned+w=1")
+    p.add_argument("--runs", nargs="+", type=input_run, metavar="RUN", help="instead of training: evaluate these finished "
+                   "run folders on the first one's windows, with each one's difference from it paired by window "
+                   "(docs/compare.md)")
     p.add_argument("--steps", type=POSITIVE, help="optimizer steps per variant (train.steps)")
     p.add_argument("--out", type=output_folder, help="results folder (default runs/compare-<preset>-<timestamp>)")
     p.add_argument("--ablations", action="store_true", help="add the learned policy's ablations (gamma=1, no batch "
@@ -332,15 +396,35 @@ def add_compare(sub) -> None:
 def cmd_compare(args) -> None:
     from learntok.compare import compare, format_seed_table, format_table, parse_seeds, seed_summary, variants_from_args
 
+    if args.runs is not None:
+        return cmd_compare_runs(args)
+    if args.strategies is None:
+        raise ConfigError("compare needs --strategies (variants to train) or --runs (finished runs to evaluate)")
+    preset = args.preset or "tiny"
     overrides = list(args.overrides) + ([f"train.steps={args.steps}"] if args.steps is not None else [])
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
-    out = args.out or f"runs/compare-{args.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = args.out or f"runs/compare-{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
     variants = variants_from_args(args.strategies, args.ablations, args.rates)
-    records = compare(variants, out, args.preset, overrides, args.eval_bytes, jobs=args.jobs, sweep=args.sweep,
+    records = compare(variants, out, preset, overrides, args.eval_bytes, jobs=args.jobs, sweep=args.sweep,
                       seeds=seeds)
     print(format_seed_table(seed_summary(records, variants)) if seeds is not None else format_table(records))
     print(f"results in {out}", file=sys.stderr)
     write_json(args.json, {"results": records})
+
+
+def cmd_compare_runs(args) -> None:
+    from learntok.compare_runs import compare_runs, format_runs
+
+    training = {"--strategies": args.strategies, "--preset": args.preset, "--steps": args.steps, "--out": args.out,
+                "--ablations": args.ablations or None, "--jobs": None if args.jobs == 1 else args.jobs,
+                "--seeds": args.seeds, "--rates": args.rates, "--sweep": args.sweep,
+                "key=value overrides": [o for o in args.overrides if not o.startswith("system.threads=")] or None}  # main adds --threads
+    given = [name for name, value in training.items() if value is not None]
+    if given:
+        raise ConfigError(f"--runs evaluates finished runs: drop the training options ({', '.join(given)})")
+    report = compare_runs(args.runs, args.eval_bytes)
+    print(format_runs(report), end="")
+    write_json(args.json, report)
 
 
 # ---------------------------------------------------------------- prepare (docs/scaling.md)
@@ -359,7 +443,8 @@ def add_prepare(sub) -> None:
     p.add_argument("--test-fraction", type=float, default=0.05, help="expected fraction of documents in test")
     p.add_argument("--seed", type=int, default=0, help="seed of the split hash")
     p.add_argument("--shard-mb", type=POSITIVE, default=256, help="target shard size (MiB)")
-    p.add_argument("--piece-bytes", type=POSITIVE, default=1 << 14, help="read text files as documents of about this many bytes")
+    p.add_argument("--piece-bytes", type=POSITIVE, default=1 << 14,
+                   help="read text files as documents of about this many bytes")
     p.add_argument("--json", type=output_file, help="also write the index to this JSON file")
     p.set_defaults(func=cmd_prepare)
 
@@ -378,11 +463,13 @@ def cmd_prepare(args) -> None:
 
 # ---------------------------------------------------------------- entry point
 
-COMMANDS = [add_train, add_segment, add_eval, add_eval_tasks, add_diagnose, add_plot, add_sample, add_compare, add_prepare]
+COMMANDS = [add_train, add_config, add_segment, add_eval, add_eval_tasks, add_diagnose, add_plot, add_sample,
+            add_compare, add_prepare]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="learntok", description="Byte-level LMs that learn their own tokenization.")
+    parser.add_argument("--version", action="version", version=f"learntok {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in COMMANDS:
         add(sub)
@@ -398,9 +485,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     alone takes them only as one run of positionals)."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
+    command = parser._subparsers._group_actions[0].choices[args.command]  # the subcommand's parser
     # argparse fills positionals only from the first run of them: an optional one (segment's
     # text) given after an option is left over; place it.
-    for action in parser._subparsers._group_actions[0].choices[args.command]._get_positional_actions():
+    for action in command._get_positional_actions():
         if action.nargs == "?" and getattr(args, action.dest) is None:
             plain = [a for a in extra if not a.startswith("-") and (not hasattr(args, "overrides") or "=" not in a)]
             if plain:
@@ -410,7 +498,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.overrides += [a for a in extra if "=" in a and not a.startswith("-")]
         extra = [a for a in extra if "=" not in a or a.startswith("-")]
     if extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        command.error(f"unrecognized arguments: {' '.join(extra)}")
     return args
 
 
@@ -426,5 +514,6 @@ def main(argv: list[str] | None = None) -> int:
         set_threads(args.threads)
         return args.func(args) or 0
     except _expected_errors() as e:
-        print(f"learntok: error: {' '.join(str(e).split())}", file=sys.stderr)
+        message = " ".join(str(e).split()).replace(ERROR, "")     # a quoted child's error line keeps no prefix of its own
+        print(ERROR + message, file=sys.stderr)
         return 2

@@ -2,7 +2,7 @@
 one backbone, preset, data source, step budget and seed; one folder of results.
 
 A variant is `STRATEGY[+OVERRIDE...]`, e.g. `learned`, `uniform`, `learned+gamma=1.0`,
-`learned+model.policy_window=1`. An override is `section.key=value` or one of the short names
+`learned+strategy.window=1`. An override is `section.key=value` or one of the short names
 in ALIASES. Each variant trains in OUT/<variant>/ through `learntok.train.train`, then is
 evaluated on the validation and test splits (bits per byte, with the standard error of the
 mean over documents); a `done.json` marker holds its figures, so a rerun skips finished
@@ -11,7 +11,6 @@ results.json and curves.png (validation bpb against bytes seen, one curve a vari
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -20,14 +19,15 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from learntok.boundaries import strategy_class, strategy_names
+from learntok.boundaries import strategy_names
+from learntok.boundaries.options import option_types
 from learntok.checkpoint import latest_checkpoint, load_run
 from learntok.config import STRATEGY, ConfigError, RunConfig, load_config
 from learntok.data import ByteData
 from learntok.distributed import DistEnv, barrier, init_distributed, shutdown
 from learntok.evaluate import EvalOptions, evaluate_bpb
 from learntok.files import write_text_atomic
-from learntok.frontier import write_frontier
+from learntok.frontier import REFERENCE, write_frontier
 from learntok.plots import pyplot, read_metrics, save_curves, series
 from learntok.runtime import resolve_dtype
 from learntok.train import train
@@ -36,7 +36,7 @@ ALIASES = {  # short override names for variants
     "gamma": "objective.gamma",
     "baseline": "objective.batch_baseline",
     "early": "objective.early_baseline",
-    "w": "model.policy_window",
+    "w": "strategy.window",
     "lambda_rate": "objective.lambda_rate",
     "lambda_pi": "objective.lambda_pi",
     "rate": "model.target_rate",
@@ -49,7 +49,8 @@ ABLATIONS = ["learned+gamma=1.0", "learned+baseline=none", "learned+early=false"
 DONE = "done.json"
 
 # The paper's figures for orientation (docs/compare.md): test bits per byte at 147M on FineWeb,
-# and the whitespace rate of the 40M ablations. Keyed by learntok's variant names.
+# and the whitespace rate of the 40M ablations. Keyed by learntok's variant names; shown only
+# beside runs of a paper preset on FineWeb-like data (`paper_figure`), never beside a small run.
 PAPER = {
     "learned": "1.297 bpb (147M); ws 0.99 (40M)",
     "learned+w=1": "1.280 bpb (147M)",
@@ -60,6 +61,16 @@ PAPER = {
     "learned+gamma=1.0": "ws 0.41 (40M)",
     "learned+early=false": "ws 0.72 (40M)",
 }
+
+
+PAPER_PRESETS = ("20M", "40M", "90M", "147M")
+
+
+def paper_figure(spec: str, preset: str | None, cfg: RunConfig) -> str | None:
+    """The paper's figure for a variant when the run is comparable in kind: a paper preset trained
+    on FineWeb-like data (a source whose name says fineweb). None otherwise."""
+    comparable = preset in PAPER_PRESETS and "fineweb" in str(cfg.data.source).lower()
+    return PAPER.get(spec.partition("@")[0]) if comparable else None
 
 
 def parse_variant(spec: str) -> tuple[str, list[str]]:
@@ -95,21 +106,18 @@ def variant_config(spec: str, preset: str | None, overrides: list[str]) -> RunCo
     `strategy.tokenizer=PATH` to `bpe` alone (check_strategy_options refuses one that none has)."""
     strategy, own = parse_variant(spec)
     if strategy not in strategy_names():
-        raise ConfigError(f"variant {spec!r}: unknown boundary strategy {strategy!r}; known: {', '.join(strategy_names())}")
-    options = strategy_options(strategy)
-    shared = [o for o in overrides if not o.startswith(f"{STRATEGY}.") or o.partition("=")[0][len(STRATEGY) + 1:] in options]
+        raise ConfigError(f"variant {spec!r}: unknown boundary strategy {strategy!r}; "
+                          f"known: {', '.join(strategy_names())}")
+    options = option_types(strategy)
+    shared = [o for o in overrides
+              if not o.startswith(f"{STRATEGY}.") or o.partition("=")[0][len(STRATEGY) + 1:] in options]
     return load_config(preset, None, [*shared, *own])
-
-
-def strategy_options(strategy: str) -> set[str]:
-    """The option names of a strategy's `[strategy]` section."""
-    return {f.name for f in dataclasses.fields(strategy_class(strategy).Config)}
 
 
 def check_strategy_options(variants: list[str], overrides: list[str]) -> None:
     """A shared `strategy.KEY=value` must be an option of at least one variant's strategy."""
     strategies = {parse_variant(v)[0] for v in variants} & set(strategy_names())
-    known = set().union(*map(strategy_options, strategies))
+    known = set().union(*map(option_types, strategies))
     for o in overrides:
         key = o.partition("=")[0]
         if key.startswith(f"{STRATEGY}.") and key[len(STRATEGY) + 1:] not in known:
@@ -123,7 +131,8 @@ def evaluate_run(run_dir: Path, cfg: RunConfig, max_bytes: int | None, env: Dist
     model, _ = load_run(run_dir, env.device)
     data = ByteData.from_config(cfg.data)
     tc, out = cfg.train, {}
-    opts = EvalOptions(tc.batch_size, tc.seq_len, max_bytes, seed=tc.seed, amp=resolve_dtype(cfg.system.dtype, env.device),
+    opts = EvalOptions(tc.batch_size, tc.seq_len, max_bytes, seed=tc.seed,
+                       amp=resolve_dtype(cfg.system.dtype, env.device),
                        per_document=True)
     for split in ("val", "test"):
         r = evaluate_bpb(model, data, split, opts, env)
@@ -146,7 +155,8 @@ def parse_seeds(text: str) -> list[int]:
     try:
         values = [int(p) for p in parts if p]
     except ValueError:
-        raise ConfigError(f"--seeds {text!r}: expected a count (3) or a comma-separated list of integers (0,1,2)") from None
+        raise ConfigError(f"--seeds {text!r}: expected a count (3) or a comma-separated list of integers "
+                          "(0,1,2)") from None
     if "," not in text:
         if len(values) != 1 or not 1 <= values[0] <= 1000:
             raise ConfigError(f"--seeds {text!r}: a count of seeds must be in 1..1000")
@@ -175,13 +185,13 @@ def run_variant(spec: str, preset: str | None, overrides: list[str], out: Path, 
     record = {"variant": spec, "run": run_name(spec, seed), "seed": cfg.train.seed,
               "strategy": cfg.model.boundary, "steps": cfg.train.steps,
               "params": summary.get("params"), "bytes_per_s": train_speed(run_dir),
-              "paper": PAPER.get(spec), **evaluate_run(run_dir, cfg, eval_bytes, env)}
+              "paper": paper_figure(spec, preset, cfg), **evaluate_run(run_dir, cfg, eval_bytes, env)}
     if env.is_main:
         write_text_atomic(run_dir / DONE, json.dumps(record, indent=2) + "\n")
     return record
 
 
-def relative_step_time(records: list[dict], reference: str = "uniform") -> None:
+def relative_step_time(records: list[dict], reference: str = REFERENCE) -> None:
     """Add `step_time_rel`: training seconds per byte relative to the reference strategy at the
     same rate suffix (`uniform`, or `uniform@0.2` for `learned@0.2`; same batch shape, so the
     same ratio per step) and seed. None without a reference run."""
@@ -195,15 +205,18 @@ def relative_step_time(records: list[dict], reference: str = "uniform") -> None:
 
 def format_table(records: list[dict]) -> str:
     """The Markdown table of results.md, in the paper's layout: test bits per byte, the rate
-    reached, the whitespace rate, and the paper's figure where it reports one; then the
-    validation figures, the per-document standard errors and the step time."""
-    head = ("| variant | test bpb | boundary rate | whitespace rate | paper | test doc bpb (s.e.) | val bpb | "
-            "step time vs uniform |\n|---|---|---|---|---|---|---|---|\n")
+    reached, the whitespace rate, and (for paper presets on FineWeb-like data only) the paper's
+    figure; then the validation figures, the per-document standard errors and the step time."""
+    paper = any(r.get("paper") for r in records)
+    head = ("| variant | test bpb | boundary rate | whitespace rate | " + ("paper (147M / 40M, FineWeb) | " if paper else "")
+            + "test doc bpb (s.e.) | val bpb | step time vs uniform |\n|---|---|---|---|" + ("---|" if paper else "")
+            + "---|---|---|\n")
     rows = []
     for r in records:
         rel = f"{r['step_time_rel']:.2f}x" if r.get("step_time_rel") else "n/a"
+        cell = f"{r.get('paper') or '-'} | " if paper else ""
         rows.append(f"| {r.get('run', r['variant'])} | {r['test_bpb']:.4f} | {r['test_boundary_rate']:.3f} | "
-                    f"{r['test_whitespace_rate']:.3f} | {r.get('paper') or '-'} | "
+                    f"{r['test_whitespace_rate']:.3f} | {cell}"
                     f"{r['test_doc_bpb']:.4f} ({r['test_doc_se']:.4f}) | {r['val_bpb']:.4f} | {rel} |")
     return head + "\n".join(rows) + "\n"
 
@@ -228,7 +241,7 @@ def reference_variant(variants: list[str], spec: str) -> str | None:
     """The variant `spec` is paired against: `uniform` at the same rate suffix when it is one of the
     variants, else the first variant (None for the reference itself)."""
     _, at, rate = spec.partition("@")
-    ref = f"uniform{at}{rate}" if f"uniform{at}{rate}" in variants else variants[0]
+    ref = f"{REFERENCE}{at}{rate}" if f"{REFERENCE}{at}{rate}" in variants else variants[0]
     return None if ref == spec else ref
 
 
@@ -240,11 +253,14 @@ def seed_summary(records: list[dict], variants: list[str]) -> list[dict]:
     rows = []
     for spec in variants:
         mine = sorted((r for r in records if r["variant"] == spec), key=lambda r: r["seed"])
+        if not mine:                                             # a variant with no finished seed yet
+            continue
         row = {"variant": spec, "seeds": [r["seed"] for r in mine]}
         for key in ("test_bpb", "val_bpb", "test_boundary_rate", "test_whitespace_rate"):
             row[key], row[f"{key}_se"] = mean_se([r[key] for r in mine])
         ref = reference_variant(variants, spec)
-        pairs = [(r["test_bpb"], by[(ref, r["seed"])]["test_bpb"]) for r in mine if (ref, r["seed"]) in by] if ref else []
+        pairs = [(r["test_bpb"], by[(ref, r["seed"])]["test_bpb"])
+                 for r in mine if (ref, r["seed"]) in by] if ref else []
         if pairs:
             diff, se = mean_se([a - b for a, b in pairs])
             half = t95(len(pairs) - 1) * se if len(pairs) > 1 else math.inf
@@ -323,7 +339,8 @@ def compare(variants: list[str], out: str | Path, preset: str | None = "tiny", o
     if len(set(variants)) != len(variants):
         raise ConfigError(f"variants repeat: {', '.join(variants)}")
     check_strategy_options(variants, list(overrides))
-    configs = [variant_config(spec, preset, list(overrides)) for spec in variants]  # fail on a bad name before any training
+    # fail on a bad name before any training
+    configs = [variant_config(spec, preset, list(overrides)) for spec in variants]
     env = init_distributed(configs[0].system.device)
     if env.is_main:
         out.mkdir(parents=True, exist_ok=True)
@@ -335,7 +352,8 @@ def compare(variants: list[str], out: str | Path, preset: str | None = "tiny", o
             raise ConfigError("--jobs runs variants as separate processes: use it without torchrun")
         run_parallel(units, out, preset, list(overrides), eval_bytes, jobs)
     try:
-        records = [run_variant(spec, preset, list(overrides), out, eval_bytes, env, progress, seed) for spec, seed in units]
+        records = [run_variant(spec, preset, list(overrides), out, eval_bytes, env, progress, seed)
+                   for spec, seed in units]
     finally:
         shutdown(env)
     relative_step_time(records)

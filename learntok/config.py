@@ -1,4 +1,4 @@
-"""Run configuration: component configs composed into one RunConfig (DESIGN §7).
+"""Run configuration: component configs composed into one RunConfig (docs/design.md §7).
 
 Layered and strict: dataclass defaults <- a preset TOML (packaged under learntok/configs, or
 any file) <- `section.key=value` overrides. Unknown sections or keys and values of the wrong
@@ -11,21 +11,18 @@ import dataclasses
 import json
 import math
 import tomllib
-import types
-import typing
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from learntok.boundaries import strategy_class, strategy_names
+from learntok.boundaries.options import STRATEGY, kept_options, move_old_keys, moved_key, option_types, strategy_options
 from learntok.data import DataConfig
 from learntok.errors import ConfigError
+from learntok.fields import check_fields, field_types, parse_value
 from learntok.files import read_input, write_text_atomic
-from learntok.model.config import ModelConfig
+from learntok.nn.config import ModelConfig
 from learntok.objective import ObjectiveConfig
-
-
 
 
 @dataclass
@@ -34,7 +31,8 @@ class TrainConfig:
     steps: int = 10000                 # optimizer steps in the run (0: from train_bytes)
     train_bytes: float = 0.0           # budget in bytes (batch_size x seq_len per step) when steps = 0, e.g. 8.3e8
     batch_size: int = 32               # sequences per step (global: summed over ranks and micro-batches)
-    micro_batch_size: int = 0          # sequences per forward/backward; batch_size / world / this = accumulation steps (0 = no accumulation)
+    # sequences per forward/backward; batch_size / world / this = accumulation steps (0 = no accumulation)
+    micro_batch_size: int = 0
     seq_len: int = 4096                # T: bytes per sequence, BOS included
     seed: int = 0                      # seed of the init, the batch order and the boundary samples
 
@@ -46,7 +44,8 @@ class TrainConfig:
                 raise ValueError(f"train.{name} {getattr(self, name)} must be >= 1"
                                  + (" (or set train.train_bytes)" if name == "steps" else ""))
         if self.micro_batch_size < 0 or (self.micro_batch_size and self.batch_size % self.micro_batch_size):
-            raise ValueError(f"train.micro_batch_size {self.micro_batch_size} does not divide train.batch_size {self.batch_size}")
+            raise ValueError(f"train.micro_batch_size {self.micro_batch_size} does not divide "
+                             f"train.batch_size {self.batch_size}")
         if self.seq_len < 2:
             raise ValueError(f"train.seq_len {self.seq_len} must be >= 2 (BOS and one byte)")
 
@@ -64,11 +63,14 @@ class OptimConfig:
     warmup_bytes: float = 0.0          # warm-up in bytes when warmup_steps = 0, e.g. 6.2e7
     warmup_start: float = 0.0          # the warm-up rises linearly from warmup_start x lr (the authors' code: 0.1)
     weight_decay: float = 0.1          # AdamW decoupled weight decay
-    decay_all: bool = False            # decay every parameter (the authors' code: PyTorch's AdamW on all) instead of matrices only (not norms, biases, embeddings)
+    # decay every parameter (the authors' code: PyTorch's AdamW on all) instead of matrices only
+    # (not norms, biases, embeddings)
+    decay_all: bool = False
     betas: tuple[float, float] = (0.9, 0.95)  # AdamW (beta1, beta2)
     eps: float = 1e-8                  # AdamW epsilon
     grad_clip: float = 1.0             # max global gradient norm (0 = no clipping)
-    policy_lr_mult: float = 1.0        # learning-rate multiplier of the learned policy's parameters (strategies with a score-function policy only)
+    # learning-rate multiplier of the learned policy's parameters (strategies with a score-function policy only)
+    policy_lr_mult: float = 1.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.min_lr_ratio <= 1.0:
@@ -108,8 +110,8 @@ class SystemConfig:
     device: str = "auto"               # auto | cpu | cuda | cuda:N
     dtype: str = "auto"                # autocast dtype: auto (bf16 on CUDA, fp32 on CPU) | fp32 | bf16
     compile: bool = False              # wrap the model in torch.compile (automatic dynamic shapes for the token count)
-    fsdp: bool = False                 # under torchrun: shard parameters, gradients and optimizer state (FSDP2) instead of DDP
-    threads: int = 0                   # CPU threads for torch (0: torch's default, all cores); 1 when runs share a machine
+    fsdp: bool = False  # under torchrun: shard parameters, gradients and optimizer state (FSDP2) instead of DDP
+    threads: int = 0  # CPU threads for torch (0: torch's default, all cores); 1 when runs share a machine
 
     def __post_init__(self) -> None:
         if self.dtype not in ("auto", "fp32", "bf16"):
@@ -146,29 +148,8 @@ SECTIONS: dict[str, type] = {"model": ModelConfig, "objective": ObjectiveConfig,
                              "checkpoint": CheckpointConfig, "system": SystemConfig}
 
 
-STRATEGY = "strategy"  # the section of the chosen strategy's own options (model.boundary's config class)
-
-
 def defaults() -> dict[str, dict[str, Any]]:
     return RunConfig().to_dict()
-
-
-def strategy_options(boundary: str, values: dict[str, Any], source: str = "strategy") -> dict[str, Any]:
-    """The [strategy] section checked against model.boundary's config class: every option, with
-    defaults for those not given. An unknown strategy, or a key of another strategy, is an error."""
-    if boundary not in strategy_names():
-        raise ConfigError(f"model.boundary {boundary!r} is not a boundary strategy; known: {', '.join(strategy_names())}")
-    cls = strategy_class(boundary).Config
-    hints = _field_types(cls)
-    for key in values:
-        if key not in hints:
-            known = ", ".join(hints) or "none"
-            raise ConfigError(f"{source}: {STRATEGY}.{key} is not an option of strategy {boundary!r} (its options: {known})")
-    given = {k: _check(v, hints[k], f"{STRATEGY}.{k}") for k, v in values.items()}
-    try:
-        return dataclasses.asdict(cls(**given))
-    except (ValueError, TypeError) as e:
-        raise ConfigError(f"{STRATEGY}: {e}") from None
 
 
 def build(d: dict[str, dict[str, Any]]) -> RunConfig:
@@ -188,91 +169,32 @@ def build(d: dict[str, dict[str, Any]]) -> RunConfig:
     return cfg
 
 
-# ---------------------------------------------------------------- types
-
-
-def _field_types(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _union(convert, value: Any, tp: Any, name: str) -> Any:
-    """The first member of a Union (Optional) type that `convert` accepts, None aside."""
-    for arg in typing.get_args(tp):
-        if arg is not type(None):
-            try:
-                return convert(value, arg, name)
-            except ConfigError:
-                pass
-    raise ConfigError(f"{name} = {value!r}: expected {tp}")
-
-
-def _check(value: Any, tp: Any, name: str) -> Any:
-    """Check a structured value (TOML / JSON) against a field type; ints are accepted as floats
-    and lists as tuples. Returns the value converted to the field's type."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        return None if value is None and type(None) in args else _union(_check, value, tp, name)
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{name} = {value!r}: expected a list")
-        elem = args[0] if args else Any
-        if len(args) > 1 and args[1] is not Ellipsis and len(value) != len(args):
-            raise ConfigError(f"{name} = {value!r}: expected {len(args)} values")
-        return tuple(_check(v, elem, name) for v in value)
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    elif tp is str:
-        if isinstance(value, str):
-            return value
-    elif tp is Any:
-        return value
-    raise ConfigError(f"{name} = {value!r}: expected {getattr(tp, '__name__', tp)}")
-
-
-_BOOLS = {"true": True, "1": True, "false": False, "0": False}
-
-
-def parse_value(text: str, tp: Any, name: str) -> Any:
-    """Parse an override's text by the field's type: bool (true/false/1/0), int, float, str,
-    optional (none/null), tuple (comma-separated, brackets optional)."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        return None if text.lower() in ("none", "null") and type(None) in args else _union(parse_value, text, tp, name)
-    if origin is tuple:
-        items = [s.strip() for s in text.strip().strip("[]()").split(",") if s.strip()]
-        return _check([parse_value(s, args[0], name) for s in items], tp, name)
-    try:
-        if tp is bool:
-            return _BOOLS[text.lower()]
-        if tp is int:
-            return int(text.replace("_", ""))
-        if tp is float:
-            return float(text)
-    except (KeyError, ValueError):
-        raise ConfigError(f"{name}={text}: expected {tp.__name__}") from None
-    return text
-
-
 # ---------------------------------------------------------------- layering
 
 
+def as_sections(update: dict[str, Any]) -> dict[str, Any]:
+    """A table of sections; a model's config.json nests the strategy's options in [model]: moved to [strategy]."""
+    if isinstance(update.get("model"), dict) and STRATEGY in update["model"]:
+        return {**update, "model": {k: v for k, v in update["model"].items() if k != STRATEGY},
+                STRATEGY: update["model"][STRATEGY]}
+    return update
+
+
 def merge(base: dict[str, dict[str, Any]], update: dict[str, Any], source: str) -> dict[str, dict[str, Any]]:
-    """base with update's values checked against the dataclass field types; strict on names."""
+    """base with update's values checked against the dataclass field types; strict on names. Keys
+    that moved (learntok.boundaries.options.MOVED_KEYS) are read at their new place."""
     out = {k: dict(v) for k, v in base.items()}
     if not isinstance(update, dict):
         raise ConfigError(f"{source}: expected a table of sections, got {type(update).__name__}")
-    if isinstance(update.get("model"), dict) and STRATEGY in update["model"]:  # a model's config.json
-        update = {**update, "model": {k: v for k, v in update["model"].items() if k != STRATEGY},
-                  STRATEGY: update["model"][STRATEGY]}
-    if "boundary" in update.get("model", {}) and update["model"]["boundary"] != out["model"]["boundary"]:
-        out[STRATEGY] = {}                                       # another strategy: the old one's options go
+    update = as_sections(update)
+    boundary = out["model"]["boundary"]
+    if isinstance(update.get("model"), dict):
+        boundary = update["model"].get("boundary", boundary)
+        if isinstance(update.get(STRATEGY, {}), dict):
+            model, options = move_old_keys(update["model"], update.get(STRATEGY, {}), boundary)
+            update = {**update, "model": model, STRATEGY: options}
+    if boundary != out["model"]["boundary"]:
+        out[STRATEGY] = kept_options(out[STRATEGY], boundary)     # another strategy: the options it lacks go
     for section, values in update.items():
         if section not in SECTIONS and section != STRATEGY:
             raise ConfigError(f"{source}: unknown section [{section}]; known: {', '.join([*SECTIONS, STRATEGY])}")
@@ -280,42 +202,41 @@ def merge(base: dict[str, dict[str, Any]], update: dict[str, Any], source: str) 
             raise ConfigError(f"{source}: [{section}] must be a table, got {values!r}")
         if section == STRATEGY:                                  # checked against the strategy in build()
             out[STRATEGY].update(values)
-            continue
-        hints = _field_types(SECTIONS[section])
-        for key, value in values.items():
-            if key not in hints:
-                raise ConfigError(f"{source}: unknown key {section}.{key}; known: {', '.join(out[section])}")
-            out[section][key] = _check(value, hints[key], f"{section}.{key}")
+        else:
+            out[section].update(check_fields(SECTIONS[section], values, section, source))
     return out
 
 
-def apply_overrides(base: dict[str, dict[str, Any]], overrides: list[str]) -> dict[str, dict[str, Any]]:
-    """Apply `section.key=value` strings, each parsed by its field's type (a strategy option by the
-    config class of the strategy chosen after every override: `model.boundary` is applied first)."""
+def parse_overrides(base: dict[str, dict[str, Any]], overrides: list[str]) -> dict[str, dict[str, Any]]:
+    """`section.key=value` strings as sections, each value parsed by its field's type (a strategy
+    option by the config class of the strategy chosen after every override: `model.boundary` first).
+    A key that moved is read at its new place, and ignored by a strategy without it (as before)."""
     update: dict[str, dict[str, Any]] = {}
     boundary_first = sorted(overrides, key=lambda item: not item.strip().startswith("model.boundary="))
     for item in boundary_first:
         key, eq, text = item.partition("=")
-        section, dot, name = key.strip().partition(".")
+        key = key.strip()
+        section, dot, name = moved_key(key).partition(".")
         if not eq or not dot:
             raise ConfigError(f"override {item!r} is not of the form section.key=value")
         if section == STRATEGY:
             boundary = update.get("model", {}).get("boundary", base["model"]["boundary"])
-            if boundary not in strategy_names():
-                raise ConfigError(f"model.boundary {boundary!r} is not a boundary strategy; known: {', '.join(strategy_names())}")
-            hints = _field_types(strategy_class(boundary).Config)
+            hints = option_types(boundary)
             if name not in hints:
+                if moved_key(key) != key:                        # an old key this strategy never read
+                    continue
                 raise ConfigError(f"override {item!r}: {name!r} is not an option of strategy {boundary!r} "
                                   f"(its options: {', '.join(hints) or 'none'})")
-            update.setdefault(section, {})[name] = parse_value(text.strip(), hints[name], key.strip())
+            update.setdefault(section, {})[name] = parse_value(text.strip(), hints[name], key)
             continue
         if section not in SECTIONS:
-            raise ConfigError(f"override {item!r}: unknown section {section!r}; known: {', '.join([*SECTIONS, STRATEGY])}")
-        hints = _field_types(SECTIONS[section])
+            raise ConfigError(f"override {item!r}: unknown section {section!r}; "
+                              f"known: {', '.join([*SECTIONS, STRATEGY])}")
+        hints = field_types(SECTIONS[section])
         if name not in hints:
             raise ConfigError(f"override {item!r}: unknown key {section}.{name}")
-        update.setdefault(section, {})[name] = parse_value(text.strip(), hints[name], key.strip())
-    return merge(base, update, "override")
+        update.setdefault(section, {})[name] = parse_value(text.strip(), hints[name], key)
+    return update
 
 
 def preset_names() -> list[str]:
@@ -346,15 +267,28 @@ def read_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path}: {e}") from None
 
 
+Layer = tuple[str, dict[str, dict[str, Any]], dict[str, dict[str, Any]]]  # (source, what it gives, the config after it)
+
+
+def layers(preset: str | None = None, file: str | Path | None = None,
+           overrides: list[str] | tuple[str, ...] = ()) -> list[Layer]:
+    """defaults <- preset <- file <- overrides, checked at each layer: for each layer, its source
+    (default, preset, file, override), the sections and keys it gives, and the sections after it."""
+    d = defaults()
+    out: list[Layer] = [("default", d, d)]
+    for source, name, read in (("preset", preset, read_preset), ("file", file, read_file)):
+        if name is not None:
+            given = read(name)
+            d = merge(d, given, f"preset {name}" if source == "preset" else str(name))
+            out.append((source, as_sections(given), d))
+    given = parse_overrides(d, list(overrides))
+    return out + [("override", given, merge(d, given, "override"))]
+
+
 def load_config(preset: str | None = None, file: str | Path | None = None,
                 overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
     """defaults <- preset <- file <- overrides, checked at each layer."""
-    d = defaults()
-    if preset is not None:
-        d = merge(d, read_preset(preset), f"preset {preset}")
-    if file is not None:
-        d = merge(d, read_file(file), str(file))
-    return build(apply_overrides(d, list(overrides)))
+    return build(layers(preset, file, overrides)[-1][2])
 
 
 # ---------------------------------------------------------------- dumping
@@ -372,13 +306,14 @@ def _toml_value(v: Any) -> str:
     raise TypeError(f"cannot write {v!r} to TOML")
 
 
-def to_toml(cfg: RunConfig) -> str:
-    """Flat sections of scalars; None values are left out (TOML has no null: the default stands)."""
-    lines = []
+def to_toml(cfg: RunConfig, comments: dict[str, str] | None = None) -> str:
+    """Flat sections of scalars; None values are left out (TOML has no null: the default stands).
+    `comments`: a trailing comment for some keys ("section.key"), aligned within each section."""
+    lines, comments = [], comments or {}
     for section, values in cfg.to_dict().items():
-        lines.append(f"[{section}]")
-        lines += [f"{k} = {_toml_value(v)}" for k, v in values.items() if v is not None]
-        lines.append("")
+        pairs = [(f"{k} = {_toml_value(v)}", comments.get(f"{section}.{k}")) for k, v in values.items() if v is not None]
+        width = max((len(p) for p, _ in pairs), default=0)
+        lines += [f"[{section}]", *(f"{p:<{width}}  # {c}" if c else p for p, c in pairs), ""]
     return "\n".join(lines)
 
 
@@ -389,10 +324,3 @@ def to_json(cfg: RunConfig) -> str:
 def save_config(cfg: RunConfig, path: str | Path) -> None:
     path = Path(path)
     write_text_atomic(path, to_json(cfg) if path.suffix == ".json" else to_toml(cfg))
-
-
-def from_model_dict(d: dict[str, Any]) -> ModelConfig:
-    """A strict ModelConfig from a dict (checkpoint config.json)."""
-    if not isinstance(d, dict):
-        raise ConfigError(f"a model config must be a table, got {type(d).__name__}")
-    return build(merge(defaults(), {"model": d}, "model config")).model

@@ -1,5 +1,5 @@
 """`learntok diagnose`: how noisy is the policy-gradient estimate, with and without each of the
-paper's variance-reduction tricks (DESIGN §4)?
+paper's variance-reduction tricks (docs/design.md §4)?
 
 On fixed batches, the boundaries are resampled K times. For every sample, each estimator
 variant's gradient on the policy's parameters is computed from the *same* sampled boundaries
@@ -97,7 +97,8 @@ def diagnose(model, batches: list[torch.Tensor], samples: int = 16, seed: int = 
         m = torch.cat(means[name])
         row = {k: sum(s[k] for s in per_batch[name]) / len(batches) for k in ("variance", "signal", "snr")}
         row["cos_to_loo"] = float(torch.nn.functional.cosine_similarity(m, ref_mean, dim=0))
-        row["variance_vs_raw"] = row["variance"] / max(sum(s["variance"] for s in per_batch[raw]) / len(batches), 1e-300)
+        row["variance_vs_raw"] = row["variance"] / max(sum(s["variance"] for s in per_batch[raw]) / len(batches),
+                                                       1e-300)
         table[name] = row
     return table
 
@@ -105,7 +106,8 @@ def diagnose(model, batches: list[torch.Tensor], samples: int = 16, seed: int = 
 def markdown_table(table: dict[str, dict[str, float]]) -> str:
     lines = ["| estimator | variance | variance / raw | SNR | cos to loo mean |", "| --- | ---: | ---: | ---: | ---: |"]
     for name, r in table.items():
-        lines.append(f"| {name} | {r['variance']:.3e} | {r['variance_vs_raw']:.3g} | {r['snr']:.3g} | {r['cos_to_loo']:.3f} |")
+        lines.append(f"| {name} | {r['variance']:.3e} | {r['variance_vs_raw']:.3g} | {r['snr']:.3g} | "
+                     f"{r['cos_to_loo']:.3f} |")
     return "\n".join(lines)
 
 

@@ -50,7 +50,8 @@ def init_distributed(device_name: str = "auto") -> DistEnv:
         device = torch.device("cuda", local)
         torch.cuda.set_device(device)
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", device_id=device if device.type == "cuda" else None)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
+                                device_id=device if device.type == "cuda" else None)
     return DistEnv(rank, world, local, device)
 
 
@@ -145,7 +146,8 @@ def checkpoint_views(model: nn.Module, optimizer: torch.optim.Optimizer, fsdp: b
     return FullState(model_sd, model.cfg), FullState({**optim_sd, "format": "fqn"})
 
 
-def load_state(model: nn.Module, optimizer: torch.optim.Optimizer, weights: dict, optim_state: dict, fsdp: bool) -> None:
+def load_state(model: nn.Module, optimizer: torch.optim.Optimizer, weights: dict, optim_state: dict,
+               fsdp: bool) -> None:
     """Weights and optimizer state from a checkpoint into a plain, DDP or FSDP model. The
     optimizer state is the plain format, or the name-keyed one an FSDP run writes."""
     if not fsdp and optim_state.get("format") != "fqn":
@@ -155,7 +157,8 @@ def load_state(model: nn.Module, optimizer: torch.optim.Optimizer, weights: dict
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
 
     if optim_state.get("format") != "fqn":                      # a plain checkpoint resumed under FSDP
-        raise ConfigError("resuming a non-FSDP checkpoint with system.fsdp=true is not supported; resume it without FSDP")
+        raise ConfigError("resuming a non-FSDP checkpoint with system.fsdp=true is not supported; "
+                          "resume it without FSDP")
     optim_state = {k: v for k, v in optim_state.items() if k != "format"}
     set_state_dict(model, optimizer, model_state_dict=weights, optim_state_dict=optim_state,
                    options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=False))
@@ -166,7 +169,7 @@ def compile_model(model: nn.Module, backend: str = "inductor") -> nn.Module:
     boundaries (rounded up to model.token_pad_multiple): the first call specialises on its S,
     the first different S recompiles once with S symbolic, and later values reuse that graph
     (tests/test_distributed.py counts the compiles). B and T are fixed in training. The one
-    host sync per forward (num_tokens) is a graph break between the two compiled halves."""
+    host sync per forward (token_counts) is a graph break between the two compiled halves."""
     return torch.compile(model, backend=backend, dynamic=None)
 
 

@@ -1,4 +1,4 @@
-"""`learntok eval-tasks`: zero-shot tasks from JSONL(.gz) files (the forms in shared/evals).
+"""`learntok eval-tasks`: zero-shot tasks from JSONL(.gz) files (the forms: docs/evaluation.md).
 
 Two forms, told apart by the fields of each file's first record:
 - multiple choice: `query`, `choices` (list of strings), `gold` (index of the right choice);
@@ -32,10 +32,10 @@ import torch
 from learntok.data import DataError
 from learntok.checkpoint import load_run
 from learntok.data.corpora import json_records
-from learntok.data.vocab import BOS, PAD
+from learntok.data.vocab import bos_rows
 from learntok.evaluate import mean_and_se
 from learntok.files import open_input
-from learntok.objective import LN2
+from learntok.objective import bits_per_byte
 from learntok.runtime import autocast, inference
 
 FORMS = {"multiple_choice": ("query", "choices", "gold"), "continuation": ("context", "continuation")}
@@ -76,7 +76,7 @@ def _example(rec: dict, form: str, where: str) -> Example:
             raise TaskError(f"{where}: fields 'context' and 'continuation' must be strings")
         return Example(rec["context"], [rec["continuation"]], 0)
     choices, gold = rec["choices"], rec["gold"]
-    if not isinstance(rec["query"], str) or not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
+    if not (isinstance(rec["query"], str) and isinstance(choices, list) and all(isinstance(c, str) for c in choices)):
         raise TaskError(f"{where}: field 'query' must be a string and 'choices' a list of strings")
     if not isinstance(gold, int) or not 0 <= gold < len(choices):
         raise TaskError(f"{where}: field 'gold' {gold!r} is not an index into {len(choices)} choices")
@@ -133,12 +133,9 @@ def _rows(pairs: list[tuple[bytes, bytes]], seq_len: int) -> tuple[torch.Tensor,
         cont = cont[-keep:]                                      # a continuation longer than a row: its tail
         seqs.append((ctx + cont)[-keep:])
         n_cont.append(len(cont))
-    T = 1 + max(len(s) for s in seqs)
-    x = torch.full((len(seqs), T), PAD, dtype=torch.long)
-    cont = torch.zeros(len(seqs), T - 1, dtype=torch.bool)
-    x[:, 0] = BOS
+    x = bos_rows(seqs)                                           # (B, T)
+    cont = torch.zeros(len(seqs), x.size(1) - 1, dtype=torch.bool)
     for b, (s, n) in enumerate(zip(seqs, n_cont)):
-        x[b, 1:1 + len(s)] = torch.tensor(list(s), dtype=torch.long)
         cont[b, len(s) - n:len(s)] = True                        # targets t predict x[t+1]
     return x, cont
 
@@ -154,7 +151,7 @@ def evaluate_task(model, form: str, examples: list[Example], delimiter: str = " 
     per_ex: list[list[tuple[float, int, bool]]] = [[] for _ in examples]
     for e_i, s in zip(owner, scores):
         per_ex[e_i].append(s)
-    acc, acc_norm, gold_bits, gold_bytes = [], [], [], []
+    acc, acc_norm, gold_nats, gold_bytes = [], [], [], []
     for ex, s in zip(examples, per_ex):
         ll = np.array([v[0] for v in s])
         n = np.array([max(v[1], 1) for v in s])
@@ -164,15 +161,15 @@ def evaluate_task(model, form: str, examples: list[Example], delimiter: str = " 
         else:
             acc.append(float(np.argmax(ll) == ex.gold))
             acc_norm.append(float(np.argmax(ll / n) == ex.gold))
-        gold_bits.append(-s[ex.gold][0] / LN2)
+        gold_nats.append(-s[ex.gold][0])
         gold_bytes.append(s[ex.gold][1])
-    bits, nbytes = np.array(gold_bits), np.array(gold_bytes)
-    per_example = bits / np.maximum(nbytes, 1)
+    nats, nbytes = np.array(gold_nats), np.array(gold_bytes)
+    per_example = bits_per_byte(nats, nbytes)
     bpb_mean, bpb_se = mean_and_se(per_example)
     acc_mean, acc_se = mean_and_se(np.array(acc))
     return {"form": form, "n": len(examples), "accuracy": acc_mean, "accuracy_se": acc_se,
             "accuracy_norm": float(np.mean(acc_norm)), "gold_bpb": bpb_mean, "gold_bpb_se": bpb_se,
-            "gold_bpb_corpus": float(bits.sum() / max(nbytes.sum(), 1)), "gold_bytes": int(nbytes.sum())}
+            "gold_bpb_corpus": float(bits_per_byte(nats.sum(), nbytes.sum())), "gold_bytes": int(nbytes.sum())}
 
 
 def run_tasks(path, tasks: list[str], batch_size: int = 16, seq_len: int | None = None, greedy: bool = False,

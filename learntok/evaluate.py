@@ -1,6 +1,6 @@
 """`learntok eval`: bits per byte with error bars, the K-sample bound, and boundary quality.
 
-Bits per byte (DESIGN §4): sum of CE in nats over real target bytes / (ln 2 * those bytes),
+Bits per byte (docs/design.md §4): sum of CE in nats over real target bytes / (ln 2 * those bytes),
 corpus-level; and the mean over documents of each document's bpb, with its standard error.
 With K samples per window, `bpb` is the mean over the K sampled segmentations (an upper bound
 on the model's marginal bpb in expectation) and `bpb_bound` the log-mean-exp bound
@@ -24,13 +24,15 @@ import numpy as np
 import torch
 
 from learntok import boundary_quality as bq
-from learntok.checkpoint import load_run
+from learntok.boundaries import build_strategy
+from learntok.checkpoint import load_run, load_run_folder
 from learntok.config import ConfigError
 from learntok.data import ByteData, DataConfig, DataError
-from learntok.data.dataset import ALL
+from learntok.data.dataset import ALL, FIT_BYTES
 from learntok.distributed import DistEnv, all_reduce
+from learntok.errors import CheckpointError
 from learntok.model.pretrained import resolve
-from learntok.objective import LN2, boundary_counts, boundary_rates, token_ce
+from learntok.objective import bits_per_byte, boundary_counts, boundary_rates, token_ce
 from learntok.rate import RateSetting, held_out_batches, set_rate
 from learntok.runtime import autocast, inference, resolve_device, resolve_dtype
 
@@ -38,7 +40,7 @@ from learntok.runtime import autocast, inference, resolve_device, resolve_dtype
 def logmeanexp_bound(ce_sums: torch.Tensor, n_bytes: int | float) -> float:
     """The K-sample bound in bits per byte. ce_sums (K, N): CE in nats summed over each of N
     windows, for K sampled segmentations; n_bytes: scored bytes in the N windows."""
-    return float(window_bound_nats(ce_sums).sum()) / (LN2 * max(n_bytes, 1))
+    return float(bits_per_byte(float(window_bound_nats(ce_sums).sum()), n_bytes))
 
 
 def window_bound_nats(ce_sums: torch.Tensor) -> torch.Tensor:
@@ -69,8 +71,11 @@ class EvalOptions:
                                          # periodic figures and `eval`/`compare` agree
     per_document: bool = False           # per-document bpb (mean and standard error)
     quality: bool = False                # chunk lengths and P/R/F1 against word and space starts
-    per_window: bool = False             # each window's CE nats and scored bytes (pairs two models on the same windows; one process)
+    # each window's CE nats and scored bytes (pairs two models on the same windows; one process)
+    per_window: bool = False
     reference_starts: Callable[[torch.Tensor], torch.Tensor] | None = None  # x -> (B, T) bool, e.g. BPE starts
+    boundaries_from: Callable[[torch.Tensor], torch.Tensor] | None = None  # x -> (B, T) decisions the model is scored
+                                         # with instead of its own (the boundary swap: `decision_source`)
 
 
 def position_bytes(cfg) -> int:
@@ -93,10 +98,13 @@ def evaluate_bpb(model, data: ByteData, split: str, opts: EvalOptions, env: Dist
     K = 1 if opts.greedy else opts.samples
     rank, world = (env.rank, env.world) if env is not None else (0, 1)
     n_docs = data.n_documents(split) if opts.per_document else 0
-    zeros = lambda *shape: torch.zeros(*shape, dtype=torch.float64, device=device)  # noqa: E731
-    nats_k, bound, counts = zeros(K), zeros(1), zeros(4)          # per sample; K-sample bound; boundary counts
-    n_target, doc_nats, doc_bytes = zeros(1), zeros(n_docs), zeros(n_docs)
-    quality = zeros(QUALITY_REFS * 3 + bq.HIST_MAX + 1)          # P/R/F1 counts per reference; histogram
+    sizes = {"nats": K,                                          # CE nats per sample
+             "bound": 1,                                         # the K-sample bound's nats
+             "counts": 4,                                        # boundary_counts
+             "bytes": 1,                                         # scored target bytes
+             "doc_nats": n_docs, "doc_bytes": n_docs,            # per document (per_document)
+             "quality": QUALITY_REFS * 3 + bq.HIST_MAX + 1}      # P/R/F1 counts per reference; histogram
+    sums = {name: torch.zeros(n, dtype=torch.float64, device=device) for name, n in sizes.items()}
     windows: list[torch.Tensor] = []                             # per_window: (2, B) nats and bytes per batch
     if opts.per_window and world > 1:
         raise ConfigError("per-window figures are for one process (they pair two models' windows)")
@@ -110,33 +118,64 @@ def evaluate_bpb(model, data: ByteData, split: str, opts: EvalOptions, env: Dist
             ce_k = []
             for k in range(K):
                 with autocast(device, opts.amp):
-                    out = model(x, greedy=opts.greedy)
+                    out = decide_and_forward(model, x, opts)
                 ce, mask = token_ce(out.logits, x)               # (B, T-1)
                 ce_k.append(ce.double().sum(1))                  # (B,)
                 if k == 0:
                     a = out.boundaries                           # (B, T) the first sample's decisions
             ce_k = torch.stack(ce_k)                             # (K, B)
-            nats_k += ce_k.sum(1)
-            bound += window_bound_nats(ce_k).sum()
+            sums["nats"] += ce_k.sum(1)
+            sums["bound"] += window_bound_nats(ce_k).sum()
             n_row = mask.double().sum(1)                         # (B,) scored bytes
-            n_target += n_row.sum()
-            counts += boundary_counts(x, a).double()
+            sums["bytes"] += n_row.sum()
+            sums["counts"] += boundary_counts(x, a).double()
             if opts.per_document:
                 ids = doc_ids.to(device)
-                doc_nats.index_add_(0, ids, ce_k.mean(0))
-                doc_bytes.index_add_(0, ids, n_row)
+                sums["doc_nats"].index_add_(0, ids, ce_k.mean(0))
+                sums["doc_bytes"].index_add_(0, ids, n_row)
             if opts.quality:
-                quality += _quality_counts(x, a, opts.reference_starts)
+                sums["quality"] += _quality_counts(x, a, opts.reference_starts)
             if opts.per_window:
                 windows.append(torch.stack([ce_k.mean(0), n_row]))
-    sums = torch.cat([nats_k, bound, counts, n_target, doc_nats, doc_bytes, quality])
+    flat = torch.cat(list(sums.values()))                        # one all-reduce for every sum
     if world > 1:
-        sums = all_reduce(sums, env)
-    result = _report(sums.cpu().numpy(), K, n_docs, opts)       # the one host sync
+        flat = all_reduce(flat, env)
+    values = flat.cpu().numpy()                                  # the one host sync
+    totals = dict(zip(sums, np.split(values, np.cumsum(list(sizes.values()))[:-1])))
+    result = _report(totals, K, opts)
     if opts.per_window:
         per = torch.cat(windows, dim=1).cpu().numpy() if windows else np.zeros((2, 0))
         result.update(window_nats=per[0], window_bytes=per[1])
     return result
+
+
+def decide_and_forward(model, x: torch.Tensor, opts: EvalOptions):
+    """The model's forward on x (B, T): with its own decisions, or with opts.boundaries_from's. The
+    source draws from the evaluation's seeded stream where the model's own decisions would, and the
+    model's draws with the decisions given (nawrot still draws its relaxed sample) are discarded, so
+    a source that is the model itself gives the model's own evaluation exactly, at every sample k."""
+    if opts.boundaries_from is None:
+        return model(x, greedy=opts.greedy)
+    given = opts.boundaries_from(x)                              # (B, T) float 0/1
+    with torch.random.fork_rng(devices=[x.device] if x.device.type == "cuda" else []):
+        return model(x, boundaries=given, greedy=opts.greedy)
+
+
+def window_nats(model, data: ByteData, split: str, opts: EvalOptions) -> dict[str, np.ndarray | float]:
+    """Per window (row) of `split`: CE nats summed and scored bytes (evaluate_bpb's per-window
+    figures, so their totals give its bpb), with the bpb and the boundary and whitespace rates.
+    They pair two models (or one model's two sources of decisions) on the same windows."""
+    r = evaluate_bpb(model, data, split, dataclasses.replace(opts, per_window=True))
+    return {"nats": r["window_nats"], "bytes": r["window_bytes"], "bpb": r["bpb"], "rate": r["boundary_rate"],
+            "whitespace_rate": r["whitespace_rate"]}
+
+
+def paired_difference(a: dict, b: dict) -> tuple[float, float]:
+    """bpb of `a` minus bpb of `b` on the same windows (corpus level), and the standard error of
+    the mean per-window difference (windows of one document are not independent: a lower bound)."""
+    diff = bits_per_byte(a["nats"] - b["nats"], a["bytes"])
+    mean = float(bits_per_byte(a["nats"].sum() - b["nats"].sum(), a["bytes"].sum()))
+    return mean, float(diff.std(ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else 0.0
 
 
 QUALITY_REFS = len(bq.WORD_REFERENCES) + 1  # the word references, then the optional reference starts (BPE)
@@ -146,23 +185,25 @@ def _quality_counts(x: torch.Tensor, a: torch.Tensor, reference_starts) -> torch
     """(3 QUALITY_REFS + HIST_MAX + 1,) fp64: P/R/F1 counts against each of bq.WORD_REFERENCES and
     the reference starts (zeros without one), then the chunk-length histogram."""
     scored = bq.scored_positions(x)
-    ref = bq.prf_counts(a, reference_starts(x), scored) if reference_starts is not None else torch.zeros(3, device=x.device)
+    if reference_starts is not None:
+        ref = bq.prf_counts(a, reference_starts(x), scored)
+    else:
+        ref = torch.zeros(3, device=x.device)
     words = [bq.prf_counts(a, starts(x), scored) for starts in bq.WORD_REFERENCES.values()]
     return torch.cat([*words, ref.long(), bq.chunk_length_histogram(x, a)]).double()
 
 
-def _report(v: np.ndarray, K: int, n_docs: int, opts: EvalOptions) -> dict:
-    """The figures from evaluate_bpb's sums (layout: see the torch.cat there)."""
-    nats_k, bound, counts, n = v[:K], v[K], v[K + 1:K + 5], v[K + 5]
-    doc_nats, doc_bytes, quality = v[K + 6:K + 6 + n_docs], v[K + 6 + n_docs:K + 6 + 2 * n_docs], v[K + 6 + 2 * n_docs:]
-    per_sample = (nats_k / (LN2 * max(n, 1))).tolist()
+def _report(v: dict[str, np.ndarray], K: int, opts: EvalOptions) -> dict:
+    """The figures from evaluate_bpb's named sums."""
+    counts, n, doc_nats, doc_bytes, quality = v["counts"], v["bytes"][0], v["doc_nats"], v["doc_bytes"], v["quality"]
+    per_sample = bits_per_byte(v["nats"], n).tolist()
     rates = boundary_rates(torch.from_numpy(counts))
     result = {"bpb": float(np.mean(per_sample)), "bpb_per_sample": per_sample, "samples": K, "greedy": opts.greedy,
-              "bpb_bound": float(bound) / (LN2 * max(n, 1)), "n_bytes": int(n),
+              "bpb_bound": float(bits_per_byte(v["bound"][0], n)), "n_bytes": int(n),
               "boundary_rate": float(rates["boundary_rate"]), "whitespace_rate": float(rates["whitespace_rate"])}
     if opts.per_document:
         seen = doc_bytes > 0
-        doc_mean, doc_se = mean_and_se(doc_nats[seen] / (LN2 * doc_bytes[seen]))
+        doc_mean, doc_se = mean_and_se(bits_per_byte(doc_nats[seen], doc_bytes[seen]))
         result.update(doc_bpb_mean=doc_mean, doc_bpb_se=doc_se, n_docs=int(seen.sum()),
                       doc_nats=doc_nats, doc_bytes=doc_bytes.astype(np.int64))
     if opts.quality:
@@ -187,7 +228,7 @@ def breakdown(names: list[str], doc_nats: np.ndarray, doc_bytes: np.ndarray) -> 
         groups["per_file"].setdefault(name, []).append(i)
         groups["per_extension"].setdefault(Path(name).suffix or "(none)", []).append(i)
     return {kind: {key: {"bytes": int(doc_bytes[idx].sum()),
-                         "bpb": float(doc_nats[idx].sum() / (LN2 * max(doc_bytes[idx].sum(), 1)))}
+                         "bpb": float(bits_per_byte(doc_nats[idx].sum(), doc_bytes[idx].sum()))}
                    for key, idx in sorted(g.items())}
             for kind, g in groups.items()}
 
@@ -204,20 +245,48 @@ def reference_starts_for(model, data: ByteData, vocab_size: int) -> tuple[Callab
                                                "vocab_size": tok.get_vocab_size()}
 
 
-FIT_BYTES = 4_000_000  # bytes of training text the reference BPE is trained on
+UNIFORM = "uniform"  # `--boundaries-from uniform`: the rule, not a folder (write ./uniform for one)
+
+
+def decision_source(spec: str, model, greedy: bool, device: torch.device) -> tuple[Callable, dict]:
+    """(x -> (B, T) decisions, what they are) for `eval --boundaries-from`: `uniform` (the uniform
+    rule at the model's target rate) or another run's (or model folder's) model deciding with its
+    own strategy on each window, sampled (or greedy, as the evaluation) from the evaluation's
+    seeded stream (`decide_and_forward`). A non-causal source (`bpe`) is fine: nothing is generated."""
+    if spec == UNIFORM:
+        rule = build_strategy(dataclasses.replace(model.cfg, boundary=UNIFORM, strategy={}))  # reads no encoder output
+        return (lambda x: rule(None, x).decisions), {"source": UNIFORM, "strategy": UNIFORM,
+                                                     "target_rate": model.cfg.target_rate}
+    if not Path(spec).exists():
+        raise ConfigError(f"--boundaries-from {spec}: no such run or model folder (or give '{UNIFORM}')")
+    try:
+        other, other_cfg = load_run(spec, device)
+    except CheckpointError as e:
+        raise CheckpointError(f"--boundaries-from {spec}: {e}") from None
+    if other.cfg.vocab_size != model.cfg.vocab_size:
+        raise ConfigError(f"--boundaries-from {spec}: its byte vocabulary has {other.cfg.vocab_size} ids, this "
+                          f"model's {model.cfg.vocab_size}: they do not read the same windows")
+    info = {"source": str(resolve(spec)), "strategy": other.cfg.boundary, "target_rate": other.cfg.target_rate,
+            "data_source": other_cfg.data.source if other_cfg is not None else None}
+    return (lambda x: other(x, greedy=greedy).boundaries), info
 
 
 def run_eval(path: str | Path, split: str = "test", source: str | None = None, samples: int = 1,
              greedy: bool = False, batch_size: int | None = None, seq_len: int | None = None,
              max_bytes: int | None = None, seed: int = 0, bpe_vocab: int = 4096,
-             device: str = "cpu", rate: float | None = None) -> dict:
+             device: str = "cpu", rate: float | None = None, boundaries_from: str | None = None) -> dict:
     """Everything `learntok eval` reports, as one JSON-ready dict. The data is the run's own
     (`data.source`, its split), read through ByteData as training read it, or `source`. With
-    `rate`, the model runs at that boundary rate, calibrated on the val split (learntok.rate)."""
+    `rate`, the model runs at that boundary rate, calibrated on the val split (learntok.rate).
+    With `boundaries_from` (`decision_source`), the figures are the model's with those decisions,
+    and `own` holds its own decisions' on the same windows, paired (docs/compare.md)."""
     if samples < 1:
         raise ConfigError(f"--samples {samples} must be >= 1")
+    if rate is not None and boundaries_from is not None:
+        raise ConfigError("--rate sets the model's own boundary rate, which --boundaries-from replaces: give one of them")
     dev = resolve_device(device)
-    model, run_cfg = load_run(path, dev)
+    model, run_cfg, folder = load_run_folder(path, dev)
+    decide, swap = decision_source(boundaries_from, model, greedy, dev) if boundaries_from is not None else (None, None)
     if source is None and run_cfg is None:
         raise DataError("this model folder holds no run config: pass --source")
     data_cfg = run_cfg.data if run_cfg is not None else DataConfig()
@@ -230,16 +299,23 @@ def run_eval(path: str | Path, split: str = "test", source: str | None = None, s
     reference, bpe_info = reference_starts_for(model, data, bpe_vocab)
     opts = EvalOptions(batch_size, seq_len, max_bytes, samples, greedy, seed,
                        amp=resolve_dtype(run_cfg.system.dtype if run_cfg else "auto", dev),
-                       per_document=True, quality=True, reference_starts=reference)
+                       per_document=True, quality=True, reference_starts=reference, boundaries_from=decide)
     setting = None
     if rate is not None:
         calibration = held_out_batches(data, opts.seq_len, split="val" if "val" in data.split_names else split)
         setting = dataclasses.asdict(set_rate(model, rate, calibration, greedy, seed))
-    result = evaluate_bpb(model, data, split, opts)
+    result = evaluate_bpb(model, data, split, dataclasses.replace(opts, per_window=decide is not None))
     if setting is not None:
         result["rate_setting"] = setting
+    if decide is not None:
+        own = window_nats(model, data, split, dataclasses.replace(opts, boundaries_from=None, per_document=False,
+                                                                   quality=False))
+        swapped = {"nats": result.pop("window_nats"), "bytes": result.pop("window_bytes")}
+        diff, se = paired_difference(swapped, own)
+        result.update(boundaries_from=swap, swap_minus_own=diff, swap_minus_own_se=se, n_windows=len(own["nats"]),
+                      own={k: own[k] for k in ("bpb", "rate", "whitespace_rate")})
     doc_nats, doc_bytes = result.pop("doc_nats"), result.pop("doc_bytes")
-    report = {"checkpoint": str(resolve(path)), "split": split, "source": data_cfg.source,
+    report = {"checkpoint": str(folder), "split": split, "source": data_cfg.source,
               "strategy": model.cfg.boundary, "seq_len": opts.seq_len, "batch_size": opts.batch_size, "seed": seed,
               "bpe_reference": bpe_info, **result}
     names = data.names(split)
@@ -258,6 +334,14 @@ def format_report(r: dict) -> str:
         lines.append(RateSetting(**r["rate_setting"]).describe().replace("held-out", "val"))
     lines.append(f"boundaries{' (greedy)' if r['greedy'] else ''}: rate {r['boundary_rate']:.3f}  whitespace rate "
                  f"{r['whitespace_rate']:.3f}  mean chunk {r['mean_chunk_length']:.2f} bytes")
+    if "boundaries_from" in r:
+        src, own = r["boundaries_from"], r["own"]
+        lines[1:1] = [f"boundaries from {src['source']} ({src['strategy']}): the figures below are this model's with "
+                      f"those decisions",
+                      f"own boundaries on the same windows: bpb {own['bpb']:.4f}, rate {own['rate']:.3f}, whitespace rate "
+                      f"{own['whitespace_rate']:.3f}; swapped - own {r['swap_minus_own']:+.4f} bpb "
+                      f"({r['swap_minus_own_se']:.4f} s.e. over {r['n_windows']} windows): what its own boundaries are "
+                      f"worth to it"]
     for ref in (*bq.WORD_REFERENCES, "bpe_starts"):
         if ref in r:
             m = r[ref]

@@ -4,55 +4,26 @@ against `uniform` at the same target rate, and against training FLOPs per byte; 
 run at every rate by calibration (`--sweep`) against the models trained at each rate."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from learntok.checkpoint import load_run
 from learntok.config import ConfigError, RunConfig
 from learntok.data import ByteData
-from learntok.evaluate import EvalOptions, evaluate_bpb
+from learntok.evaluate import EvalOptions, paired_difference, window_nats
 from learntok.files import replacing, write_text_atomic
-from learntok.model.aunet import AUNet
-from learntok.objective import LN2
+from learntok.objective import bits_per_byte
+from learntok.plan import flops_per_byte
 from learntok.plots import pyplot
 from learntok.rate import held_out_batches, set_rate
 from learntok.runtime import resolve_device, resolve_dtype
 
-
-def window_nats(model, data: ByteData, split: str, opts: EvalOptions) -> dict[str, np.ndarray | float]:
-    """Per window (row) of `split`: CE nats summed and scored bytes (evaluate_bpb's per-window
-    figures, so their totals give its bpb), and the boundary rate. They pair two models on the
-    same windows."""
-    r = evaluate_bpb(model, data, split, dataclasses.replace(opts, per_window=True))
-    return {"nats": r["window_nats"], "bytes": r["window_bytes"], "rate": r["boundary_rate"]}
+REFERENCE = "uniform"  # the control every comparison is measured against: the same rate, no information
 
 
-def paired_difference(a: dict, b: dict) -> tuple[float, float]:
-    """bpb of `a` minus bpb of `b` on the same windows (corpus level), and the standard error of
-    the mean per-window difference (windows of one document are not independent: a lower bound)."""
-    diff = (a["nats"] - b["nats"]) / (LN2 * np.maximum(a["bytes"], 1))
-    mean = float((a["nats"].sum() - b["nats"].sum()) / (LN2 * a["bytes"].sum()))
-    return mean, float(diff.std(ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else 0.0
-
-
-def train_flops_per_byte(cfg, rate: float, seq_len: int) -> float:
-    """Training FLOPs per byte, forward and backward: 6 per weight per position it acts on
-    (Kaplan et al. 2020), byte-level weights (encoder, decoder, both heads) on every byte, token-level
-    ones (mid) on a fraction `rate` of them; attention adds 12 D per (query, key) pair: the byte
-    window at byte level, on average half the rate * seq_len tokens at token level. An estimate
-    that is the same for every strategy (the boundary strategy's few weights are left out)."""
-    with torch.device("meta"):
-        model = AUNet(cfg)
-    count = lambda *mods: sum(p.numel() for m in mods for p in m.parameters())  # noqa: E731
-    byte_w = count(model.encoder, model.decoder, model.head, model.early_head)
-    token_w = count(model.mid)
-    attn = 12 * cfg.d_model * (cfg.attn_window * (cfg.n_down + cfg.n_up) + cfg.n_mid * rate * (rate * seq_len / 2))
-    return 6.0 * (byte_w + rate * token_w) + attn
 
 
 def _windows(run_dir: Path, cfg: RunConfig, data: ByteData, opts: EvalOptions, rate: float | None = None) -> dict:
@@ -88,12 +59,14 @@ def write_frontier(out: Path, records: list[dict], cfgs: list[RunConfig], eval_b
     for r, c in zip(records, cfgs):
         name, _, _ = r["variant"].partition("@")
         rate = c.model.target_rate
-        ref = next((v for v, cc in zip(records, cfgs) if cc.model.boundary == "uniform" and v.get("seed") == r.get("seed")
+        ref = next((v for v, cc in zip(records, cfgs)
+                    if cc.model.boundary == REFERENCE and v.get("seed") == r.get("seed")
                     and cc.model.target_rate == rate and "+" not in v["variant"]), None)
         diff, se = paired_difference(windows[run(r)], windows[run(ref)]) if ref else (math.nan, math.nan)
         rows.append({"variant": r["variant"], "seed": r.get("seed"), "family": name, "target_rate": rate,
-                     "rate": r["test_boundary_rate"], "test_bpb": r["test_bpb"], "vs_uniform": diff, "vs_uniform_se": se,
-                     "flops_per_byte": train_flops_per_byte(c.model, rate, c.train.seq_len)})
+                     "rate": r["test_boundary_rate"], "test_bpb": r["test_bpb"],
+                     "vs_uniform": diff, "vs_uniform_se": se,
+                     "flops_per_byte": flops_per_byte(c.model, c.train.seq_len, rate)})
     if len({run(r) for r in records}) > len({r["variant"] for r in records}):  # several seeds a variant
         if sweep:
             raise ConfigError("--sweep runs one model: use it without --seeds")
@@ -114,7 +87,8 @@ def over_seeds(rows: list[dict]) -> list[dict]:
         diffs = np.array([r["vs_uniform"] for r in mine if not math.isnan(r["vs_uniform"])])
         se = float(diffs.std(ddof=1) / math.sqrt(len(diffs))) if len(diffs) > 1 else math.nan
         out.append({**mine[0], "seed": None, "seeds": len(mine),
-                    "rate": float(np.mean([r["rate"] for r in mine])), "test_bpb": float(np.mean([r["test_bpb"] for r in mine])),
+                    "rate": float(np.mean([r["rate"] for r in mine])),
+                    "test_bpb": float(np.mean([r["test_bpb"] for r in mine])),
                     "vs_uniform": float(diffs.mean()) if len(diffs) else math.nan, "vs_uniform_se": se})
     return out
 
@@ -128,10 +102,12 @@ def _sweep_rows(out: Path, sweep: str, records, cfgs, windows, data, opts) -> li
     rows = []
     for rate in sorted({c.model.target_rate for c in cfgs}):
         w = _windows(out / sweep, by_name[sweep][1], data, opts, rate)
-        own = next((v for v, (r, c) in by_name.items() if v.partition("@")[0] == family and c.model.target_rate == rate), None)
-        uni = next((v for v, (r, c) in by_name.items() if v.partition("@")[0] == "uniform" and c.model.target_rate == rate), None)
+        own = next((v for v, (r, c) in by_name.items()
+                    if v.partition("@")[0] == family and c.model.target_rate == rate), None)
+        uni = next((v for v, (r, c) in by_name.items()
+                    if v.partition("@")[0] == REFERENCE and c.model.target_rate == rate), None)
         row = {"target_rate": rate, "rate": w["rate"], "offset": w["offset"],
-               "test_bpb": float(w["nats"].sum() / (LN2 * w["bytes"].sum()))}
+               "test_bpb": float(bits_per_byte(w["nats"].sum(), w["bytes"].sum()))}
         if own:
             row["per_rate_bpb"] = by_name[own][0]["test_bpb"]
             row["vs_per_rate"], row["vs_per_rate_se"] = paired_difference(w, windows[own])
@@ -152,14 +128,15 @@ def frontier_markdown(rows: list[dict], sweep_rows: list[dict], sweep: str | Non
                      f"{r['flops_per_byte']:.3g} |")
     if sweep_rows:
         lines += [f"\n## one model ({sweep}) at every rate, by calibration on val\n",
-                  "| target rate | reached (test) | offset | test bpb | per-rate model's bpb | one - per-rate (paired s.e.) | "
+                  "| target rate | reached (test) | offset | test bpb | per-rate model's bpb | "
+                  "one - per-rate (paired s.e.) | "
                   "kept of the per-rate model's gain over uniform |", "|---|---|---|---|---|---|---|"]
         for r in sweep_rows:
             per = f"{r['per_rate_bpb']:.4f}" if "per_rate_bpb" in r else ""
             vs = f"{r['vs_per_rate']:+.4f} ({r['vs_per_rate_se']:.4f})" if "vs_per_rate" in r else ""
             kept = f"{r['kept']:.2f}" if not math.isnan(r.get("kept", math.nan)) else ""
-            lines.append(f"| {r['target_rate']:g} | {r['rate']:.4f} | {r['offset']:+.3f} | {r['test_bpb']:.4f} | {per} | "
-                         f"{vs} | {kept} |")
+            lines.append(f"| {r['target_rate']:g} | {r['rate']:.4f} | {r['offset']:+.3f} | {r['test_bpb']:.4f} | "
+                         f"{per} | {vs} | {kept} |")
     lines.append("\n![bpb against rate](frontier.png)\n\n![bpb against training FLOPs per byte](flops.png)\n")
     return "\n".join(lines)
 
@@ -178,7 +155,8 @@ def _plot_frontier(out: Path, rows: list[dict], sweep_rows: list[dict], sweep: s
         if sweep_rows and x_key == "rate":
             ax.errorbar([r["rate"] for r in sweep_rows], [r["test_bpb"] for r in sweep_rows],
                         yerr=[r.get("vs_per_rate_se", 0.0) for r in sweep_rows], ls="--", marker="s", ms=4,
-                        capsize=3, color="k", label=f"{sweep}, calibrated to each rate (error bars: paired against the per-rate model)")
+                        capsize=3, color="k",
+                        label=f"{sweep}, calibrated to each rate (error bars: paired against the per-rate model)")
         ax.set_xlabel(x_label)
         ax.set_ylabel("test bits per byte")
         ax.grid(alpha=0.3)

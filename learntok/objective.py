@@ -1,4 +1,4 @@
-"""Training objective (DESIGN §4): cross-entropy, early-exit loss, and the score-function
+"""Training objective (docs/design.md §4): cross-entropy, early-exit loss, and the score-function
 (REINFORCE) policy loss with its three variance-reduction tricks, plus the target-rate loss.
 
 Shapes: B batch, T bytes (BOS included). Per-byte quantities indexed by t = 0..T-2 predict
@@ -6,16 +6,26 @@ x[t+1]; the decision a[t] for t >= 1 is scored against the discounted return G[t
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
-from learntok.data.vocab import N_SYMBOLS, is_byte
+from learntok.boundaries.common import decision_mask
+from learntok.data.vocab import N_SYMBOLS
 
 LN2 = math.log(2.0)
 BASELINES = ("mean", "loo", "none")
+EARLY_FOR = ("all", "policy")
+
+
+def bits_per_byte(nats, n_bytes):
+    """Bits per byte from cross-entropy in nats summed over n_bytes scored bytes (floats or numpy
+    arrays, elementwise; no bytes gives 0): the one conversion every figure of learntok uses."""
+    return nats / (LN2 * np.maximum(n_bytes, 1))
 
 
 @dataclass
@@ -26,14 +36,29 @@ class ObjectiveConfig:
     lambda_early: float = 0.1      # weight of the early-exit head's cross-entropy
     batch_baseline: str = "mean"   # per-position batch baseline: mean | loo | none
     early_baseline: bool = True    # reward = CE_early - CE (else -CE)
-    rate_gain: float = 0.0         # integral gain of the rate controller (logit units per unit rate error per step; 0 = off)
-    early_mix: bool = False        # (1 - lambda_early) CE + lambda_early CEe, the authors' convex mix, instead of CE + lambda_early CEe
+    rate_gain: float = 0.0  # integral gain of the rate controller (logit units per unit rate error per step; 0 = off)
+    # (1 - lambda_early) CE + lambda_early CEe, the authors' convex mix, instead of CE + lambda_early CEe
+    early_mix: bool = False
+    # which strategies train with the early-exit loss: all | policy (the authors': strategies without a policy at weight 0)
+    early_for: str = "all"
 
     def __post_init__(self) -> None:
         if self.batch_baseline not in BASELINES:
             raise ValueError(f"batch_baseline {self.batch_baseline!r} is not one of {BASELINES}")
         if not 0.0 < self.gamma <= 1.0:
             raise ValueError(f"gamma {self.gamma} must be in (0, 1]")
+        if self.early_for not in EARLY_FOR:
+            raise ValueError(f"early_for {self.early_for!r} is not one of {EARLY_FOR}")
+
+
+def objective_for(cfg: ObjectiveConfig, has_policy: bool) -> ObjectiveConfig:
+    """The objective a strategy trains with. With early_for = "policy", a strategy without a
+    score-function policy (uniform, bpe, nawrot, hnet, ...) gets lambda_early = 0: the early-exit
+    head exists for the policy's reward, and the authors train their baselines at an early-exit
+    weight of 0 (training_defaults.json; only sequential.json sets 0.1, docs/reproduce.md)."""
+    if cfg.early_for == "policy" and not has_policy:
+        return dataclasses.replace(cfg, lambda_early=0.0)
+    return cfg
 
 
 def token_ce(logits: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -120,7 +145,7 @@ def is_whitespace(x: torch.Tensor) -> torch.Tensor:
 def boundary_counts(x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
     """(4,) fp32 sums over real bytes t >= 1 (not BOS/EOS/PAD): [boundaries, bytes, boundaries at
     whitespace bytes, whitespace bytes]. Sums, so that batches and ranks add up exactly."""
-    real = is_byte(x[:, 1:]).float()
+    real = decision_mask(x)[:, 1:].float()
     dec = a[:, 1:].float()
     ws = is_whitespace(x[:, 1:]).float() * real
     return torch.stack([(dec * real).sum(), real.sum(), (dec * ws).sum(), ws.sum()])
@@ -137,7 +162,7 @@ def boundary_stats(x: torch.Tensor, a: torch.Tensor, probs: torch.Tensor | None 
     tensors (no host sync); callers convert when they log."""
     out = boundary_rates(boundary_counts(x, a))
     if probs is not None:
-        real = is_byte(x[:, 1:]).float()
+        real = decision_mask(x)[:, 1:].float()
         out["mean_prob"] = (probs[:, 1:].float() * real).sum() / real.sum().clamp(min=1)
     return out
 

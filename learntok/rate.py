@@ -1,7 +1,7 @@
-"""Compression as a dial (issue 13, docs/rate.md): run a trained model at another boundary rate
+"""Compression as a dial (docs/rate.md): run a trained model at another boundary rate
 with no retraining.
 
-Each strategy exposes one of two knobs (structural protocols, below):
+Each strategy declares one of two knobs on the interface (`BoundaryStrategy.rate_knob`):
 - a rule that places boundaries at a given rate exactly (`rule_rate`: uniform, fixed): set it;
 - a scalar offset whose rise raises the rate (`rate_offset`, a 0-d buffer, with the bracket
   `rate_offset_range`): the learned policy's logit offset (the buffer the rate controller
@@ -19,30 +19,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 
 import torch
 
-from learntok.boundaries.fixed import bisect_rate
+from learntok.boundaries.common import bisect_rate
 from learntok.config import ConfigError
 from learntok.data import ByteData
-from learntok.data.vocab import PAD, encode
+from learntok.data.vocab import bos_rows, row_pieces
 from learntok.objective import boundary_counts, boundary_rates
 from learntok.runtime import inference
 
 CALIBRATION_BYTES = 1 << 16  # held-out bytes a calibration reads by default
 TOLERANCE = 0.005            # |reached - target| beyond which `set_rate` reports the target missed
-
-
-@runtime_checkable
-class RuleRate(Protocol):
-    rule_rate: float  # the rate the strategy's rule places exactly
-
-
-@runtime_checkable
-class OffsetRate(Protocol):
-    rate_offset: torch.Tensor                # () the knob; raising it raises the rate
-    rate_offset_range: tuple[float, float]   # bisection bracket
 
 
 @dataclass
@@ -65,9 +53,7 @@ class RateSetting:
 def text_batches(text: str | bytes, seq_len: int, batch_size: int = 8) -> list[torch.Tensor]:
     """Calibration rows from one text: pieces of seq_len - 1 bytes, each after its own BOS."""
     data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
-    rows = [encode(data[i:i + seq_len - 1]) for i in range(0, len(data), seq_len - 1)]
-    x = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=PAD)
-    return list(x.split(batch_size))
+    return list(bos_rows(row_pieces(data, seq_len)).split(batch_size))
 
 
 def held_out_batches(data: ByteData, seq_len: int, batch_size: int = 8, split: str = "val",
@@ -121,7 +107,7 @@ def decided_rate(strategy, inputs, greedy: bool = False, seed: int = 0) -> tuple
 
 def calibrate(model, batches: list[torch.Tensor], target: float, greedy: bool = False, seed: int = 0,
               iters: int = 30) -> tuple[float, float, int]:
-    """The offset of the model's OffsetRate strategy that hits `target` on the batches, by
+    """The offset of the model's strategy (rate_knob "offset") that hits `target` on the batches, by
     bisection in its bracket; the knob is left at it. Returns (offset, rate reached, bytes)."""
     knob, inputs = model.strategy, strategy_inputs(model, batches)
     n_bytes = 0
@@ -147,11 +133,11 @@ def set_rate(model, target: float, batches: list[torch.Tensor] | str | bytes | N
     strategy, name = model.strategy, model.cfg.boundary
     if isinstance(batches, (str, bytes)):
         batches = text_batches(batches, seq_len)
-    if isinstance(strategy, RuleRate):
+    if strategy.rate_knob == "rule":
         strategy.rule_rate = target
         reached, n = measured_rate(model, batches, greedy, seed) if batches else (target, 0)
         return RateSetting(name, target, "rule", target, reached, n)
-    if not isinstance(strategy, OffsetRate):
+    if strategy.rate_knob != "offset":
         raise ConfigError(f"strategy {name!r} has no inference-time rate knob (its rate is fixed when it is "
                           "trained, e.g. bpe's vocabulary): train it at this rate instead (compare --rates)")
     if not batches:

@@ -15,9 +15,11 @@ DEVICE_TYPES = ("cpu", "cuda", "mps")  # what learntok runs on (torch knows more
 
 def resolve_device(name: str = "auto") -> torch.device:
     """The one device check (system.device and every --device): auto is CUDA when available,
-    else CPU; a device of another type, or one this machine lacks, is a ConfigError."""
+    else CPU; a device of another type, or one this machine lacks, is a ConfigError. A CUDA
+    device comes back with its index (`cuda` is the current one, as tensors report it:
+    torch.device("cuda") != torch.device("cuda:0"))."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         device = torch.device(name)
     except (RuntimeError, ValueError, TypeError):
@@ -28,6 +30,8 @@ def resolve_device(name: str = "auto") -> torch.device:
         raise ConfigError(f"device {name!r} is not available: this torch sees no CUDA GPU")
     if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
         raise ConfigError(f"device {name!r} is not available: {torch.cuda.device_count()} GPU(s)")
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
     if device.type == "mps" and not torch.backends.mps.is_available():
         raise ConfigError(f"device {name!r} is not available on this machine")
     return device

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from learntok.data import ByteData, DataError
-from learntok.data.vocab import encode
+from learntok.data.vocab import encode, row_pieces
 from learntok.files import write_output
 from learntok.objective import boundary_stats
 from learntok.plots import read_metrics
@@ -41,12 +41,6 @@ def chunks_from_boundaries(data: bytes, boundaries: torch.Tensor) -> list[bytes]
     return [data[a:b] for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
 
 
-def pieces(data: bytes, window: int | None) -> list[bytes]:
-    """The text in pieces of window - 1 bytes (each read after its own BOS); one piece without a window."""
-    piece = max(1, window - 1) if window else max(1, len(data))
-    return [data[i:i + piece] for i in range(0, len(data), piece)]
-
-
 def segment_text(model, text: str | bytes, greedy: bool = False, seed: int = 0,
                  window: int | None = None) -> tuple[list[bytes], dict[str, float]]:
     """Segment one text with the model's boundary strategy. With `window`, the text is cut
@@ -58,7 +52,7 @@ def segment_text(model, text: str | bytes, greedy: bool = False, seed: int = 0,
     device = next(model.parameters()).device
     decisions = [torch.ones(1)]                                  # BOS
     with inference(model, seed, device):
-        for piece in pieces(data, window):
+        for piece in row_pieces(data, window):
             x = encode(piece).unsqueeze(0).to(device)            # (1, T)
             decisions.append(model(x, greedy=greedy).boundaries[0, 1:].float().cpu())
     a = torch.cat(decisions)                                     # (1 + len(data),)
@@ -104,7 +98,7 @@ def page_data(model, text: str | bytes, greedy: bool = True, seed: int = 0, wind
     decisions, probs, pos, base, mix = [], [], [], [], []
     try:
         with inference(model, seed, device):
-            for piece in pieces(data, window):
+            for piece in row_pieces(data, window):
                 x = encode(piece).unsqueeze(0).to(device)        # (1, T)
                 out = model(x, greedy=greedy)
                 decisions += out.boundaries[0, 1:].int().tolist()
@@ -175,7 +169,8 @@ function render(delta) {
   pre.dataset.chunks = n;
   const rate = bytes.length ? cuts / bytes.length : 0;
   document.getElementById('stats').textContent = n + ' chunks, rate ' + rate.toFixed(3) +
-    ', mean chunk ' + (bytes.length / Math.max(n, 1)).toFixed(2) + ' bytes' + (D.base ? ', offset ' + delta.toFixed(2) : '');
+    ', mean chunk ' + (bytes.length / Math.max(n, 1)).toFixed(2) + ' bytes' +
+    (D.base ? ', offset ' + delta.toFixed(2) : '');
 }
 const slider = document.getElementById('offset');
 if (slider) {

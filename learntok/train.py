@@ -25,13 +25,14 @@ from tqdm import tqdm
 from learntok.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from learntok.config import ConfigError, OptimConfig, RunConfig, to_toml
 from learntok.data import PAD, ByteData
+from learntok.data.dataset import FIT_BYTES
 from learntok.distributed import (DistEnv, all_reduce, barrier, broadcast_module_state, checkpoint_views,
                                   compile_model, init_distributed, load_state, micro_plan, no_grad_sync, shutdown,
                                   slot_seed, wrap_model)
 from learntok.model.aunet import AUNet
 from learntok.evaluate import EvalOptions, evaluate_bpb, position_bytes
 from learntok.files import write_text_atomic
-from learntok.objective import ObjectiveConfig, loss
+from learntok.objective import ObjectiveConfig, loss, objective_for
 from learntok.runfolder import check_resume, claim, release, trim_logs
 from learntok.runtime import autocast, resolve_dtype, seed_everything, set_rng_state, set_threads
 from learntok.segment import render_terminal, segment_text
@@ -54,7 +55,7 @@ def lr_at(step: int, cfg: OptimConfig, steps: int) -> float:
 def build_optimizer(model: nn.Module, cfg: OptimConfig, device: torch.device) -> torch.optim.AdamW:
     """AdamW; weight decay on matrices only: not on norms, biases (1-D) or embeddings. A
     score-function policy's parameters (the learned strategy's) get lr * policy_lr_mult: under
-    Adam, the policy's fixed logit scaling s = 1/16 (DESIGN §3) also divides its effective
+    Adam, the policy's fixed logit scaling s = 1/16 (docs/design.md §3) also divides its effective
     learning rate by 16, which is what policy_lr_mult = 16 undoes while keeping p near rho* at
     initialisation. Other strategies' predictors (nawrot, hnet) have no such scaling and train
     at the backbone's learning rate, so the multiplier never confounds a comparison."""
@@ -91,9 +92,6 @@ def write_segments(model: nn.Module, texts: list[bytes], path: Path, step: int, 
             chunks, stats = segment_text(model, text, seed=seed)
             f.write(f"[rate {stats['boundary_rate']:.3f} ws {stats['whitespace_rate']:.3f}] "
                     f"{render_terminal(chunks, color=False)}\n")
-
-
-FIT_BYTES = 4_000_000  # training bytes a strategy's `fit` reads (a seeded random sample of the train split)
 
 
 def fit_strategy(model: AUNet, data: ByteData, env: DistEnv) -> dict:
@@ -249,11 +247,12 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
     data.check_window("train", tc.seq_len, micro, position_bytes(run_cfg.model), training=True)  # before any file is written
     seed_everything(tc.seed)
     model = AUNet(run_cfg.model).to(device)
+    objective = objective_for(run_cfg.objective, model.strategy.has_policy)
     fitted = {} if resume else fit_strategy(model, data, env)       # e.g. the bpe tokenizer, fitted once
     wrapped = wrap_model(model, env, sc.fsdp)                       # before the optimizer: FSDP swaps parameters
     optimizer = build_optimizer(model, run_cfg.optim, device)
     start, bytes_seen = _start(run_cfg, run_dir, model, optimizer, resume)
-    barrier(env)                                                    # every rank has read the folder before rank 0 writes
+    barrier(env)  # every rank has read the folder before rank 0 writes
     metrics_path, end = run_dir / "metrics.jsonl", min(until or tc.steps, tc.steps)
     if main:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -265,7 +264,8 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
         m, o = checkpoint_views(model, optimizer, sc.fsdp)            # FSDP: a collective gather
         path = run_dir / "checkpoints" / f"step_{step:07d}"
         if main:
-            path = save_checkpoint(run_dir, step, m, o, run_cfg, {"bytes_seen": bytes_seen}, keep=run_cfg.checkpoint.keep)
+            path = save_checkpoint(run_dir, step, m, o, run_cfg, {"bytes_seen": bytes_seen},
+                                   keep=run_cfg.checkpoint.keep)
         barrier(env)
         return path
 
@@ -276,7 +276,8 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
     bar = tqdm(range(start, end), initial=start, total=tc.steps, disable=not (progress and main), desc=run_dir.name)
     for step in bar:
         xs, seeds = rank_batches(data, step, run_cfg, env)
-        window.add(step + 1, train_step(eng, xs, run_cfg.objective, run_cfg.optim, lr_at(step, run_cfg.optim, tc.steps), seeds))
+        lr = lr_at(step, run_cfg.optim, tc.steps)
+        window.add(step + 1, train_step(eng, xs, objective, run_cfg.optim, lr, seeds))
         done, at_end = step + 1, step + 1 == end
         due = lambda every: every > 0 and done % every == 0  # noqa: E731
         do_eval, do_ckpt = due(lc.eval_every) or at_end, due(run_cfg.checkpoint.every) or at_end
@@ -288,7 +289,7 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
             raise _diverged(bad, last_ckpt)
         bytes_seen += n_bytes
         if main:
-            _append_jsonl(metrics_path, {"step": done, "bytes_seen": bytes_seen, "lr": lr_at(step, run_cfg.optim, tc.steps), **means})
+            _append_jsonl(metrics_path, {"step": done, "bytes_seen": bytes_seen, "lr": lr, **means})
         bar.set_postfix(loss=f"{means['loss']:.3f}", bpb=f"{means['bpb']:.3f}", rate=f"{means['boundary_rate']:.3f}",
                         ws=f"{means['whitespace_rate']:.2f}", Bps=f"{means['bytes_per_s']:.0f}")
         summary.update(train_bpb=means["bpb"], bytes_per_s=means["bytes_per_s"])

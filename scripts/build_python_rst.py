@@ -21,7 +21,8 @@ def main(sources: Path) -> None:
         sys.exit(f"build_python_rst: no library/*.rst.txt under {sources}")
     with gzip.GzipFile(OUT, "wb", compresslevel=9, mtime=0) as out:
         for page in pages:
-            record = {"title": "library/" + page.name.removesuffix(".rst.txt"), "text": page.read_bytes().decode("utf-8")}
+            record = {"title": "library/" + page.name.removesuffix(".rst.txt"),
+                      "text": page.read_bytes().decode("utf-8")}
             out.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
     print(f"{OUT}: {len(pages)} pages")
 

@@ -12,4 +12,5 @@ if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get 
   apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1; } \
     || echo "note: could not install chromium; the HTML slider test will be skipped"
 fi
+python -m ruff check learntok tests benchmarks scripts
 python -m pytest -q "$@"

@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from learntok import AUNet, ModelConfig
+from learntok.boundaries.options import kept_options
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "learntok" / "corpora" / "shakespeare.jsonl.gz"
@@ -27,8 +28,12 @@ CORPUS = ROOT / "learntok" / "corpora" / "shakespeare.jsonl.gz"
 TINY = dict(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16)
 
 
-def tiny_config(boundary: str = "learned", **overrides) -> ModelConfig:
-    return ModelConfig(**{**TINY, "boundary": boundary, **overrides})
+def tiny_config(boundary: str = "learned", window: int | None = None, **overrides) -> ModelConfig:
+    """TINY with `overrides`; `window` is the learned policy's w (ignored by strategies without one)."""
+    strategy = dict(overrides.pop("strategy", {}))
+    if window is not None:
+        strategy.update(kept_options({"window": window}, boundary))
+    return ModelConfig(**{**TINY, "boundary": boundary, **overrides, "strategy": strategy})
 
 
 def tiny_model(boundary: str = "learned", seed: int = 0, **overrides) -> AUNet:
@@ -92,6 +97,7 @@ def assert_one_line_error(returncode: int, stderr: str, words, before: dict, aft
     assert "Traceback" not in stderr
     lines = stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("learntok: error: "), stderr[-2000:]
+    assert not lines[0].startswith("learntok: error: learntok"), lines[0]   # one prefix, never two
     assert any(w in lines[0] for w in ((words,) if isinstance(words, str) else words)), lines[0]
     assert {k: after.get(k) for k in before} == before
 

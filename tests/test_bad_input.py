@@ -1,4 +1,4 @@
-"""The bad-input matrix (issue 11): every mistake a user can make on the command line gives exit
+"""The bad-input matrix (docs/reliability.md): every mistake a user can make on the command line gives exit
 2, exactly one line on stderr (`learntok: error: ...`), no traceback, and changes no file that
 was there before (checksums of the whole folder before and after).
 
@@ -92,14 +92,23 @@ def run_without_checkpoints(t: Path) -> str:
     return "run"
 
 
+def wider_vocabulary(t: Path) -> str:
+    """A model folder whose byte vocabulary is not the run's."""
+    from learntok import AUNet, ModelConfig
+    AUNet(ModelConfig(d_model=32, n_heads=2, vocab_size=384)).save_pretrained(t / "wide")
+    return "wide"
+
+
 TRAIN = ["train", "--preset", "tiny", *TINY]
 # (id, setup(tmp) -> args, words in the error); tmp holds run/, corpus.txt, task.jsonl, prep/
 CASES = [
     # data can be lost or silently mixed
     ("train-out-foreign-folder", lambda t: [*TRAIN, "data.source=corpus.txt", "--out", user_folder(t)], "not empty"),
-    ("train-out-run-without-checkpoints", lambda t: [*TRAIN, "data.source=corpus.txt", "--out", run_without_checkpoints(t)],
+    ("train-out-run-without-checkpoints", lambda t: [*TRAIN, "data.source=corpus.txt", "--out",
+                                                     run_without_checkpoints(t)],
      "no checkpoint"),
-    ("train-resume-run-without-checkpoints", lambda t: ["train", "--out", run_without_checkpoints(t), "--resume"], "run"),
+    ("train-resume-run-without-checkpoints", lambda t: ["train", "--out", run_without_checkpoints(t), "--resume"],
+     "run"),
     ("train-unfinished-prepared-folder", lambda t: [*TRAIN, f"data.source={unfinished_prepared(t)}", "--out", "new"],
      "unfinished prepared folder"),
     ("prepare-unfinished-prepared-folder", lambda t: ["prepare", unfinished_prepared(t), "--out", "new"],
@@ -109,7 +118,8 @@ CASES = [
     ("eval-max-bytes-0", lambda t: ["eval", "run", "--max-bytes", "0"], "--max-bytes"),
     ("resume-steps-below-checkpoint", lambda t: ["train", "--out", "run", "--resume", "train.steps=2"], "step 3"),
     # tracebacks where a user made a mistake
-    ("train-truncated-jsonl-gz", lambda t: [*TRAIN, f"data.source={jsonl_gz_truncated(t)}", "--out", "new"], "cut.jsonl.gz"),
+    ("train-truncated-jsonl-gz", lambda t: [*TRAIN, f"data.source={jsonl_gz_truncated(t)}", "--out", "new"],
+     "cut.jsonl.gz"),
     ("train-gz-not-gzip", lambda t: [*TRAIN, f"data.source={gz_not_gzip(t)}", "--out", "new"], "gzip"),
     ("train-jsonl-bad-utf8", lambda t: [*TRAIN, f"data.source={jsonl_bad_utf8(t)}", "--out", "new"], "UTF-8"),
     ("prepare-truncated-jsonl-gz", lambda t: ["prepare", jsonl_gz_truncated(t), "--out", "new"], "cut.jsonl.gz"),
@@ -124,13 +134,17 @@ CASES = [
     ("train-out-is-a-file", lambda t: [*TRAIN, "data.source=corpus.txt", "--out", "corpus.txt"], "file"),
     ("prepare-out-is-a-file", lambda t: ["prepare", "corpus.txt", "--out", "task.jsonl"], "file"),
     ("compare-out-is-a-file", lambda t: ["compare", "--strategies", "uniform", "--out", "corpus.txt"], "file"),
-    ("eval-run-config-unknown-strategy", lambda t: edit_run_config(t, lambda c: {**c, "model": {**c["model"], "boundary": "nosuch"}})
+    ("eval-run-config-unknown-strategy", lambda t: edit_run_config(t, lambda c: {**c, "model": {**c["model"],
+                                                                                                "boundary": "nosuch"}})
      or ["eval", "run"], "nosuch"),
-    ("sample-run-config-is-a-list", lambda t: edit_run_config(t, lambda c: [c]) or ["sample", "run", "--prompt", "a"], "config.json"),
+    ("sample-run-config-is-a-list", lambda t: edit_run_config(t, lambda c: [c]) or ["sample", "run", "--prompt", "a"],
+     "config.json"),
     ("sample-top-p-0", lambda t: ["sample", "run", "--prompt", "a", "--top-p", "0"], "--top-p"),
-    ("train-index-without-splits", lambda t: [*TRAIN, f"data.source={index_without_splits(t)}", "--out", "new"], "splits"),
+    ("train-index-without-splits", lambda t: [*TRAIN, f"data.source={index_without_splits(t)}", "--out", "new"],
+     "splits"),
     ("train-object-dtype-npy", lambda t: [*TRAIN, f"data.source={object_npy(t)}", "--out", "new"], "train_docs.npy"),
-    ("train-json-is-a-folder", lambda t: [*TRAIN, "data.source=corpus.txt", "--out", "new", "--json", "prep"], "--json"),
+    ("train-json-is-a-folder", lambda t: [*TRAIN, "data.source=corpus.txt", "--out", "new", "--json", "prep"],
+     "--json"),
     ("eval-json-is-a-folder", lambda t: ["eval", "run", "--json", "prep"], "--json"),
     ("segment-json-is-a-folder", lambda t: ["segment", "run", "text", "--json", "prep"], "--json"),
     ("sample-json-is-a-folder", lambda t: ["sample", "run", "--prompt", "a", "--json", "prep"], "--json"),
@@ -138,11 +152,13 @@ CASES = [
     # misleading or silently accepted
     ("eval-device-unknown", lambda t: ["eval", "run", "--device", "nosuch"], "unknown device"),
     ("sample-max-bytes-negative", lambda t: ["sample", "run", "--prompt", "a", "--max-bytes", "-1"], "--max-bytes"),
-    ("sample-temperature-negative", lambda t: ["sample", "run", "--prompt", "a", "--temperature", "-1"], "--temperature"),
+    ("sample-temperature-negative", lambda t: ["sample", "run", "--prompt", "a", "--temperature", "-1"],
+     "--temperature"),
     ("sample-top-k-0", lambda t: ["sample", "run", "--prompt", "a", "--top-k", "0"], "--top-k"),
     ("segment-window-negative", lambda t: ["segment", "run", "text", "--window", "-5"], "--window"),
     ("eval-window-negative", lambda t: ["eval", "run", "--window", "-5"], "--window"),
-    ("eval-tasks-window-negative", lambda t: ["eval-tasks", "run", "--task", "task.jsonl", "--window", "-5"], "--window"),
+    ("eval-tasks-window-negative", lambda t: ["eval-tasks", "run", "--task", "task.jsonl", "--window", "-5"],
+     "--window"),
     ("eval-tasks-limit-0", lambda t: ["eval-tasks", "run", "--task", "task.jsonl", "--limit", "0"], "--limit"),
     ("train-unknown-argument", lambda t: [*TRAIN, "--bogus", "--out", "new"], "--bogus"),
     ("sample-stray-override", lambda t: ["sample", "run", "--prompt", "a", "train.steps=3"], "train.steps=3"),
@@ -151,7 +167,8 @@ CASES = [
     ("train-other-strategys-option", lambda t: [*TRAIN, "strategy.temperature=0.5", "--out", "new"], "temperature"),
     ("train-steps-0-no-budget", lambda t: [*TRAIN, "train.steps=0", "--out", "new"], "train_bytes"),
     ("compare-jobs-0", lambda t: ["compare", "--strategies", "uniform", "--jobs", "0", "--out", "c"], "--jobs"),
-    ("compare-rates-out-of-range", lambda t: ["compare", "--strategies", "uniform", "--rates", "1.5", "--out", "c"], "rate"),
+    ("compare-rates-out-of-range", lambda t: ["compare", "--strategies", "uniform", "--rates", "1.5", "--out", "c"],
+     "rate"),
     ("compare-shared-option-of-no-variant", lambda t: ["compare", "--strategies", "uniform", "strategy.temperature=0.5",
                                                        "--out", "c"], "temperature"),
     ("eval-rate-out-of-range", lambda t: ["eval", "run", "--rate", "1.5"], "--rate"),
@@ -175,6 +192,27 @@ CASES = [
     ("eval-device-meta", lambda t: ["eval", "run", "--device", "meta"], "not supported"),
     ("eval-latest-outside-the-run", lambda t: (t / "run" / "checkpoints" / "latest").write_text("../../elsewhere\n")
      and ["eval", "run"], "only its own checkpoints"),
+    # finished runs compared, and the boundary swap
+    ("compare-runs-missing-folder", lambda t: ["compare", "--runs", "run", "nosuch"], "--runs nosuch: no such folder"),
+    ("compare-runs-not-a-run", lambda t: ["compare", "--runs", "run", "prep"], "--runs prep"),
+    ("compare-runs-model-folder", lambda t: ["compare", "--runs", "run", wider_vocabulary(t)], "not a training checkpoint"),
+    ("compare-runs-one-run", lambda t: ["compare", "--runs", "run"], "at least two"),
+    ("compare-runs-with-training-options", lambda t: ["compare", "--runs", "run", "run", "--seeds", "2", "train.steps=4"],
+     "drop the training options (--seeds, key=value overrides)"),
+    ("compare-neither-strategies-nor-runs", lambda t: ["compare", "--out", "c"], "--strategies"),
+    ("eval-boundaries-from-missing-run", lambda t: ["eval", "run", "--boundaries-from", "no/such/run"], "no/such/run"),
+    ("eval-boundaries-from-bad-name", lambda t: ["eval", "run", "--boundaries-from", "unifrom"], "or give 'uniform'"),
+    ("eval-boundaries-from-not-a-run", lambda t: ["eval", "run", "--boundaries-from", "prep"], "--boundaries-from prep"),
+    ("eval-boundaries-from-other-vocabulary", lambda t: ["eval", "run", "--boundaries-from", wider_vocabulary(t)],
+     "byte vocabulary"),
+    ("eval-boundaries-from-with-rate", lambda t: ["eval", "run", "--boundaries-from", "uniform", "--rate", "0.3"], "--rate"),
+    # learntok config
+    ("config-unknown-key", lambda t: ["config", "--preset", "147M", "train.bogus=1"], "train.bogus"),
+    ("config-bad-value", lambda t: ["config", "train.steps=many"], "train.steps=many"),
+    ("config-unknown-preset", lambda t: ["config", "--preset", "1B"], "'1B'"),
+    ("config-plan-bad-value", lambda t: ["config", "--plan", "model.d_model=130"], "n_heads"),
+    ("config-plan-mfu-0", lambda t: ["config", "--plan", "--mfu", "0"], "--mfu"),
+    ("config-unknown-argument", lambda t: ["config", "--bogus"], "config: unrecognized arguments: --bogus"),
 ]
 
 

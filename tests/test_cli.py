@@ -38,7 +38,8 @@ def test_train_then_segment_from_the_command_line(tmp_path):
 
     r = run("segment", out, "--held-out", cwd=tmp_path)         # the README demo's last step
     assert r.returncode == 0, r.stderr
-    assert "line of text" in r.stdout.replace("|", "") and "validation bits per byte" in r.stdout and "whitespace rate" in r.stdout
+    assert "line of text" in r.stdout.replace("|", "")
+    assert "validation bits per byte" in r.stdout and "whitespace rate" in r.stdout
 
 
 @pytest.mark.parametrize("args, words", [
@@ -61,11 +62,27 @@ def test_in_process_errors(tmp_path, capsys):
     assert len(err) == 3 and all(line.startswith("learntok: error: ") for line in err)
 
 
+@pytest.mark.parametrize("message", [
+    "variant uniform failed (exit 2): learntok: error: data source nope does not exist",   # a child's line, quoted
+    "unknown preset 'huge'",
+])
+def test_an_error_line_has_one_prefix(monkeypatch, capsys, message):
+    from learntok import cli
+    from learntok.config import ConfigError
+
+    def fail(args):
+        raise ConfigError(message)
+    monkeypatch.setattr(cli, "cmd_plot", fail)
+    assert main(["plot", "run"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("learntok: error: ") == 1 and err.startswith("learntok: error: ") and err.count("\n") == 1
+
+
 def test_segment_helpers(tmp_path):
     import torch
 
     from learntok.model.aunet import AUNet
-    from learntok.model.config import ModelConfig
+    from learntok.nn.config import ModelConfig
     from learntok.segment import chunks_from_boundaries, render_html, render_terminal, segment_text
 
     a = torch.tensor([1, 0, 0, 1, 0, 1, 1.0])                       # BOS + 6 bytes

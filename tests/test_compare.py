@@ -15,7 +15,7 @@ TINY = ["model.d_model=32", "model.n_heads=2", "model.n_mid=1", "model.attn_wind
 
 def test_parse_variant():
     assert parse_variant("learned+gamma=1.0+w=1") == ("learned", ["model.boundary=learned", "objective.gamma=1.0",
-                                                                  "model.policy_window=1"])
+                                                                  "strategy.window=1"])
     assert parse_variant("uniform+model.target_rate=0.25")[1][-1] == "model.target_rate=0.25"
     with pytest.raises(ConfigError):
         parse_variant("learned+gamma")
@@ -88,7 +88,7 @@ def test_a_shared_strategy_option_goes_to_the_variants_that_have_it():
     from learntok.compare import check_strategy_options, variant_config
     shared = [*TINY, "strategy.temperature=0.5"]
     assert variant_config("nawrot", "tiny", shared).model.strategy["temperature"] == 0.5
-    assert variant_config("learned", "tiny", shared).model.strategy == {}
+    assert "temperature" not in variant_config("learned", "tiny", shared).model.strategy
     check_strategy_options(["learned", "nawrot"], shared)
     with pytest.raises(ConfigError, match="no variant's strategy has the option 'temperature'"):
         check_strategy_options(["learned", "uniform"], shared)
@@ -128,7 +128,8 @@ def test_compare_seeds_layout_and_resume(tmp_path):
         for k in (0, 1):
             assert (tmp_path / v / f"seed{k}" / "done.json").is_file()
     saved = json.loads((tmp_path / "results.json").read_text())
-    assert {(r["variant"], r["seed"]) for r in saved["results"]} == {(v, k) for v in ("uniform", "frozen") for k in (0, 1)}
+    assert {(r["variant"], r["seed"]) for r in saved["results"]} == {(v, k) for v in ("uniform", "frozen") for k in (0,
+                                                                                                                     1)}
     frozen = next(r for r in saved["over_seeds"] if r["variant"] == "frozen")
     assert frozen["reference"] == "uniform" and frozen["diff_n"] == 2
     assert "## Over seeds" in (tmp_path / "results.md").read_text()
@@ -136,3 +137,14 @@ def test_compare_seeds_layout_and_resume(tmp_path):
     before = marker.stat().st_mtime_ns
     assert main(args) == 0 and marker.stat().st_mtime_ns == before      # finished runs are not retrained
     assert main([*args, "train.seed=3"]) == 2                            # --seeds owns train.seed
+
+
+def test_paper_figures_only_beside_comparable_runs():
+    from learntok.compare import paper_figure
+    from learntok.config import load_config
+    small = load_config("tiny", None, [])
+    assert paper_figure("learned", "tiny", small) is None
+    assert paper_figure("learned", "147M", load_config("147M", None, [])) is None           # Shakespeare by default
+    fineweb = load_config("147M", None, ["data.source=/data/fineweb-edu/train"])
+    assert paper_figure("learned", "147M", fineweb).startswith("1.297")
+    assert paper_figure("learned@0.2", "147M", fineweb).startswith("1.297")

@@ -72,7 +72,8 @@ def test_dump_round_trips_through_toml_and_json(tmp_path):
 
 
 def test_lr_schedule_warms_up_then_cosine_to_floor():
-    cfg = load_config(overrides=["train.steps=100", "optim.warmup_steps=10", "optim.lr=1.0", "optim.min_lr_ratio=0.1"]).optim
+    cfg = load_config(overrides=["train.steps=100", "optim.warmup_steps=10", "optim.lr=1.0",
+                                 "optim.min_lr_ratio=0.1"]).optim
     lrs = [lr_at(s, cfg, 100) for s in range(100)]
     assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
     assert all(a < b for a, b in zip(lrs[:10], lrs[1:10]))         # warm-up rises
@@ -97,7 +98,8 @@ def test_strategy_options_are_their_own_strict_section(tmp_path):
 
 def test_budget_in_bytes_gives_the_steps():
     cfg = load_config("20M")                                         # the paper's 8.3e8 bytes, 6.2e7 warm-up
-    assert cfg.train.steps == math.ceil(8.3e8 / (32 * 4096)) and cfg.optim.warmup_steps == math.ceil(6.2e7 / (32 * 4096))
+    assert cfg.train.steps == math.ceil(8.3e8 / (32 * 4096))
+    assert cfg.optim.warmup_steps == math.ceil(6.2e7 / (32 * 4096))
     assert load_config("20M", overrides=["train.steps=30"]).train.steps == 30   # explicit steps win
     with pytest.raises(ConfigError, match="train_bytes"):
         load_config(overrides=["train.steps=0"])

@@ -93,7 +93,8 @@ def test_parquet(tmp_path):
 
 
 def test_errors_are_data_errors_with_clear_messages(tmp_path):
-    with pytest.raises(DataError, match="neither a built-in corpus .*shakespeare, kjv, python-stdlib, python-docs, python-rst"):
+    with pytest.raises(DataError,
+                       match="neither a built-in corpus .*shakespeare, kjv, python-stdlib, python-docs, python-rst"):
         load_documents("shakespear")
     with pytest.raises(DataError, match="neither a built-in corpus"):
         load_documents(str(tmp_path / "missing.txt"))
@@ -223,7 +224,8 @@ def test_fit_sample_is_bounded_and_seeded(tmp_path):
     """The bpe strategy's fit reads a bounded random sample of the train split, never the
     whole split (which may be many GB), from memory or from a prepared folder alike."""
     from learntok.data.prepare import PrepareOptions, prepare
-    from learntok.train import FIT_BYTES, fit_strategy
+    from learntok.data.dataset import FIT_BYTES
+    from learntok.train import fit_strategy
     docs = [f"document {i} ".encode() * (i % 7 + 1) for i in range(500)]
     data = ByteData({"train": docs})
     sample = data.sample_documents("train", 1000, seed=3)

@@ -110,7 +110,8 @@ def test_lm_eval_adapter_offline(tmp_path, monkeypatch):
                                "doc_to_choice: choices\nmetric_list:\n  - metric: acc\n  - metric: acc_norm\n")
     (d / "roll.yaml").write_text("task: tiny_roll\n" + common + "output_type: loglikelihood_rolling\n"
                                  'doc_to_text: ""\ndoc_to_target: "{{q}}"\nmetric_list:\n  - metric: bits_per_byte\n')
-    res = lm_eval.simple_evaluate(model="learntok", model_args=f"pretrained={tmp_path / 'm'},seq_len=64,greedy_boundaries=true",
+    res = lm_eval.simple_evaluate(model="learntok",
+                                  model_args=f"pretrained={tmp_path / 'm'},seq_len=64,greedy_boundaries=true",
                                   tasks=["tiny_mc", "tiny_roll"], batch_size=4, device="cpu",
                                   task_manager=TaskManager(include_path=str(d), include_defaults=False))["results"]
     assert 0 <= res["tiny_mc"]["acc,none"] <= 1

@@ -10,7 +10,7 @@ import torch
 from learntok import AUNet
 from learntok.boundaries.base import BoundaryStrategy, strategy_class, strategy_names
 from learntok.data import BOS, EOS, encode
-from learntok.model.generate import _events, decode_step, generate, prefill, prompt_ids, sample_next, stream
+from learntok.model.generate import _events, decode_step, generate, prefill, prompt_ids, sample_next
 from learntok.sample import ChunkWriter
 
 from conftest import tiny_model
@@ -19,7 +19,8 @@ WINDOW = 16
 # every registered strategy with an incremental step (bpe's re-tokenises the text so far)
 STEP_STRATEGIES = [("learned", 1)] + [
     (name, 8) for name in strategy_names() if strategy_class(name).step is not BoundaryStrategy.step]
-PROMPTS = [b"To be, or not to be, that is the question:", b"Whether 'tis nobler", "caf\u00e9 \u2014 na\u00efve r\u00e9sum\u00e9 ok"]
+PROMPTS = [b"To be, or not to be, that is the question:", b"Whether 'tis nobler",
+           "caf\u00e9 \u2014 na\u00efve r\u00e9sum\u00e9 ok"]
 
 
 @pytest.fixture(autouse=True)
@@ -32,7 +33,7 @@ def one_thread():
 
 
 def tiny(boundary="learned", w=8) -> AUNet:
-    model = tiny_model(boundary, n_mid=2, attn_window=WINDOW, policy_window=w)
+    model = tiny_model(boundary, n_mid=2, attn_window=WINDOW, window=w)
     if boundary.startswith("bpe"):
         with warnings.catch_warnings():                          # a BPE of 20 words cannot reach rho*: no matter
             warnings.simplefilter("ignore")

@@ -63,10 +63,12 @@ BASE = {
     "compare": ["compare", "--strategies", "uniform", "--steps", "1", "--eval-bytes", "300", *TINY_RUN, "data.source=docs",
                 "--out", "cmp"],
     "prepare": ["prepare", "docs", "--out", "newprep"],
+    "config": ["config", "--preset", "tiny"],
 }
 INPUT_OF = {"train": ("docs/00.txt", "docs"), "compare": ("docs/00.txt", "docs"), "prepare": ("docs/00.txt", "docs"),
             "segment": ("corpus.txt", None), "eval": ("corpus.txt", None), "sample": ("corpus.txt", None),
-            "eval-tasks": ("task.jsonl", None), "diagnose": ("corpus.txt", "run"), "plot": (None, "run")}
+            "eval-tasks": ("task.jsonl", None), "diagnose": ("corpus.txt", "run"), "plot": (None, "run"),
+            "config": (None, None)}
 
 
 # ---------------------------------------------------------------- outputs
@@ -166,6 +168,9 @@ INPUT_LINE = {
     ("segment", "file"): lambda v: ["segment", "run", "--file", v],
     ("eval", "model"): lambda v: ["eval", v],
     ("eval", "source"): lambda v: ["eval", "run", "--source", v, "--bpe-vocab", "260"],
+    ("eval", "boundaries_from"): lambda v: ["eval", "run", "--boundaries-from", v, "--max-bytes", "300"],
+    ("compare", "runs"): lambda v: ["compare", "--runs", "run", v, "--eval-bytes", "300"],
+    ("config", "config"): lambda v: ["config", "--config", v],
     ("eval-tasks", "model"): lambda v: ["eval-tasks", v, "--task", "task.jsonl"],
     ("eval-tasks", "task"): lambda v: ["eval-tasks", "run", "--task", v],
     ("diagnose", "model"): lambda v: ["diagnose", v, "--batches", "1", "--samples", "2"],
@@ -173,7 +178,7 @@ INPUT_LINE = {
     ("sample", "model"): lambda v: ["sample", v, "--prompt", "a", "--max-bytes", "4"],
     ("prepare", "sources"): lambda v: ["prepare", v, "--out", "newprep", "--piece-bytes", "64"],
 }
-SUFFIX = {("train", "config"): ".toml", ("eval-tasks", "task"): ".jsonl"}  # others: text (.txt)
+SUFFIX = {("train", "config"): ".toml", ("config", "config"): ".toml", ("eval-tasks", "task"): ".jsonl"}  # others: text (.txt)
 TEXT = "a line of text, and another one.\n" * 40
 
 
@@ -201,12 +206,12 @@ KINDS = {
     "device": (lambda t, e: "/dev/zero", set()),
     "fifo": (lambda t, e: os.mkfifo(t / f"pipe{e}") or f"pipe{e}", set()),
     "folder": (lambda t, e: (t / "emptydir").mkdir() or "emptydir", set()),
-    "empty-file": (lambda t, e: (t / f"empty{e}").write_bytes(b"") or f"empty{e}", {("train", "config"), ("segment", "file")}),
+    "empty-file": (lambda t, e: (t / f"empty{e}").write_bytes(b"") or f"empty{e}", {("train", "config"), ("config", "config"), ("segment", "file")}),
     "invalid-utf8": (bad_utf8, {("train", "data.source"), ("eval", "source"), ("segment", "file"), ("prepare", "sources")}),
     "truncated-gz": (truncated_gz, set()),
 }
 DATA_INPUTS = {("train", "data.source"), ("eval", "source"), ("prepare", "sources")}
-FILE_INPUTS = {("train", "config"), ("segment", "file"), ("eval-tasks", "task")}
+FILE_INPUTS = {("train", "config"), ("config", "config"), ("segment", "file"), ("eval-tasks", "task")}
 
 
 def words_for(key, kind):

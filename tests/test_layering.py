@@ -1,6 +1,8 @@
-"""Imports flow one way (commands -> library -> model -> layers -> data): read every module's
-imports with `ast` and check them against a table of layers. A module may import its own layer
-or any layer below; never one above. No two modules import each other (no cycles at all), and
+"""Imports flow one way (commands -> library -> model -> strategies -> model parts -> data): read
+every module's imports with `ast` and check them against a table of layers. A module may import
+its own layer or any layer below; never one above. Folders match floors: each sub-package is one
+layer, and no module imports from a folder above its own (the package's top folder is above every
+sub-package, but for its foundations). No two modules import each other (no cycles at all), and
 in-function imports are for optional or heavy dependencies only (cli.py is exempt: it imports
 its subcommands lazily so that `--help` starts fast)."""
 import ast
@@ -13,22 +15,25 @@ PACKAGE = Path(__file__).resolve().parents[1] / "learntok"
 
 # Bottom to top. A module name or a package prefix ("learntok.data" covers learntok.data.*).
 LAYERS: list[tuple[str, list[str]]] = [
-    ("foundations", ["learntok.errors", "learntok.files", "learntok.runtime"]),
+    ("foundations", ["learntok.errors", "learntok.files", "learntok.runtime", "learntok.fields"]),
     ("data", ["learntok.data"]),
-    ("model parts", ["learntok.model", "learntok.model.config", "learntok.model.layers", "learntok.model.pooling",
-                     "learntok.model.cache"]),
+    ("model parts", ["learntok.nn"]),
     ("boundary strategies", ["learntok.boundaries"]),
+    ("model", ["learntok.model"]),
     ("objective", ["learntok.objective"]),
-    # The run config composes the component configs above; the model reads its config through it.
-    ("run config", ["learntok.config"]),
-    ("model", ["learntok.model.pretrained", "learntok.model.generate", "learntok.model.aunet"]),
+    # The run config composes the component configs below it (model, strategies, objective, data).
+    ("run config", ["learntok.config", "learntok.config_info"]),
     ("run services", ["learntok.checkpoint", "learntok.runfolder", "learntok.rate", "learntok.distributed",
                       "learntok.boundary_quality",
                       "learntok.plots", "learntok.outputs"]),
     ("library", ["learntok.evaluate", "learntok.segment", "learntok.train", "learntok.eval_tasks",
-                 "learntok.diagnose", "learntok.sample", "learntok.frontier", "learntok.compare"]),
+                 "learntok.diagnose", "learntok.sample", "learntok.frontier", "learntok.compare", "learntok.compare_runs",
+                 "learntok.plan"]),
     ("commands", ["learntok.cli", "learntok.__main__", "learntok.lm_eval_adapter"]),
 ]
+
+# The sub-packages, bottom to top: the tree shows the layers.
+FOLDERS = ["learntok.data", "learntok.nn", "learntok.boundaries", "learntok.model"]
 
 # Imports allowed inside functions: optional or heavy dependencies, and torch APIs that older
 # supported torch versions lack (imported only on the path that uses them).
@@ -110,6 +115,27 @@ def test_no_module_imports_a_layer_above_it():
     assert not wrong, "\n".join(wrong)
 
 
+def folder_floor(name: str) -> int:
+    """The floor of module `name`'s folder: its sub-package's index in FOLDERS; a foundation of
+    the top folder is below them all (-1), any other top-folder module above them all."""
+    for i, folder in enumerate(FOLDERS):
+        if name == folder or name.startswith(folder + "."):
+            return i
+    return -1 if layer_of(name) == 0 else len(FOLDERS)
+
+
+def test_each_folder_is_one_layer():
+    for folder in FOLDERS:
+        layers = {LAYERS[layer_of(name)][0] for name in MODULES if name == folder or name.startswith(folder + ".")}
+        assert len(layers) == 1, f"{folder} spans the layers {sorted(layers)}: split it into folders"
+
+
+def test_no_folder_imports_a_folder_above_it():
+    wrong = [f"{name} imports {target}" for name, targets in edges().items() if name != "learntok"
+             for target in targets if folder_floor(target) > folder_floor(name)]
+    assert not wrong, "\n".join(wrong)
+
+
 def test_no_import_cycles():
     graph = edges()
     state: dict[str, int] = {}                                   # 1 on the stack, 2 done
@@ -166,7 +192,7 @@ def test_the_lazy_import_check_can_fail(tmp_path, monkeypatch, source, message):
 
 
 def test_the_layer_check_can_fail(monkeypatch):
-    # the model importing a checkpoint (the cycle issue 10 removed) is caught
+    # the model importing a checkpoint (which imports the model) is caught
     real = imports
     monkeypatch.setattr(sys.modules[__name__], "imports", lambda name: real(name) + (
         [("learntok.checkpoint", ["load_run"], 1, False)] if name == "learntok.model.aunet" else []))
@@ -174,3 +200,5 @@ def test_the_layer_check_can_fail(monkeypatch):
         test_no_module_imports_a_layer_above_it()
     with pytest.raises(AssertionError, match="import cycle"):
         test_no_import_cycles()
+    with pytest.raises(AssertionError, match="learntok.model.aunet imports learntok.checkpoint"):
+        test_no_folder_imports_a_folder_above_it()

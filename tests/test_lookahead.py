@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from learntok.boundaries.fixed import whitespace_boundaries
+from learntok.boundaries.common import whitespace_boundaries
 from learntok.data import encode
 
 _spec = importlib.util.spec_from_file_location(
@@ -42,6 +42,7 @@ def test_one_byte_of_lookahead_is_measured_as_one():
 
 def test_prefix_decisions_read_no_later_byte():
     """A causal rule's decisions are its prefix decisions; a rule that reads byte t+1 sees PAD there."""
-    torch.testing.assert_close(lookahead.prefix_decisions(whitespace_boundaries, WINDOWS), whitespace_boundaries(WINDOWS))
+    torch.testing.assert_close(lookahead.prefix_decisions(whitespace_boundaries, WINDOWS),
+                               whitespace_boundaries(WINDOWS))
     a = lookahead.prefix_decisions(before_space, WINDOWS)
     assert a[:, 0].eq(1).all() and a[:, 1:].eq(0).all()

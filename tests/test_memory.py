@@ -1,4 +1,4 @@
-"""Memory is bounded by the attention window, not the input (issue 11): a long prompt's prefill
+"""Memory is bounded by the attention window, not the input (docs/reliability.md): a long prompt's prefill
 runs the training path's blocked local attention, so peak memory grows linearly in the prompt
 length. Measured in child processes (peak RSS, resource.getrusage), one per prompt length."""
 import os
@@ -12,11 +12,11 @@ CHILD = """
 import resource, sys, torch
 from learntok.model.generate import generate
 from learntok.model.aunet import AUNet
-from learntok.model.config import ModelConfig
+from learntok.nn.config import ModelConfig
 from learntok.segment import segment_text
 
 torch.manual_seed(0)
-model = AUNet(ModelConfig(d_model=32, n_heads=2, policy_window=1, attn_window=64)).eval()
+model = AUNet(ModelConfig(d_model=32, n_heads=2, attn_window=64, strategy={"window": 1})).eval()
 n, command = int(sys.argv[1]), sys.argv[2]
 text = ("the quick brown fox jumps over the lazy dog. " * (n // 45 + 1))[:n]
 generate(model, "warm up", max_bytes=2, seed=0)

@@ -4,9 +4,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from learntok.boundaries.learned import _loop_scan, _map_scan, bernoulli_log_prob, policy_logits, sample_reference, sample_scan
+from learntok.boundaries.learned import (_loop_scan, _map_scan, bernoulli_log_prob, policy_logits, sample_reference,
+                                        sample_scan)
 from learntok.data import BOS, encode
-from learntok.model.pooling import downsample, downsample_reference, upsample, upsample_reference
+from learntok.nn.pooling import downsample, downsample_reference, upsample, upsample_reference
 
 from conftest import shakespeare, tiny_model
 
@@ -41,7 +42,7 @@ def test_prescribed_boundaries_used_and_scored():
 def test_causality(w, boundary, train_mode):
     """Outputs and decisions at positions <= t never change when a byte after t changes, for
     sampled boundaries (same random draws) and prescribed ones, on real text longer than the window."""
-    model = tiny_model(boundary, policy_window=w)
+    model = tiny_model(boundary, window=w)
     model.train(train_mode)
     text = shakespeare(80)
     x = encode(text).unsqueeze(0)
@@ -146,7 +147,7 @@ def test_gradients_reach_policy_and_backbone():
 
 def test_rate_controller_holds_the_target_rate():
     """Integral control (objective.rate_gain) moves a policy that fires at ~0.45 to rho* = 0.2."""
-    model = tiny_model("learned", policy_window=8)
+    model = tiny_model("learned", window=8)
     with torch.no_grad():
         model.strategy.proj.bias[-1] = 25.0                      # current-byte term: s * 25 ~ +1.5 logits, rate ~ 0.45
     x = torch.full((64, 100), 97)
@@ -165,7 +166,7 @@ def test_rate_controller_holds_the_target_rate():
 
 @pytest.mark.parametrize("L, window", [(130, 16), (128, 16), (64, 8), (33, 16), (200, 64)])
 def test_local_attention_matches_dense_window_mask(L, window):
-    from learntok.model.layers import local_attention, window_mask
+    from learntok.nn.layers import local_attention, window_mask
     g = torch.Generator().manual_seed(L + window)
     q, k, v = (torch.randn(2, 3, L, 8, generator=g) for _ in range(3))
     ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=window_mask(L, window, q.device))
@@ -176,7 +177,7 @@ def test_local_attention_matches_dense_window_mask(L, window):
 def test_local_attention_in_pieces_matches_one_piece(L, window, chunk):
     """Long sequences (a long prompt's prefill) go through local_attention in pieces of about
     `chunk` queries: the same result as the dense window mask."""
-    from learntok.model.layers import local_attention, window_mask
+    from learntok.nn.layers import local_attention, window_mask
 
     q, k, v = torch.randn(3, 2, 3, L, 8).unbind(0)
     ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=window_mask(L, window, q.device))

@@ -1,4 +1,4 @@
-"""Objective: discounting, baselines, normalisation, and the exactness anchor of DESIGN §4."""
+"""Objective: discounting, baselines, normalisation, and the exactness anchor of docs/design.md §4."""
 from __future__ import annotations
 
 import itertools
@@ -43,7 +43,7 @@ def test_ce_and_bpb_normalisation():
 def policy_model(w: int) -> AUNet:
     torch.manual_seed(0)
     cfg = ModelConfig(d_model=16, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=8,
-                      boundary="learned", policy_window=w, target_rate=0.3)
+                      boundary="learned", target_rate=0.3, strategy={"window": w})
     model = AUNet(cfg)
     with torch.no_grad():                                        # spread the probabilities
         model.strategy.proj.weight.normal_(0, 6.0)
@@ -100,7 +100,7 @@ def expected_estimator(model, x, baseline: str, batch: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("w", [1, 3])
 def test_estimator_exact_in_expectation(w):
-    """DESIGN §4 anchor: gamma = 1, no early baseline, lambda_pi = 1: the training loss's gradient
+    """docs/design.md §4 anchor: gamma = 1, no early baseline, lambda_pi = 1: the training loss's gradient
     on the policy's parameters equals the exact gradient of E_a[CE_mean] in expectation, for no
     batch baseline (B = 1) and the leave-one-out baseline (B = 2), on a 5-byte text."""
     model = policy_model(w)
@@ -153,3 +153,15 @@ def test_early_mix_is_the_authors_convex_combination():
     _, m = loss(out, x, cfg)
     mixed, _ = loss(out, x, ObjectiveConfig(lambda_pi=0.0, lambda_rate=0.0, lambda_early=0.1, early_mix=True))
     assert float(mixed.detach()) == pytest.approx(0.9 * float(m["ce"]) + 0.1 * float(m["ce_early"]), rel=1e-6)
+
+
+def test_early_exit_weight_per_strategy():
+    """early_for = "policy" (the paper presets): strategies without a policy train at an early-exit
+    weight of 0, as the authors' baselines do; the learned policy keeps lambda_early."""
+    from learntok.objective import ObjectiveConfig, objective_for
+    cfg = ObjectiveConfig(lambda_early=0.1, early_for="policy")
+    assert objective_for(cfg, has_policy=True).lambda_early == 0.1
+    assert objective_for(cfg, has_policy=False).lambda_early == 0.0
+    assert objective_for(ObjectiveConfig(lambda_early=0.1), has_policy=False).lambda_early == 0.1
+    with pytest.raises(ValueError):
+        ObjectiveConfig(early_for="baselines")

@@ -8,12 +8,14 @@ from unittest import mock
 import pytest
 import torch
 
-from learntok import AUNet, ModelConfig, ObjectiveConfig
+from learntok import AUNet, ObjectiveConfig
 from learntok.boundaries.base import strategy_names
 from learntok.model.aunet import token_level_padded
-from learntok.model.layers import packed_attention
-from learntok.model.pooling import downsample, pack_rows
+from learntok.nn.layers import packed_attention
+from learntok.nn.pooling import downsample, pack_rows
 from learntok.objective import loss
+
+from conftest import tiny_config
 
 ATOL = RTOL = 1e-5
 
@@ -66,8 +68,7 @@ def test_packed_attention_equals_per_row_causal_attention():
 
 def model_for(name: str) -> AUNet:
     torch.manual_seed(0)
-    cfg = ModelConfig(d_model=32, n_heads=2, n_down=1, n_mid=2, n_up=1, attn_window=8,
-                      boundary=name, policy_window=4, target_rate=0.25)
+    cfg = tiny_config(name, window=4, n_mid=2, attn_window=8, target_rate=0.25)
     model = AUNet(cfg)
     if name.startswith("bpe"):
         model.strategy.fit([b"the cat sat on the mat and the dog ate the hat " * 20])

@@ -59,14 +59,16 @@ def test_filters_truncate_drop_and_pieces(tmp_path):
     lens = [5, 50, 5000, 9000]
     write_jsonl(tmp_path / "a.jsonl", [{"text": "x" * n} for n in lens])
     opts = dict(min_doc_bytes=10, max_doc_bytes=4096, val_fraction=0.0, test_fraction=0.0)
-    index = prepare([str(tmp_path / "a.jsonl")], tmp_path / "cut", PrepareOptions(**opts, truncate=True), progress=False)
+    index = prepare([str(tmp_path / "a.jsonl")], tmp_path / "cut", PrepareOptions(**opts, truncate=True),
+                    progress=False)
     assert [len(d) for d in _read_all(tmp_path / "cut")[1]["train"]] == [50, 4096, 4096]
     assert index["documents"] == {"read": 4, "dropped_short": 1, "dropped_long": 0, "truncated": 2}
     prepare([str(tmp_path / "a.jsonl")], tmp_path / "drop", PrepareOptions(**opts), progress=False)
     assert [len(d) for d in _read_all(tmp_path / "drop")[1]["train"]] == [50]
     big = b"".join(b"line %d\n" % i for i in range(3000))                # a big text file: pieces at newlines
     (tmp_path / "big.txt").write_bytes(big)
-    prepare([str(tmp_path / "big.txt")], tmp_path / "pieces", PrepareOptions(piece_bytes=1000, val_fraction=0, test_fraction=0), progress=False)
+    prepare([str(tmp_path / "big.txt")], tmp_path / "pieces", PrepareOptions(piece_bytes=1000, val_fraction=0,
+                                                                             test_fraction=0), progress=False)
     docs = _read_all(tmp_path / "pieces")[1]["train"]
     assert b"".join(docs) == big and all(d.endswith(b"\n") and len(d) <= 1000 for d in docs)
 
@@ -98,7 +100,8 @@ def test_sharded_bytes_indexing_matches_one_array():
 def test_bytedata_from_prepared_folder_matches_in_memory(tmp_path):
     texts = _texts(200, seed=1)
     write_jsonl(tmp_path / "a.jsonl", [{"text": t} for t in texts])
-    assert main(["prepare", str(tmp_path / "a.jsonl"), "--out", str(tmp_path / "d"), "--shard-mb", "0"]) == 2  # bad size
+    # bad size
+    assert main(["prepare", str(tmp_path / "a.jsonl"), "--out", str(tmp_path / "d"), "--shard-mb", "0"]) == 2
     prepare([str(tmp_path / "a.jsonl")], tmp_path / "d", PrepareOptions(shard_bytes=2000), progress=False)
     for packed in (False, True):
         disk = ByteData.from_config(DataConfig(source=str(tmp_path / "d"), packed=packed))
@@ -128,7 +131,8 @@ def test_memory_stays_bounded_on_a_larger_input(tmp_path):
             f.write(line)
     code = ("import resource, sys; from learntok.data.prepare import prepare, PrepareOptions; "
             "import learntok.data.shards, tqdm, numpy; base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; "
-            f"prepare([{str(tmp_path / 'big.jsonl')!r}], {str(tmp_path / 'd')!r}, PrepareOptions(shard_bytes=4 << 20), progress=False); "
+            f"prepare([{str(tmp_path / 'big.jsonl')!r}], {str(tmp_path / 'd')!r}, "
+            "PrepareOptions(shard_bytes=4 << 20), progress=False); "
             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base)")
     grew_kb = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     assert grew_kb < 8_000, f"peak RSS grew {grew_kb} KB while preparing 24 MB"

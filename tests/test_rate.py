@@ -1,21 +1,21 @@
-"""Compression as a dial (issue 13): every strategy at a requested rate on held-out text, the
+"""Compression as a dial (docs/rate.md): every strategy at a requested rate on held-out text, the
 inference-time offset (monotone, calibrated), the whitespace rule's knob, and `--rate`."""
 from __future__ import annotations
-
-import types
 
 import pytest
 import torch
 from torch import nn
 
-from learntok import AUNet, ModelConfig
-from learntok.boundaries.fixed import (bisect_rate, bresenham, whitespace_at_rate, whitespace_boundaries,
-                                       whitespace_step)
+from learntok import AUNet
+from learntok.boundaries.common import bisect_rate, bresenham, whitespace_boundaries
+from learntok.boundaries.whitespace import whitespace_at_rate, whitespace_step
 from learntok.compare import parse_variant, variants_from_args
 from learntok.config import ConfigError
 from learntok.data import encode
 from learntok.rate import calibrate, measured_rate, set_rate, strategy_inputs, text_batches
 from tests.test_strategies import TRAIN_TEXT, shakespeare
+
+from conftest import tiny_config
 
 VAL_TEXT = shakespeare(24_000, skip=100_000)    # calibration text, never the test text
 TEST_TEXT = shakespeare(24_000, skip=150_000)   # held-out text the reached rate is measured on
@@ -23,8 +23,7 @@ TEST_TEXT = shakespeare(24_000, skip=150_000)   # held-out text the reached rate
 
 def tiny(boundary: str, w: int = 1, rate: float = 0.2) -> AUNet:
     torch.manual_seed(0)
-    cfg = ModelConfig(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16,
-                      boundary=boundary, policy_window=w, target_rate=rate)
+    cfg = tiny_config(boundary, window=w, target_rate=rate)
     model = AUNet(cfg)
     if boundary == "entropy":                                    # spread the early head's entropies, as training does
         nn.init.normal_(model.early_head.linear.weight, std=0.3)
@@ -55,7 +54,8 @@ def test_whitespace_knob_step_matches_forward(theta):
     a = whitespace_at_rate(x, theta)
     if theta == 0:
         assert torch.equal(a, whitespace_boundaries(x))
-    prev, last, edges, steps = torch.tensor([256]), torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long), []
+    prev, last, edges, steps = torch.tensor([256]), torch.zeros(1, dtype=torch.long), torch.zeros(1,
+                                                                                                  dtype=torch.long), []
     for t in range(x.size(1)):
         d, last, edges = whitespace_step(prev, x[:, t], t, last, edges, theta)
         prev = x[:, t]
@@ -100,8 +100,10 @@ def test_learned_offset_moves_the_rate_monotonically_and_calibrates():
     for target in (0.12, 0.25, 0.4):
         offset, reached, _ = calibrate(model, batches, target)
         assert abs(reached - target) <= 0.01
-        assert model.strategy.rate_offset.item() == pytest.approx(offset, abs=1e-6)  # the knob is left at the calibrated offset
-        assert abs(measured_rate(model, batches)[0] - reached) < 1e-9  # the full model decides as the strategy alone did
+        # the knob is left at the calibrated offset
+        assert model.strategy.rate_offset.item() == pytest.approx(offset, abs=1e-6)
+        # the full model decides as the strategy alone did
+        assert abs(measured_rate(model, batches)[0] - reached) < 1e-9
 
 
 def test_strategy_inputs_are_what_the_forward_hands_the_strategy():
@@ -114,9 +116,8 @@ def test_strategy_inputs_are_what_the_forward_hands_the_strategy():
 
 
 def test_set_rate_errors():
-    bare = types.SimpleNamespace(strategy=nn.Module(), cfg=types.SimpleNamespace(boundary="plain"))
-    with pytest.raises(ConfigError, match="no inference-time rate knob"):
-        set_rate(bare, 0.2, VAL_TEXT)
+    with pytest.raises(ConfigError, match="'bpe-causal' has no inference-time rate knob"):
+        set_rate(tiny("bpe-causal"), 0.2, VAL_TEXT)
     with pytest.raises(ConfigError, match="must be in"):
         set_rate(tiny("uniform"), 1.0)
     with pytest.raises(ConfigError, match="held-out text"):
@@ -143,7 +144,7 @@ def test_whitespace_checkpoints_from_before_the_knob_load_as_the_plain_rule():
 
 
 def test_compare_variants_at_rates():
-    assert parse_variant("learned+w=1@0.2")[1] == ["model.boundary=learned", "model.policy_window=1",
+    assert parse_variant("learned+w=1@0.2")[1] == ["model.boundary=learned", "strategy.window=1",
                                                     "model.target_rate=0.2"]
     assert variants_from_args("learned,uniform", False, "0.1, 0.33") == ["learned@0.1", "learned@0.33",
                                                                         "uniform@0.1", "uniform@0.33"]
@@ -222,7 +223,7 @@ def test_compare_at_rates_writes_the_frontier_and_the_sweep(tmp_path):
     import json
 
     from learntok.compare import compare
-    from learntok.frontier import window_nats
+    from learntok.evaluate import window_nats
     from learntok.checkpoint import load_run
     from learntok.data import ByteData
     from learntok.evaluate import EvalOptions, evaluate_bpb

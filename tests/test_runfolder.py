@@ -1,4 +1,4 @@
-"""Run-folder ownership and crash safety (issue 11, learntok.runfolder): one writer per folder,
+"""Run-folder ownership and crash safety (docs/reliability.md, learntok.runfolder): one writer per folder,
 never into a folder that is not a run, and a kill -9 at any point leaves nothing damaged: the
 resumed run ends with the same metrics, segments and weights as an uninterrupted one."""
 import json

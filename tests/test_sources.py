@@ -1,6 +1,6 @@
 """Every command that reads a run works on runs trained from every kind of data source: a
-built-in corpus, a local text file, a folder, and a prepared (memory-mapped) folder (issue 9:
-`eval` on a run trained from a prepared folder used to fail). And the scale path end to end at
+built-in corpus, a local text file, a folder, and a prepared (memory-mapped) folder (`eval`
+on a run trained from a prepared folder once failed). And the scale path end to end at
 toy size: prepare -> train two strategies -> compare table -> eval -> segment."""
 import json
 
@@ -26,7 +26,8 @@ def sources(tmp_path_factory):
     for i in range(70):
         (folder / f"doc{i:02d}.txt").write_text(_text(6) + f" document {i}")
     prepare([str(root / "corpus.txt")], root / "prepared", PrepareOptions(piece_bytes=512), progress=False)
-    return {"builtin": "kjv", "file": str(root / "corpus.txt"), "folder": str(folder), "prepared": str(root / "prepared")}
+    return {"builtin": "kjv", "file": str(root / "corpus.txt"), "folder": str(folder),
+            "prepared": str(root / "prepared")}
 
 
 @pytest.mark.parametrize("kind", ["builtin", "file", "folder", "prepared"])
@@ -42,7 +43,8 @@ def test_every_command_reads_a_run_of_every_source(kind, sources, tmp_path, caps
     task = tmp_path / "t.jsonl"
     task.write_text(json.dumps({"context": "the quick brown", "continuation": "fox"}) + "\n")
     assert main(["eval-tasks", str(run), "--task", str(task)]) == 0
-    assert main(["diagnose", str(run), "--batches", "1", "--samples", "2", "--seq-len", "32", "--out", str(tmp_path / "d")]) == 0
+    assert main(["diagnose", str(run), "--batches", "1", "--samples", "2", "--seq-len", "32", "--out",
+                 str(tmp_path / "d")]) == 0
     assert main(["plot", str(run), "--out", str(tmp_path / "p")]) == 0
 
 

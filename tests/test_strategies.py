@@ -1,4 +1,4 @@
-"""Boundary strategies (DESIGN §5): causality of every registered strategy, gradients of the
+"""Boundary strategies (docs/design.md §5): causality of every registered strategy, gradients of the
 trainable ones, and each rule against a plain reference."""
 from __future__ import annotations
 
@@ -8,13 +8,15 @@ import pytest
 import torch
 
 from learntok import AUNet, ModelConfig, ObjectiveConfig
-from learntok.boundaries import bpe, bpe_paper, strategy_names
+from learntok.boundaries import bpe, bpe_causal, strategy_names
 from learntok.boundaries.base import build_strategy, strategy_class
-from learntok.boundaries.fixed import EntropyBoundaries, whitespace_boundaries
-from learntok.boundaries.dynamic_pooling import binomial_log_prob, mean_pool, mean_pool_reference, relaxed_bernoulli
-from learntok.boundaries.ste import ema_reference, ema_scan, ratio_loss
+from learntok.boundaries.common import whitespace_boundaries
+from learntok.boundaries.entropy import EntropyBoundaries
+from learntok.boundaries.nawrot import binomial_log_prob, mean_pool, mean_pool_reference, relaxed_bernoulli
+from learntok.boundaries.hnet import ema_reference, ema_scan, ratio_loss
 from learntok.config import load_config
-from learntok.data import EOS, encode
+from learntok.data import BOS, EOS, PAD, encode
+from learntok.data.vocab import is_byte
 from learntok.errors import ConfigError
 from learntok.model.generate import generate
 from learntok.objective import loss
@@ -25,7 +27,7 @@ TRAIN_TEXT = shakespeare(60_000, skip=20_000)
 
 
 def tiny(boundary: str, w: int = 8) -> AUNet:
-    model = tiny_model(boundary, policy_window=w, target_rate=0.3 if boundary == "bpe" else 0.2)
+    model = tiny_model(boundary, window=w, target_rate=0.3 if boundary == "bpe" else 0.2)
     model.strategy.fit([TRAIN_TEXT])                             # bpe: 0.3, which its pre-tokenizer can reach here
     return model
 
@@ -36,7 +38,8 @@ def models() -> dict[str, AUNet]:
 
 
 def test_every_strategy_is_tested():
-    assert {"learned", "uniform", "fixed", "whitespace", "bpe", "bpe-causal", "entropy", "nawrot", "hnet"} <= set(strategy_names())
+    assert {"learned", "uniform", "fixed", "whitespace", "bpe", "bpe-causal", "entropy", "nawrot",
+            "hnet"} <= set(strategy_names())
 
 
 @pytest.mark.parametrize("name", strategy_names())
@@ -129,12 +132,12 @@ def test_paper_bpe_boundaries_are_the_first_bytes_of_the_tokens(models):
 def test_paper_bpe_maps_multibyte_and_invalid_bytes():
     """Token starts inside a character split into byte tokens land on the right byte; invalid
     UTF-8 (a window cut inside a character) is left out and never a boundary."""
-    text, src = bpe_paper.utf8_text(b"\xa9ab\xc3\xa9\xe2")          # a cut-off char, "ab", "é", a cut-off char
+    text, src = bpe.utf8_text(b"\xa9ab\xc3\xa9\xe2")          # a cut-off char, "ab", "é", a cut-off char
     assert text == "ab\u00e9" and src == [1, 2, 3, 4]
-    assert bpe_paper.token_byte_starts(["\u0120ab", "\u00c3", "\u00a9"], src) == [1, 3, 4]  # prefix space, é split
-    assert bpe_paper.token_byte_starts(["\u0120", "a", "b\u00c3\u00a9"], src) == [1, 2]
+    assert bpe.token_byte_starts(["\u0120ab", "\u00c3", "\u00a9"], src) == [1, 3, 4]  # prefix space, é split
+    assert bpe.token_byte_starts(["\u0120", "a", "b\u00c3\u00a9"], src) == [1, 2]
     with pytest.raises(ConfigError, match="not a byte-level BPE"):
-        bpe_paper.token_byte_starts(["abcdefg"], src)
+        bpe.token_byte_starts(["abcdefg"], src)
 
 
 def test_paper_bpe_special_symbols_split_runs(models):
@@ -159,7 +162,7 @@ def test_paper_bpe_looks_ahead(models):
 
 def test_paper_bpe_fit_bisects_rate_and_is_saved(models, tmp_path):
     strategy = models["bpe"].strategy
-    assert abs(bpe_paper.bpe_rate(strategy.tokenizer(), [TRAIN_TEXT]) - 0.3) < 0.01  # closest to rho* = 0.3 it can get
+    assert abs(bpe.bpe_rate(strategy.tokenizer(), [TRAIN_TEXT]) - 0.3) < 0.01  # closest to rho* = 0.3 it can get
     models["bpe"].save_pretrained(tmp_path)
     loaded = AUNet.from_pretrained(tmp_path)
     x = encode(shakespeare(100)).unsqueeze(0)
@@ -171,13 +174,16 @@ def test_paper_bpe_tokenizer_and_vocab_options(models, tmp_path):
     models["bpe"].strategy.tokenizer().save(str(path))
     cfg = load_config(overrides=["model.boundary=bpe", "model.target_rate=0.3", f"strategy.tokenizer={path}"]).model
     given = build_strategy(cfg)
-    info = given.fit([TRAIN_TEXT])                               # loaded, not trained: the sample only measures the rate
+    info = given.fit([TRAIN_TEXT])  # loaded, not trained: the sample only measures the rate
     x = encode(shakespeare(200)).unsqueeze(0)
     assert torch.equal(given.boundaries(x), models["bpe"].strategy.boundaries(x))
     assert info["bpe_vocab_size"] == models["bpe"].strategy.tokenizer().get_vocab_size()
     sized = build_strategy(load_config(overrides=["model.boundary=bpe", "strategy.vocab_size=400"]).model)
     with pytest.warns(UserWarning, match="boundaries per byte"):
         assert sized.fit([TRAIN_TEXT])["bpe_vocab_size"] == 400
+    huge = build_strategy(load_config(overrides=["model.boundary=bpe", "strategy.vocab_size=200000"]).model)
+    with pytest.raises(ConfigError, match="only supports a .*strategy.tokenizer=PATH"):
+        huge.fit([TRAIN_TEXT])                                    # never a silently smaller vocabulary
     missing = build_strategy(load_config(overrides=["model.boundary=bpe", "strategy.tokenizer=nope.json"]).model)
     with pytest.raises(ConfigError, match="nope.json"):
         missing.fit([TRAIN_TEXT])
@@ -193,27 +199,27 @@ def test_paper_bpe_refuses_generation(models):
 
 def test_bpe_reference_starts_are_the_tokenizers_offsets(models):
     tok = models["bpe-causal"].strategy.tokenizer()
-    for word in bpe.split_pretokens(shakespeare(400)):
-        enc = tok.encode(bpe.to_chars(word))
-        assert bpe.token_starts(tok, word) == [s for s, _ in enc.offsets]
-        assert "".join(enc.tokens) == bpe.to_chars(word)
+    for word in bpe_causal.split_pretokens(shakespeare(400)):
+        enc = tok.encode(bpe_causal.to_chars(word))
+        assert bpe_causal.token_starts(tok, word) == [s for s, _ in enc.offsets]
+        assert "".join(enc.tokens) == bpe_causal.to_chars(word)
 
 
 def test_bpe_causal_rule_mostly_agrees_with_the_tokenizer(models):
     """Boundaries of the causal greedy rule vs the tokenizer's own token starts on whole
     pre-tokens, on held-out text; and the rule is a pure function of the prefix."""
     strategy = models["bpe-causal"].strategy
-    tok, prefixes = strategy.tokenizer(), bpe.token_prefixes(strategy.tokenizer())
+    tok, prefixes = strategy.tokenizer(), bpe_causal.token_prefixes(strategy.tokenizer())
     agree = total = 0
-    for word in bpe.split_pretokens(shakespeare(5000, skip=200_000)):
+    for word in bpe_causal.split_pretokens(shakespeare(5000, skip=200_000)):
         ref = [0] * len(word)
-        for s in bpe.token_starts(tok, word):
+        for s in bpe_causal.token_starts(tok, word):
             ref[s] = 1
-        got = bpe.causal_word_starts(prefixes, word)
+        got = bpe_causal.causal_word_starts(prefixes, word)
         agree += sum(int(g == r) for g, r in zip(got, ref))
         total += len(word)
         for i in range(1, len(word)):
-            assert bpe.causal_word_starts(prefixes, word[:i]) == got[:i]
+            assert bpe_causal.causal_word_starts(prefixes, word[:i]) == got[:i]
     assert agree / total > 0.9
 
 
@@ -221,15 +227,15 @@ def test_bpe_forward_matches_word_rule(models):
     strategy = models["bpe-causal"].strategy
     text = shakespeare(200, skip=9000)
     a = strategy.boundaries(encode(text).unsqueeze(0))[0, 1:].tolist()
-    prefixes = bpe.token_prefixes(strategy.tokenizer())
-    expected = [s for w in bpe.split_pretokens(text) for s in bpe.causal_word_starts(prefixes, w)]
+    prefixes = bpe_causal.token_prefixes(strategy.tokenizer())
+    expected = [s for w in bpe_causal.split_pretokens(text) for s in bpe_causal.causal_word_starts(prefixes, w)]
     assert a == expected
 
 
 def test_bpe_fit_reaches_rate_and_is_saved(models, tmp_path):
     strategy = models["bpe-causal"].strategy
-    words = bpe.sample_words([TRAIN_TEXT])
-    assert abs(bpe.causal_rate(strategy.tokenizer(), words) - 0.2) < 0.01
+    words = bpe_causal.sample_words([TRAIN_TEXT])
+    assert abs(bpe_causal.causal_rate(strategy.tokenizer(), words) - 0.2) < 0.01
     models["bpe-causal"].save_pretrained(tmp_path)
     loaded = AUNet.from_pretrained(tmp_path)
     x = encode(shakespeare(100)).unsqueeze(0)
@@ -258,6 +264,34 @@ def test_entropy_rate_near_target_after_warmup():
         rates.append(out.decisions[:, 1:].mean().item())
     assert abs(sum(rates[-20:]) / 20 - 0.2) < 0.02
     assert rates[0] == 1.0                                       # no threshold before the first update
+
+
+def entropy_threshold_reference(thr: float, updates: int, entropy, x, rho: float, gain: float) -> tuple[float, int]:
+    """The quantile tracker with the real bytes selected by a boolean index (a host sync on a
+    GPU, which `update_threshold` avoids): the reference it is tested against."""
+    values = entropy[:, :-1][is_byte(x[:, 1:])]
+    if values.numel() == 0:
+        return thr, updates
+    if updates == 0:
+        return float(torch.quantile(values, 1.0 - rho)), 1
+    return thr + gain * (float((values > thr).float().mean()) - rho), updates + 1
+
+
+def test_entropy_tracker_matches_the_plain_reference():
+    strategy = EntropyBoundaries(ModelConfig(boundary="entropy", target_rate=0.2)).train()
+    g = torch.Generator().manual_seed(3)
+    thr, updates = 0.0, 0
+    for step in range(6):
+        x = torch.randint(0, 256, (3, 50), generator=g)
+        x[:, 0] = BOS
+        x[1, 30:] = PAD                                          # a short row
+        if step == 2:
+            x[:, 1:] = PAD                                       # a batch without a real byte: no update
+        entropy = torch.rand(3, 50, generator=g) * 5
+        strategy.update_threshold(entropy, x)
+        thr, updates = entropy_threshold_reference(thr, updates, entropy, x, 0.2, strategy.opts.gain)
+        assert int(strategy.updates) == updates
+        assert float(strategy.thr) == pytest.approx(thr, abs=1e-5)
 
 
 def test_entropy_rate_holds_while_entropy_falls():

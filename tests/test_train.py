@@ -21,8 +21,8 @@ def cfg(corpus_file):
 
 
 def _losses(run_dir):
-    lines = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [(l["step"], l.get("loss"), l.get("bpb"), l.get("boundary_rate"), l.get("val_bpb")) for l in lines]
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [(r["step"], r.get("loss"), r.get("bpb"), r.get("boundary_rate"), r.get("val_bpb")) for r in records]
 
 
 def test_run_folder_and_summary(cfg, tmp_path):
@@ -99,7 +99,7 @@ def test_no_weight_decay_on_norms_biases_embeddings(cfg):
 @pytest.mark.parametrize("boundary", ["nawrot", "hnet"])
 def test_policy_lr_multiplier_is_for_the_score_function_policy_only(cfg, boundary):
     """nawrot's and hnet's predictors train at the backbone's rate: the multiplier undoes the
-    learned policy's logit scaling, which they do not have (issue 9: it confounded the comparison)."""
+    learned policy's logit scaling, which they do not have (it would confound the comparison)."""
     c = cfg(f"model.boundary={boundary}", "optim.policy_lr_mult=16")
     groups = build_optimizer(AUNet(c.model), c.optim, torch.device("cpu")).param_groups
     assert all(g["lr_mult"] == 1.0 for g in groups)

@@ -1,4 +1,4 @@
-"""The boundary-strategy interface and registry (DESIGN §5).
+"""The boundary-strategy interface and registry (docs/design.md §5).
 
 A strategy maps encoder vectors (and the raw bytes) to a BoundaryOutput. The model, the
 objective and the tools never know which strategy runs: they see decisions, probabilities,
@@ -10,15 +10,14 @@ Shapes: B batch, T bytes (BOS at t = 0), S tokens, D width.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 from torch import nn
 
-from learntok.model.config import ModelConfig
-from learntok.model.pooling import Packing, downsample
+from learntok.nn.config import ModelConfig
+from learntok.nn.pooling import Packing, downsample
 
 
 @dataclass
@@ -35,13 +34,18 @@ class BoundaryOutput:
     probs: torch.Tensor       # (B, T) fp32 p_t = P(a_t = 1) (the decision itself where deterministic)
     log_prob: torch.Tensor    # (B, T) fp32 log pi(a_t | x, a_<t) of the decisions used; 0 at BOS / no policy
     aux_loss: torch.Tensor    # () fp32 the strategy's own loss, already weighted (0 for most)
-    relaxed: torch.Tensor | None = None  # (B, T) fp32 differentiable relaxed decisions (nawrot's straight-through); None elsewhere
+    # (B, T) fp32 differentiable relaxed decisions (nawrot's straight-through); None elsewhere
+    relaxed: torch.Tensor | None = None
 
 
-def target_logit(rate: float) -> float:
-    """logit(rho*) = log(rho* / (1 - rho*)): the logit whose sigmoid is the target rate, where a
-    policy's bias starts so that it begins at the target rate."""
-    return math.log(rate / (1.0 - rate))
+@dataclass
+class PolicyTerms:
+    """The learned logit's terms per byte, for re-deciding at any offset (segment's HTML page):
+    l[t] = softcap(base[t] + sum_k mix[t, k-1] a[t-k] + offset, cap)."""
+    base: torch.Tensor   # (B, T) fp32 s v[t][w-1]
+    mix: torch.Tensor    # (B, T, W-1) fp32 s v[t][w-1-k], k = 1..w-1
+    offset: float        # logit(rho*) + rate_bias
+    cap: float           # the soft cap
 
 
 class BoundaryStrategy(nn.Module):
@@ -52,6 +56,12 @@ class BoundaryStrategy(nn.Module):
     has_reference: bool = False       # `reference_starts` gives the strategy's own reference boundaries
     causal: bool = True               # a[t] reads bytes <= t only (False: it sees the whole sequence; no generation)
     Config: type = StrategyConfig     # the strategy's own options ([strategy] section), set by `register`
+    # Inference-time rate control (learntok.rate, docs/rate.md): "rule" sets `rule_rate`, "offset"
+    # moves `rate_offset` within `rate_offset_range`; None: no knob (bpe's rate is its vocabulary).
+    rate_knob: str | None = None
+    rule_rate: float                  # "rule": the rate the strategy's rule places exactly
+    rate_offset: torch.Tensor         # "offset": () the knob; raising it raises the rate
+    rate_offset_range: tuple[float, float] = (0.0, 0.0)  # "offset": the bracket a calibration bisects in
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -68,6 +78,11 @@ class BoundaryStrategy(nn.Module):
     ) -> BoundaryOutput:
         raise NotImplementedError
 
+    def terms(self, h: torch.Tensor) -> PolicyTerms:
+        """The policy logit's terms for encoder vectors h (B, T, D), to re-decide at any offset
+        (segment's HTML page). Strategies with a policy (`has_policy`) implement it."""
+        raise NotImplementedError(f"strategy {type(self).__name__} has no policy logit")
+
     def fit(self, documents: list[bytes]) -> dict:
         """Fit the strategy to a bounded sample of the run's training documents, once, before
         step 0 of a fresh run (BPE trains its tokenizer here). Returns figures to report (e.g. the
@@ -82,12 +97,12 @@ class BoundaryStrategy(nn.Module):
     def pool(self, h: torch.Tensor, out: BoundaryOutput, S: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Downsample hook: h (B, T, D) -> tokens z (B, S, D) (zeros past each row's count) and their
         boundary byte offsets (B, S) (T past the count). Default: select the boundary bytes' vectors
-        (DESIGN §2.5); dynamic pooling takes each segment's mean."""
+        (docs/design.md §2.5); dynamic pooling takes each segment's mean."""
         z, pos, _ = downsample(h, out.decisions, S)
         return z, pos
 
     def pool_packed(self, h: torch.Tensor, out: BoundaryOutput, packing: Packing) -> torch.Tensor:
-        """`pool` onto the packed token sequence (learntok.model.pooling.Packing): h (B, T, D) ->
+        """`pool` onto the packed token sequence (learntok.nn.pooling.Packing): h (B, T, D) ->
         (N, D), what the model's token level runs on. Default: gather the boundary bytes' vectors
         straight into their packed slots (no padded (B, S, D) tensor on the way)."""
         return packing.pack(h)
@@ -148,15 +163,9 @@ class BoundaryStrategy(nn.Module):
         """Integral control of the boundary rate after an optimizer step (learned policy only)."""
 
     def init_weights(self, generator: torch.Generator | None = None) -> None:
-        """Initialise the strategy's parameters from `generator` (its own, seeded apart from the backbone's, so that adding a strategy never shifts the backbone's initial weights). None by default."""
-
-
-def fixed_output(decisions: torch.Tensor) -> BoundaryOutput:
-    """BoundaryOutput for strategies with no policy: probabilities are the decisions themselves."""
-    d = decisions.float().clone()                                # never write into the caller's tensor
-    d[:, 0] = 1.0
-    zeros = torch.zeros_like(d)
-    return BoundaryOutput(d, zeros, d, zeros, torch.zeros((), device=d.device))
+        """Initialise the strategy's parameters from `generator` (its own, seeded apart from the
+        backbone's, so that adding a strategy never shifts the backbone's initial weights). None by
+        default."""
 
 
 _REGISTRY: dict[str, type[BoundaryStrategy]] = {}

@@ -1,26 +1,10 @@
-"""Causal BPE guidance (`bpe-causal`): a boundary at the first byte of each token of a byte-level
-BPE trained locally with `tokenizers` on the run's training documents, segmented without
-lookahead. (The paper's own BPE guidance, which sees the whole sequence, is `bpe`: bpe_paper.py.)
-
-Causality. Plain BPE looks ahead: merges are applied by rank over a whole pre-token, so the
-split of "he" can change when "r" arrives ("he" vs "h|er"), and GPT-2's pre-tokenizer regex
-has a lookahead at whitespace runs. This rule is causal, tested:
-1. pre-tokens are SpaceByte's words (`pretoken_starts`: a pre-token starts at a space-like
-   byte that follows a word byte, and at special symbols), so "the end, " splits as
-   "the| end|, ": it reads x[t-1] and x[t] only. The BPE is trained on these pre-tokens;
-2. within a pre-token, the BPE's vocabulary segments greedily and causally
-   (`causal_word_starts`): byte t extends the current token while the extended string is a
-   prefix of some vocabulary token, and starts a new token otherwise.
-The greedy rule gives almost the same rate as the BPE's own merges (on Shakespeare with 4k
-merges: 0.2524 against 0.2534 tokens per byte) and mostly the same boundaries (the tests
-measure the agreement with the tokenizer's offsets); it never depends on later bytes.
-Per-word results are memoised.
-
-Vocabulary size: one BPE is trained with a large vocabulary; a BPE with fewer merges is the
-same BPE truncated to its first merges (training is greedy), so `fit` bisects the number of
-merges on the training sample until the causal boundary rate is closest to rho*, and warns
-with the rate reached when rho* is out of reach (every pre-token costs a boundary).
-The tokenizer's JSON is kept in a uint8 buffer, so it is saved with the model's weights.
+"""The paper's BPE guidance (`bpe`): the whole sequence is tokenized by a byte-level BPE, and the
+boundary is placed at the first byte of each BPE token (the authors' code,
+SamD770/bitter-lesson-tokenization, `bpe_tokenizer/`). It is NOT causal (`causal = False`): a
+byte's decision depends on the bytes after it, so generation refuses it; `bpe-causal`
+(bpe_causal.py) is the causal rule beside it. The authors' recipe, the windows between special
+symbols, invalid UTF-8 and the vocabulary options: docs/strategies.md ("bpe"); what the
+lookahead is worth: docs/compare.md.
 
 Shapes: B batch, T bytes.
 """
@@ -28,251 +12,166 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, fixed_output, register
-from learntok.boundaries.fixed import whitespace_boundaries
-from learntok.data.vocab import BOS, is_byte
-
-MAX_VOCAB = 32768            # vocabulary of the BPE that fit truncates
-FIT_SAMPLE_BYTES = 4_000_000  # training bytes that fit reads (the head of the shuffled train split)
-RATE_TOLERANCE = 0.01        # warn when the reached rate is further than this from rho*
+from learntok.boundaries.base import register
+from learntok.boundaries.tokenizer import MAX_VOCAB, RATE_TOLERANCE, TokenizerStrategy, bisect_merges
+from learntok.data.vocab import is_byte
+from learntok.errors import ConfigError
 
 
-def byte_to_unicode() -> list[str]:
-    """GPT-2's reversible map of the 256 byte values to printable characters (byte-level BPE)."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    chars, extra = {}, 0
-    for b in range(256):
-        if b in keep:
-            chars[b] = chr(b)
-        else:
-            chars[b] = chr(256 + extra)
-            extra += 1
-    return [chars[b] for b in range(256)]
+@dataclass
+class PaperBPEConfig:
+    vocab_size: int = 0   # BPE vocabulary; 0: the number of merges whose rate on the fit sample is closest to rho*
+    tokenizer: str = ""   # path of a byte-level BPE tokenizer.json to use instead of fitting ("": fit one)
 
 
-BYTE_CHARS = byte_to_unicode()
+def utf8_text(data: bytes) -> tuple[str, list[int]]:
+    """The valid UTF-8 text of `data` (invalid bytes left out) and, for each byte of the text's
+    UTF-8 encoding, its offset in `data`."""
+    text = data.decode("utf-8", errors="surrogateescape")         # an invalid byte -> one lone surrogate
+    kept, src, i = [], [], 0
+    for ch in text:
+        if 0xDC80 <= ord(ch) <= 0xDCFF:
+            i += 1
+            continue
+        n = len(ch.encode("utf-8"))
+        kept.append(ch)
+        src.extend(range(i, i + n))
+        i += n
+    return "".join(kept), src
 
 
-def to_chars(data: bytes) -> str:
-    return "".join(BYTE_CHARS[b] for b in data)
-
-
-def pretoken_starts(x: torch.Tensor) -> torch.Tensor:
-    """Causal pre-token starts: SpaceByte's word starts plus special symbols (each its own
-    pre-token). x (B, T) ids -> (B, T) bool, True at t = 0; reads x[t-1] and x[t] only."""
-    special = ~is_byte(x)
-    start = whitespace_boundaries(x).bool() | special
-    start[:, 1:] |= special[:, :-1]
-    return start
-
-
-def split_pretokens(data: bytes) -> list[bytes]:
-    """A document's pre-tokens, by `pretoken_starts`."""
-    if not data:
-        return []
-    x = torch.frombuffer(bytearray(data), dtype=torch.uint8).long().unsqueeze(0)
-    idx = torch.nonzero(pretoken_starts(x)[0]).squeeze(-1).tolist() + [len(data)]
-    return [data[s:e] for s, e in zip(idx[:-1], idx[1:])]
-
-
-def token_starts(tokenizer, word: bytes) -> list[int]:
-    """Byte offsets of the tokenizer's own tokens in one whole pre-token (not causal; the reference)."""
-    return [start for start, _ in tokenizer.encode(to_chars(word)).offsets]
-
-
-def token_prefixes(tokenizer) -> frozenset[str]:
-    """Every prefix of every vocabulary token (byte-level characters)."""
-    return frozenset(t[:i] for t in tokenizer.get_vocab() for i in range(1, len(t) + 1))
-
-
-def causal_word_starts(prefixes: frozenset[str], word: bytes) -> list[int]:
-    """Greedy causal segmentation of one pre-token: byte i starts a token (1) unless the
-    current token extended by byte i is still a prefix of a vocabulary token. Byte 0 always
-    starts one. Decision i reads bytes <= i only."""
-    starts, current = [], ""
-    for ch in to_chars(word):
-        if current and current + ch in prefixes:
-            current += ch
-            starts.append(0)
-        else:
-            current = ch
-            starts.append(1)
+def token_byte_starts(tokens: list[str], src: list[int]) -> list[int]:
+    """Byte offsets (in the run) of the first byte of each token of a byte-level BPE encoding.
+    Each character of a byte-level token is one byte; a prefix space added by the pre-tokenizer
+    (add_prefix_space) is one byte more than the text has, and covers no byte of the run."""
+    extra = sum(len(t) for t in tokens) - len(src)
+    if extra not in (0, 1):
+        raise ConfigError("the bpe strategy's tokenizer is not a byte-level BPE: its tokens do not spell the text's "
+                          "bytes (use a tokenizer with the ByteLevel pre-tokenizer and no normalizer)")
+    starts, pos = [], -extra
+    for t in tokens:
+        if pos + len(t) > 0 and pos < len(src):
+            starts.append(src[max(pos, 0)])
+        pos += len(t)
     return starts
 
 
-def causal_rate(tokenizer, words: Counter) -> float:
-    """Boundaries per byte of the causal rule over a word-count table."""
-    prefixes = token_prefixes(tokenizer)
-    n_bytes = sum(len(w) * c for w, c in words.items())
-    n_bounds = sum(sum(causal_word_starts(prefixes, w)) * c for w, c in words.items())
-    return n_bytes and n_bounds / n_bytes
+def bpe_boundaries(tokenizer, x: torch.Tensor) -> torch.Tensor:
+    """(B, T) ids -> (B, T) float: 1 at the first byte of each BPE token of each run of real
+    bytes (the run tokenized as a whole), at every special symbol and at the byte after it."""
+    xc = x.cpu()                                                 # one copy to the host
+    ids, real = xc.numpy(), is_byte(xc).numpy()                  # (B, T), (B, T) bool
+    a = (~real).astype(np.float32)                                # special symbols
+    runs = []                                                     # (row, start, end) of each run of real bytes
+    for b in range(ids.shape[0]):
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], real[b], [0]]).astype(np.int8)))
+        runs.extend((b, s, e) for s, e in zip(edges[::2], edges[1::2]))
+    texts = [utf8_text(bytes(ids[b, s:e].astype(np.uint8))) for b, s, e in runs]
+    encodings = tokenizer.encode_batch([t for t, _ in texts], add_special_tokens=False)
+    for (b, s, _), (_, src), enc in zip(runs, texts, encodings):
+        a[b, s] = 1.0
+        for start in token_byte_starts(enc.tokens, src):
+            a[b, s + start] = 1.0
+    return torch.from_numpy(a).to(x.device)
 
 
-def train_bpe(words: Counter, vocab_size: int):
-    """A byte-level BPE (no normaliser, no pre-tokenizer: the words are pre-tokens already)."""
-    from tokenizers import Tokenizer, models, trainers
+def train_bytelevel_bpe(documents: list[bytes], vocab_size: int):
+    """The authors' tokenizer recipe: BPE with the ByteLevel pre-tokenizer (add_prefix_space),
+    trained on the documents (the full byte alphabet included, so that any byte encodes)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     tok = Tokenizer(models.BPE())
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=BYTE_CHARS, show_progress=False)
-    tok.train_from_iterator((to_chars(w) for w, c in words.items() for _ in range(c)), trainer)
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator((utf8_text(d)[0] for d in documents), trainer)
     return tok
 
 
-def truncate_bpe(tokenizer, n_merges: int):
-    """The same BPE with only its first n_merges merges (and their tokens)."""
-    from tokenizers import Tokenizer, models
-    merges = json.loads(tokenizer.to_str())["model"]["merges"][:n_merges]
-    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in merges]
-    vocab = {c: i for i, c in enumerate(BYTE_CHARS)}
-    for a, b in merges:
-        vocab.setdefault(a + b, len(vocab))
-    return Tokenizer(models.BPE(vocab=vocab, merges=merges))
+def truncate_merges(tokenizer, n_merges: int):
+    """The same tokenizer (pre-tokenizer included) with only its first n_merges merges: BPE
+    training appends one token per merge, so the vocabulary keeps its first ids."""
+    from tokenizers import Tokenizer
+    d = json.loads(tokenizer.to_str())
+    merges = d["model"]["merges"]
+    keep = len(d["model"]["vocab"]) - len(merges) + n_merges
+    d["model"]["merges"] = merges[:n_merges]
+    d["model"]["vocab"] = {t: i for t, i in d["model"]["vocab"].items() if i < keep}
+    return Tokenizer.from_str(json.dumps(d))
 
 
-def bisect_merges(n_max: int, rate, target_rate: float) -> tuple[int, float]:
-    """The number of merges m in [0, n_max] whose rate(m) is closest to target_rate, by bisection
-    (the rate falls as merges are added). Returns (m, rate(m))."""
-    lo, hi, tried = 0, n_max, {n_max: rate(n_max)}
-    if tried[n_max] <= target_rate:
-        while hi - lo > 1:                                       # invariant: rate(lo) > target >= rate(hi)
-            mid = (lo + hi) // 2
-            tried[mid] = rate(mid)
-            lo, hi = (mid, hi) if tried[mid] > target_rate else (lo, mid)
-    best = min(tried, key=lambda m: abs(tried[m] - target_rate))
-    return best, tried[best]
+def bpe_rate(tokenizer, documents: list[bytes]) -> float:
+    """BPE tokens per byte of the documents, each tokenized as a whole."""
+    texts = [utf8_text(d)[0] for d in documents]
+    n_tokens = sum(len(e.ids) for e in tokenizer.encode_batch(texts, add_special_tokens=False))
+    return n_tokens / max(sum(len(d) for d in documents), 1)
 
 
-def fit_bpe(words: Counter, target_rate: float, max_vocab: int = MAX_VOCAB):
-    """Bisect the number of merges so that the causal rate is closest to target_rate.
-    Returns (tokenizer, info) with info = {bpe_vocab_size, bpe_rate, bpe_target_rate}."""
-    full = train_bpe(words, max_vocab)
-    n_max = len(json.loads(full.to_str())["model"]["merges"])
-    best, rate = bisect_merges(n_max, lambda m: causal_rate(truncate_bpe(full, m), words), target_rate)
-    tok = truncate_bpe(full, best)
-    return tok, {"bpe_vocab_size": tok.get_vocab_size(), "bpe_rate": rate, "bpe_target_rate": target_rate}
+def fit_merges(tokenizer, documents: list[bytes], target_rate: float) -> tuple[object, float]:
+    """The tokenizer truncated to the number of merges whose rate is closest to target_rate:
+    (tokenizer, rate)."""
+    n_max = len(json.loads(tokenizer.to_str())["model"]["merges"])
+    best, rate = bisect_merges(n_max, lambda m: bpe_rate(truncate_merges(tokenizer, m), documents), target_rate)
+    return truncate_merges(tokenizer, best), rate
 
 
-def sample_words(documents: list[bytes], max_bytes: int = FIT_SAMPLE_BYTES) -> Counter:
-    words, seen = Counter(), 0
-    for doc in documents:
-        doc = doc[:max_bytes - seen]
-        words.update(split_pretokens(doc))
-        seen += len(doc)
-        if seen >= max_bytes:
-            break
-    return words
+def load_tokenizer(path: str):
+    from tokenizers import Tokenizer
+    if not Path(path).is_file():
+        raise ConfigError(f"strategy.tokenizer {path!r}: no such file (give a tokenizer.json)")
+    try:
+        return Tokenizer.from_file(path)
+    except Exception as e:  # tokenizers raises a bare Exception on a bad file
+        raise ConfigError(f"strategy.tokenizer {path!r} is not a tokenizers JSON file: {e}") from None
 
 
-class TokenizerStrategy(BoundaryStrategy):
-    """A strategy whose boundaries come from a `tokenizers` tokenizer fitted (or loaded) before
-    training: the tokenizer's JSON is kept in a uint8 buffer, so it is saved with the weights.
-    Subclasses parse what they need from `tokenizer()` and clear it in `_forget_tokenizer`."""
+@register("bpe", config=PaperBPEConfig)
+class PaperBPE(TokenizerStrategy):
+    """The paper's BPE guidance: a boundary at the first byte of each BPE token of the whole
+    window. Sees the whole sequence (not causal); `fit` trains or loads the tokenizer."""
 
-    has_reference = True  # boundary quality is scored against the run's own tokenizer
+    causal = False
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.register_buffer("tokenizer_json", torch.zeros(0, dtype=torch.uint8))  # the tokenizer, UTF-8 JSON
+        self._parsed = None                                      # the tokenizer parsed from the buffer (a cache)
 
     def _forget_tokenizer(self) -> None:
-        """Drop what was parsed from the previous tokenizer (caches)."""
-
-    def set_tokenizer(self, tokenizer) -> None:
-        raw = bytearray(tokenizer.to_str().encode("utf-8"))
-        self.tokenizer_json = torch.frombuffer(raw, dtype=torch.uint8).clone().to(self.tokenizer_json.device)
-        self._forget_tokenizer()
-
-    def tokenizer(self):
-        """The trained tokenizer, parsed from the buffer."""
-        if self.tokenizer_json.numel() == 0:
-            raise RuntimeError(f"the {self.name} strategy has no tokenizer: call model.strategy.fit(train_documents) "
-                               "(learntok's train does so on a fresh run)")
-        from tokenizers import Tokenizer
-        return Tokenizer.from_str(bytes(self.tokenizer_json.cpu().numpy()).decode("utf-8"))
-
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # the tokenizer's size is not known at construction: take the saved buffer's shape
-        saved = state_dict.get(prefix + "tokenizer_json")
-        if saved is not None:
-            self.tokenizer_json = torch.empty_like(saved, device=self.tokenizer_json.device)
-            self._forget_tokenizer()
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-
-    def reference_starts(self, x: torch.Tensor) -> torch.Tensor:
-        return self.boundaries(x) > 0.5
-
-    def boundaries(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, T) ids -> (B, T) float decisions."""
-        raise NotImplementedError
-
-    def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
-        return fixed_output(self.boundaries(x) if boundaries is None else boundaries)
-
-
-@register("bpe-causal")
-class CausalBPE(TokenizerStrategy):
-    """Boundaries at the first byte of each causal BPE token (the greedy prefix rule above):
-    learntok's causal stand-in for the paper's BPE guidance (`bpe`). `fit` trains the tokenizer."""
-
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        self._forget_tokenizer()
-
-    def _forget_tokenizer(self) -> None:
-        self._prefixes: frozenset[str] | None = None            # the tokenizer's token prefixes (a cache of the buffer)
-        self._word_cache: dict[bytes, list[int]] = {}
+        self._parsed = None
 
     def fit(self, documents: list[bytes]) -> dict:
-        tok, info = fit_bpe(sample_words(documents), self.cfg.target_rate)
-        if abs(info["bpe_rate"] - self.cfg.target_rate) > RATE_TOLERANCE:
-            warnings.warn(f"BPE cannot reach boundary rate {self.cfg.target_rate}: the closest, with "
-                          f"{info['bpe_vocab_size']} tokens, gives {info['bpe_rate']:.4f}", stacklevel=2)
+        if self.opts.tokenizer:
+            tok = load_tokenizer(self.opts.tokenizer)
+        else:
+            tok = train_bytelevel_bpe(documents, self.opts.vocab_size or MAX_VOCAB)
+            if not self.opts.vocab_size:
+                tok, _ = fit_merges(tok, documents, self.cfg.target_rate)
+            elif tok.get_vocab_size() < 0.99 * self.opts.vocab_size:
+                raise ConfigError(
+                    f"strategy.vocab_size={self.opts.vocab_size}: the {sum(map(len, documents)):,}-byte fit sample only "
+                    f"supports a {tok.get_vocab_size():,}-token BPE (every pair it holds is merged). For the paper's "
+                    "tokenizer, train one on enough text (the authors used 500k FineWeb documents; docs/reproduce.md) "
+                    "and give it as strategy.tokenizer=PATH/tokenizer.json, or leave strategy.vocab_size=0 to fit the rate")
+        rate = bpe_rate(tok, documents)
+        if abs(rate - self.cfg.target_rate) > RATE_TOLERANCE:
+            warnings.warn(f"the bpe strategy's tokenizer ({tok.get_vocab_size()} tokens) gives {rate:.4f} boundaries "
+                          f"per byte on the fit sample, not rho* = {self.cfg.target_rate}", stacklevel=2)
         self.set_tokenizer(tok)
-        return info
-
-    def word_starts(self, word: bytes) -> list[int]:
-        if word not in self._word_cache:
-            if len(self._word_cache) > 500_000:
-                self._word_cache.clear()
-            if self._prefixes is None:
-                self._prefixes = token_prefixes(self.tokenizer())
-            self._word_cache[word] = causal_word_starts(self._prefixes, word)
-        return self._word_cache[word]
+        return {"bpe_vocab_size": tok.get_vocab_size(), "bpe_rate": rate, "bpe_target_rate": self.cfg.target_rate}
 
     def boundaries(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, T) ids -> (B, T) float decisions, computed on the CPU from the bytes."""
-        xc = x.cpu()
-        starts = pretoken_starts(xc).numpy()
-        ids = xc.numpy()
-        a = np.zeros(ids.shape, dtype=np.float32)
-        for b in range(ids.shape[0]):
-            edges = np.flatnonzero(starts[b]).tolist() + [ids.shape[1]]
-            for s, e in zip(edges[:-1], edges[1:]):
-                if not is_byte(ids[b, s]):
-                    a[b, s] = 1.0
-                else:
-                    a[b, s:e] = self.word_starts(bytes(ids[b, s:e].astype(np.uint8)))
-        return torch.from_numpy(a).to(x.device)
+        if self._parsed is None:
+            self._parsed = self.tokenizer()
+        return bpe_boundaries(self._parsed, x)
 
-    # Incremental decoding: the state is the previous byte (for pre-token starts) and, per row,
-    # the current token's characters; the greedy causal rule extends it while it stays a prefix.
     def init_state(self, batch, device) -> dict:
-        return {"prev": torch.full((batch,), BOS, device=device), "current": [""] * batch}
+        raise ConfigError("the bpe strategy (the paper's BPE guidance) tokenizes the whole sequence, so it cannot "
+                          "decide boundaries byte by byte: generate with a model trained with bpe-causal")
 
-    def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
-        if self._prefixes is None:
-            self._prefixes = token_prefixes(self.tokenizer())
-        pair = torch.stack([state["prev"], x], dim=1)             # (B, 2)
-        starts = pretoken_starts(pair)[:, 1].tolist()             # (B,) a pre-token starts at x
-        chars = [BYTE_CHARS[b] if is_byte(b) else "" for b in x.tolist()]
-        if boundaries is None:
-            extend = [not start and t > 0 and bool(ch) and bool(cur) and cur + ch in self._prefixes
-                      for start, ch, cur in zip(starts, chars, state["current"])]
-            boundaries = torch.tensor([0.0 if e else 1.0 for e in extend], device=x.device)
-        a = boundaries.float()
-        current = [ch if new else cur + ch for new, ch, cur in zip(a.tolist(), chars, state["current"])]
-        return a, a, {"prev": x, "current": current}
+    def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
+        return self.init_state(x.size(0), x.device)

@@ -12,10 +12,10 @@ from __future__ import annotations
 import torch
 
 from learntok.boundaries.base import BoundaryOutput, register
-from learntok.boundaries.learned import LearnedPolicy
+from learntok.boundaries.learned import LearnedConfig, LearnedPolicy
 
 
-@register("frozen")
+@register("frozen", config=LearnedConfig)
 class FrozenPolicy(LearnedPolicy):
     has_policy = False
 

@@ -1,4 +1,4 @@
-"""The learned boundary policy (DESIGN §3; Dauncey & Wattenhofer, ICML 2026).
+"""The learned boundary policy (docs/design.md §3; Dauncey & Wattenhofer, ICML 2026).
 
 From the encoder vector h[t], v[t] = W norm(h[t]) + c holds w numbers. The logit mixes the
 current byte with the previous w-1 decisions:
@@ -22,8 +22,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register, target_logit
-from learntok.model.config import ModelConfig
+from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, PolicyTerms, register
+from learntok.boundaries.common import target_logit
+from learntok.nn.config import ModelConfig
 
 
 def softcap(z: torch.Tensor, cap: float) -> torch.Tensor:
@@ -45,7 +46,8 @@ def policy_logits(v: torch.Tensor, a: torch.Tensor, scale: float, offset: float,
 
 
 @torch.no_grad()
-def sample_scan(v: torch.Tensor, u: torch.Tensor, scale: float, offset, cap: float, greedy: bool = False) -> torch.Tensor:
+def sample_scan(v: torch.Tensor, u: torch.Tensor, scale: float, offset, cap: float,
+                greedy: bool = False) -> torch.Tensor:
     """Sample decisions on the device, no host sync. v (B, T, W) fp32, u (B, T) uniforms in
     (0, 1) -> a (B, T) float, a[:, 0] = 1. a[t] = 1 iff u[t] < sigmoid(l[t]) iff logit(u[t]) < l[t]
     (greedy: 0 < l[t]). w = 1 is parallel; small windows (or CUDA) use the parallel map scan,
@@ -124,24 +126,27 @@ def bernoulli_log_prob(logits: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass
-class PolicyTerms:
-    """The learned logit's terms per byte, for re-deciding at any offset (segment's HTML page):
-    l[t] = softcap(base[t] + sum_k mix[t, k-1] a[t-k] + offset, cap)."""
-    base: torch.Tensor   # (B, T) fp32 s v[t][w-1]
-    mix: torch.Tensor    # (B, T, W-1) fp32 s v[t][w-1-k], k = 1..w-1
-    offset: float        # logit(rho*) + rate_bias
-    cap: float           # the soft cap
+class LearnedConfig:
+    """The learned policy's options ([strategy] when model.boundary is learned or frozen)."""
+    window: int = 8                # w: the logit mixes the current byte with w-1 past decisions
+    logit_scale: float = 1.0 / 16  # s: scaling of the policy's raw outputs v (keeps p near rho* while v is O(1))
+    softcap: float = 6.0           # c: the logit's soft cap, c * tanh(z / c) (logit units)
+
+    def __post_init__(self) -> None:
+        if self.window < 1:
+            raise ValueError(f"window {self.window} must be >= 1")
 
 
-@register("learned")
+@register("learned", config=LearnedConfig)
 class LearnedPolicy(BoundaryStrategy):
     has_policy = True
+    rate_knob = "offset"
     rate_offset_range = (-24.0, 24.0)  # logit units; the soft cap (6) saturates well inside
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
         self.norm = nn.RMSNorm(cfg.d_model, elementwise_affine=False)
-        self.proj = nn.Linear(cfg.d_model, cfg.policy_window)
+        self.proj = nn.Linear(cfg.d_model, self.opts.window)
         self.offset = target_logit(cfg.target_rate)
         self.register_buffer("rate_bias", torch.zeros(()))       # integral term of the rate controller
 
@@ -152,15 +157,15 @@ class LearnedPolicy(BoundaryStrategy):
         self.rate_bias.zero_()
 
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
-        cfg = self.cfg
+        opts = self.opts
         v = self.proj(self.norm(h.float())).float()              # (B, T, W) fp32
         offset = self.offset + self.rate_bias
         if boundaries is None:
             u = torch.rand(x.shape, device=x.device).clamp_(1e-7, 1 - 1e-7)  # (B, T) fixed draws
-            boundaries = sample_scan(v.detach(), u, cfg.logit_scale, offset, cfg.softcap, greedy)
+            boundaries = sample_scan(v.detach(), u, opts.logit_scale, offset, opts.softcap, greedy)
         a = boundaries.float().clone()
         a[:, 0] = 1.0
-        logits = policy_logits(v, a, cfg.logit_scale, offset, cfg.softcap)  # (B, T), differentiable
+        logits = policy_logits(v, a, opts.logit_scale, offset, opts.softcap)  # (B, T), differentiable
         log_prob = bernoulli_log_prob(logits, a)
         log_prob = torch.cat([torch.zeros_like(log_prob[:, :1]), log_prob[:, 1:]], dim=1)  # 0 at BOS
         return BoundaryOutput(a, logits, torch.sigmoid(logits), log_prob, torch.zeros((), device=h.device))
@@ -174,9 +179,10 @@ class LearnedPolicy(BoundaryStrategy):
     @torch.no_grad()
     def terms(self, h: torch.Tensor) -> PolicyTerms:
         """The logit's terms for encoder vectors h (B, T, D) (`policy_logits` from them, tested)."""
-        s = self.cfg.logit_scale
+        s = self.opts.logit_scale
         v = self.proj(self.norm(h.float())).float()              # (B, T, W)
-        return PolicyTerms(s * v[..., -1], s * v[..., :-1].flip(-1), self.offset + float(self.rate_bias), self.cfg.softcap)
+        return PolicyTerms(s * v[..., -1], s * v[..., :-1].flip(-1), self.offset + float(self.rate_bias),
+                           self.opts.softcap)
 
     @torch.no_grad()
     def adapt_rate(self, rate: torch.Tensor, gain: float) -> None:
@@ -188,19 +194,19 @@ class LearnedPolicy(BoundaryStrategy):
 
     # Incremental decoding: the state is the last w-1 decisions, past[:, j] = a[t-(w-1)+j].
     def init_state(self, batch: int, device: torch.device) -> dict:
-        return {"past": torch.zeros(batch, self.cfg.policy_window - 1, device=device)}
+        return {"past": torch.zeros(batch, self.opts.window - 1, device=device)}
 
     def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
-        padded = F.pad(decisions.float(), (self.cfg.policy_window - 1, 0))  # (B, W-1 + T): zeros before 0
+        padded = F.pad(decisions.float(), (self.opts.window - 1, 0))  # (B, W-1 + T): zeros before 0
         return {"past": padded[:, decisions.size(1):]}              # (B, W-1) the last w-1 decisions
 
     @torch.no_grad()
     def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
-        cfg = self.cfg
+        opts = self.opts
         v = self.proj(self.norm(h.float())).float()              # (B, W)
         past = state["past"]                                     # (B, W-1)
         mix = v[:, -1] + (v[:, :-1] * past).sum(-1)              # same order as policy_logits
-        logits = softcap(cfg.logit_scale * mix + self.offset + self.rate_bias, cfg.softcap)  # (B,)
+        logits = softcap(opts.logit_scale * mix + self.offset + self.rate_bias, opts.softcap)  # (B,)
         probs = torch.sigmoid(logits)
         if boundaries is not None:
             a = boundaries.float()

@@ -5,8 +5,10 @@ their attribution) and `python-stdlib` is the source of the running interpreter'
 library; `python-docs` is the Python reference documentation that ships with the interpreter
 (`pydoc_data.topics`): technical English with code, grammar, paths and lists, 0.5 MB; `python-rst`
 ships with the package: the Python Library Reference's reStructuredText sources, 6.3 MB of the
-same kind of text (code blocks, option lists, paths, indentation). Paths may be a
-text file, a folder, JSONL or parquet; any name ending in .gz is decompressed (x.txt.gz is text).
+same kind of text (code blocks, option lists, paths, indentation); `debref-de`, `-fr`, `-es`, `-ja`
+and `-zh` ship with the package: the Debian Reference manual in German, French, Spanish, Japanese
+and Simplified Chinese, one document per section, 0.5-0.6 MB each. Paths may be a text file, a
+folder, JSONL or parquet; any name ending in .gz is decompressed (x.txt.gz is text).
 Files are read through learntok.files: regular files only, at most files.memory_budget() bytes in
 all. Empty documents are dropped.
 """
@@ -23,8 +25,9 @@ from pathlib import Path
 from learntok.errors import DataError
 from learntok.files import check_input, memory_budget, open_input, read_input, too_large
 
-BUILTINS = ("shakespeare", "kjv", "python-stdlib", "python-docs", "python-rst")
-_SHIPPED = ("shakespeare", "kjv", "python-rst")  # learntok/corpora/NAME.jsonl.gz
+DEBIAN_REFERENCE = ("debref-de", "debref-fr", "debref-es", "debref-ja", "debref-zh")  # scripts/build_debian_reference.py
+BUILTINS = ("shakespeare", "kjv", "python-stdlib", "python-docs", "python-rst", *DEBIAN_REFERENCE)
+_SHIPPED = ("shakespeare", "kjv", "python-rst", *DEBIAN_REFERENCE)  # learntok/corpora/NAME.jsonl.gz
 _STDLIB_SKIP = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
 _BINARY_PROBE = 8192  # bytes read to decide whether a file is binary (contains a NUL byte)
 # Files `learntok prepare` writes before its index.json (learntok.data.shards: shard_name, SplitWriter)
@@ -66,10 +69,11 @@ def _unnamed_documents(source: str, text_field: str) -> list[bytes]:
     if not path.exists() and not path.is_symlink():
         raise DataError(f"data source {source!r} is neither a built-in corpus ({', '.join(BUILTINS)}) "
                         f"nor an existing path")
-    if text_kind(path) == "jsonl":
+    kind = file_kind(path)
+    if kind == "jsonl":
         with open_input(path, "data source") as f:
             docs = _jsonl_documents(f, text_field, str(path), memory_budget())
-    elif text_kind(path) == "parquet":
+    elif kind == "parquet":
         docs = list(bounded(parquet_texts(check_input(path, "data source"), text_field), "data source", path))
     else:
         docs = [read_input(path, "data source")]
@@ -80,7 +84,7 @@ def _unnamed_documents(source: str, text_field: str) -> list[bytes]:
     return docs
 
 
-def text_kind(path: Path) -> str:
+def file_kind(path: Path) -> str:
     """How a file's documents are read, by its name (a trailing .gz aside): "jsonl" (one JSON
     object a line), "parquet" (a column) or "text" (the file is the text)."""
     name = path.name.removesuffix(".gz")

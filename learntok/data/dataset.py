@@ -18,20 +18,25 @@ import torch
 from learntok.data import shards
 from learntok.data.corpora import DataError, load_named_documents, source_path
 from learntok.data.split import SPLITS, split_named_documents
+from learntok.data.vocab import BOS, EOS, PAD
 from learntok.files import memory_budget
 
 ALL = "all"  # the split of ByteData.from_config(..., unsplit=True): every document of the source
-from learntok.data.vocab import BOS, EOS, PAD
+FIT_BYTES = 4_000_000  # training bytes a fit reads (a strategy's `fit`, the reference BPE): `sample_documents`
 
 
 @dataclass
 class DataConfig:
-    source: str = "shakespeare"  # built-in corpus (shakespeare, kjv, python-stdlib, python-docs, python-rst) or a path: text file, folder, .jsonl(.gz), .parquet, prepared data folder (index.json)
+    # built-in corpus (shakespeare, kjv, python-stdlib, python-docs, python-rst,
+    # debref-de/fr/es/ja/zh) or a path: text file,
+    # folder, .jsonl(.gz), .parquet, prepared data folder (index.json)
+    source: str = "shakespeare"
     text_field: str = "text"  # JSONL field / parquet column that holds a document's text
     val_fraction: float = 0.05  # fraction of documents (pieces, for few documents) held out for validation
     test_fraction: float = 0.05  # fraction of documents (pieces, for few documents) held out for test
     split_seed: int = 0  # seed of the document shuffle that assigns splits; independent of train.seed
-    packed: bool = False  # True: windows run across documents joined by EOS; False: windows inside one document, PAD after its end
+    # True: windows run across documents joined by EOS; False: windows inside one document, PAD after its end
+    packed: bool = False
 
 
 @dataclass(frozen=True)

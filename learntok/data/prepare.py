@@ -29,8 +29,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from learntok.data.corpora import (DataError, check_not_prepared, files_below, is_binary, jsonl_texts, parquet_texts,
-                                   source_path, text_kind)
+from learntok.data.corpora import (DataError, check_not_prepared, file_kind, files_below, is_binary, jsonl_texts,
+                                   parquet_texts, source_path)
 from learntok.data.shards import FORMAT, INDEX, VERSION, SplitWriter
 from learntok.data.split import SPLITS
 from learntok.files import check_input, open_input
@@ -48,12 +48,16 @@ class PrepareOptions:
     test_fraction: float = 0.05       # expected fraction of documents in test
     seed: int = 0                     # seed of the split hash
     shard_bytes: int = 256 << 20      # target size of one shard file (bytes)
-    piece_bytes: int = 1 << 14        # text files larger than this are read as pieces of about this size (16 KiB: a 1 MB file gives ~64 documents, so val and test get some)
+    # text files larger than this are read as pieces of about this size (16 KiB: a 1 MB file gives
+    # ~64 documents, so val and test get some)
+    piece_bytes: int = 1 << 14
 
     def __post_init__(self) -> None:
         if self.val_fraction < 0 or self.test_fraction < 0 or self.val_fraction + self.test_fraction >= 1:
-            raise DataError(f"val_fraction {self.val_fraction} + test_fraction {self.test_fraction} must be in [0, 1), each >= 0")
-        if self.max_doc_bytes is not None and (self.max_doc_bytes < 1 or (not self.truncate and self.max_doc_bytes < self.min_doc_bytes)):
+            raise DataError(f"val_fraction {self.val_fraction} + test_fraction {self.test_fraction} "
+                            "must be in [0, 1), each >= 0")
+        too_small = not self.truncate and self.max_doc_bytes is not None and self.max_doc_bytes < self.min_doc_bytes
+        if self.max_doc_bytes is not None and (self.max_doc_bytes < 1 or too_small):
             raise DataError(f"max_doc_bytes {self.max_doc_bytes} is below min_doc_bytes {self.min_doc_bytes}")
         if self.truncate and self.max_doc_bytes is None:
             raise DataError("truncate needs max_doc_bytes")
@@ -111,7 +115,7 @@ def _text_docs(raw, piece_bytes: int, buf: bytes = b"") -> Iterator[bytes]:
 
 def documents(path: Path, opts: PrepareOptions) -> Iterator[tuple[bytes, int]]:
     """(document, input bytes consumed so far) for one file, streamed."""
-    kind = text_kind(path)
+    kind = file_kind(path)
     if kind == "parquet":
         yield from ((doc, 0) for doc in parquet_texts(path, opts.text_field))
         yield b"", path.stat().st_size                                          # progress for the whole file at the end

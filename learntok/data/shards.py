@@ -1,4 +1,4 @@
-"""A prepared data folder: uint8 byte shards read through numpy memmaps (DESIGN §6).
+"""A prepared data folder: uint8 byte shards read through numpy memmaps (docs/design.md §6).
 
 Layout written by `learntok prepare` (learntok.data.prepare):
 
@@ -68,7 +68,8 @@ class ShardedBytes:
         if stop <= start:
             return np.empty(0, dtype=np.uint8)
         first, last = (int(np.searchsorted(self.starts, i, side="right")) - 1 for i in (start, stop - 1))
-        pieces = [self.parts[k][max(start, self.starts[k]) - self.starts[k]:min(stop, self.starts[k + 1]) - self.starts[k]]
+        pieces = [self.parts[k][max(start, self.starts[k]) - self.starts[k]:
+                                min(stop, self.starts[k + 1]) - self.starts[k]]
                   for k in range(first, last + 1)]
         return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
 
@@ -174,7 +175,8 @@ class SplitWriter:
         self._flush()
         self._offsets.close()
         raw = np.memmap(self._offsets_tmp, dtype=np.int64, mode="r")
-        out = np.lib.format.open_memmap(self.root / f"{self.split}_docs.npy", mode="w+", dtype=np.int64, shape=raw.shape)
+        out = np.lib.format.open_memmap(self.root / f"{self.split}_docs.npy", mode="w+", dtype=np.int64,
+                                        shape=raw.shape)
         for i in range(0, len(raw), 1 << 22):                     # copy in pieces: bounded memory
             out[i:i + (1 << 22)] = raw[i:i + (1 << 22)]
         out.flush()

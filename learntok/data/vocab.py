@@ -23,6 +23,17 @@ def encode(text: str | bytes, bos: bool = True) -> torch.Tensor:
     return torch.cat([torch.tensor([BOS]), ids]) if bos else ids
 
 
+def row_pieces(data: bytes, seq_len: int | None) -> list[bytes]:
+    """`data` in pieces of seq_len - 1 bytes, each to be read after its own BOS (one piece without seq_len)."""
+    piece = max(1, seq_len - 1) if seq_len else max(1, len(data))
+    return [data[i:i + piece] for i in range(0, len(data), piece)]
+
+
+def bos_rows(pieces: list[bytes]) -> torch.Tensor:
+    """(B, T) ids: each piece after its own BOS, PAD on the right (T = 1 + the longest piece)."""
+    return torch.nn.utils.rnn.pad_sequence([encode(p) for p in pieces], batch_first=True, padding_value=PAD)
+
+
 def decode(ids) -> bytes:
     """Ids -> bytes, dropping BOS/EOS/PAD and anything not a byte."""
     vals = ids.tolist() if hasattr(ids, "tolist") else list(ids)

@@ -1,4 +1,4 @@
-"""The autoregressive U-Net over bytes (DESIGN §2).
+"""The autoregressive U-Net over bytes (docs/design.md §2).
 
     embed -> encoder (bytes, sliding window) -> early-exit head
           -> boundary strategy -> downsample (strategy.pool: select boundary bytes) -> mid (tokens, causal)
@@ -15,11 +15,11 @@ from torch import nn
 
 import learntok.boundaries  # noqa: F401  (registers the strategies)
 from learntok.boundaries.base import BoundaryOutput, build_strategy
-from learntok.model.config import ModelConfig
+from learntok.nn.config import ModelConfig
 from learntok.model.generate import generate, stream
-from learntok.model.layers import RMSNorm, Stack
-from learntok.model.pooling import num_tokens, pack_rows, upsample
-from learntok.model.pretrained import WEIGHTS, load_weights, read_model, save_model
+from learntok.nn.layers import RMSNorm, Stack
+from learntok.nn.pooling import num_tokens, pack_rows, upsample
+from learntok.model.pretrained import WEIGHTS, ModelFiles, load_weights, read_model, save_model
 
 
 @dataclass
@@ -84,7 +84,8 @@ class AUNet(nn.Module):
         the strategy from another (seed + 1), so at one seed every strategy's backbone is
         bit-identical, whatever parameters the strategy adds (tests/test_identical_init.py)."""
         std = self.cfg.init_std
-        backbone, own = seeded_generator(seed, self.embed.weight.device), seeded_generator(seed + 1, self.embed.weight.device)
+        device = self.embed.weight.device
+        backbone, own = seeded_generator(seed, device), seeded_generator(seed + 1, device)
         n_layers = self.cfg.n_down + self.cfg.n_mid + self.cfg.n_up
         for name, p in self.named_parameters():
             if name.startswith("strategy."):
@@ -116,7 +117,7 @@ class AUNet(nn.Module):
     def token_level(self, h: torch.Tensor, b: BoundaryOutput) -> torch.Tensor:
         """Downsample -> mid -> dechunk on packed tokens: h (B, T, D) -> (B, S, D) padded rows.
         The mid blocks run on the N tokens of all rows packed into one sequence (attention
-        stays within each row: learntok.model.layers.packed_attention); `token_level_padded`
+        stays within each row: learntok.nn.layers.packed_attention); `token_level_padded`
         is the plain reference it is tested against."""
         packing = pack_rows(b.decisions, self.cfg.token_pad_multiple)  # the forward's one host sync
         z = self.strategy.pool_packed(h, b, packing)             # (N, D) the strategy's tokens, packed
@@ -141,7 +142,11 @@ class AUNet(nn.Module):
     @classmethod
     def from_pretrained(cls, path, map_location="cpu") -> "AUNet":
         """An AUNet from a model folder, a checkpoint folder or a run folder (latest checkpoint)."""
-        cfg, weights, folder = read_model(path, map_location)
-        model = cls(cfg)
-        load_weights(model, weights, folder / WEIGHTS)
+        return cls.from_files(read_model(path, map_location), map_location)
+
+    @classmethod
+    def from_files(cls, files: ModelFiles, map_location="cpu") -> "AUNet":
+        """An AUNet from a folder's files read once (learntok.model.pretrained.read_model)."""
+        model = cls(files.model)
+        load_weights(model, files.weights, files.folder / WEIGHTS)
         return model.to(map_location)

@@ -1,7 +1,7 @@
-"""Generation: cached incremental decoding of an AUNet, one byte at a time (issue 5; the model
-layer: it needs only the model, and `AUNet.generate` / `AUNet.stream` call it).
+"""Generation: cached incremental decoding of an AUNet, one byte at a time (docs/benchmarks.md
+has its speed; the model layer: it needs only the model, and `AUNet.generate` / `AUNet.stream` call it).
 
-For each new byte t (DESIGN §2, in the same order as `AUNet.forward`):
+For each new byte t (docs/design.md §2, in the same order as `AUNet.forward`):
   embed and encode it (byte-level KV caches keep the last attn_window keys) -> early head ->
   decide a[t] with the strategy's `step` (its state: e.g. the last w-1 decisions) ->
   only if a[t] = 1, run the token level on the new token (its KV cache grows by one key,
@@ -31,8 +31,8 @@ import torch
 
 from learntok.boundaries.base import BoundaryOutput
 from learntok.data.vocab import BOS, EOS, PAD, encode, is_byte
-from learntok.model.cache import ModelCache, TokenKV
-from learntok.model.pooling import num_tokens, upsample
+from learntok.nn.cache import ModelCache, TokenKV
+from learntok.nn.pooling import token_counts, upsample
 from learntok.runtime import PrivateRNG, eval_mode
 
 BOUNDARY_MODES = ("sample", "greedy")
@@ -65,9 +65,9 @@ def prefill(model, x: torch.Tensor, boundaries: torch.Tensor | None = None,
     h = model.encoder.forward_cached(model.embed(x), pos, cache.encoder)  # (B, T, D)
     early = model.early_head(h)                                  # (B, T, V)
     b = strategy(h, x, boundaries=boundaries, early_logits=early, greedy=greedy)
-    counts = b.decisions.sum(1).long()                           # (B,) tokens per row
-    z, tok_pos = strategy.pool(h, b, num_tokens(b.decisions))   # (B, S, D), (B, S)
-    cache.mid = [TokenKV(counts) for _ in range(cfg.n_mid)]
+    counts, _, S = token_counts(b.decisions)                     # (B,) tokens per row; the largest (one host sync)
+    z, tok_pos = strategy.pool(h, b, S)                          # (B, S, D), (B, S)
+    cache.mid = [TokenKV(counts, S) for _ in range(cfg.n_mid)]
     z = strategy.dechunk(model.mid.forward_cached(z, tok_pos, cache.mid), b, tok_pos)
     y = h + strategy.confidence(upsample(z, b.decisions), b)    # (B, T, D)
     logits = model.head(model.decoder.forward_cached(y, pos, cache.decoder)[:, -1])  # (B, V): byte T's only
@@ -108,15 +108,15 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     """Next byte ids (B,) from logits (B, V) over the 256 byte values and EOS (BOS, PAD and the
     table's padding are never drawn). temperature 0 is argmax; top_k keeps the k likeliest;
     top_p keeps the smallest set whose probability reaches p (nucleus sampling)."""
-    logits = logits.float().clone()
+    logits = logits.float()
     allowed = is_byte(torch.arange(logits.size(-1), device=logits.device))  # (V,)
     allowed[EOS] = True
-    logits[:, ~allowed] = float("-inf")
+    logits = logits.masked_fill(~allowed, float("-inf"))         # (a boolean index would be a host sync)
     if temperature <= 0:
         return logits.argmax(-1)
     logits = logits / temperature
     if top_k is not None and top_k > 0:
-        kth = logits.topk(min(top_k, int(allowed.sum())), dim=-1).values[:, -1:]  # (B, 1)
+        kth = logits.topk(min(top_k, logits.size(-1)), dim=-1).values[:, -1:]  # (B, 1); -inf past the allowed ones
         logits = logits.masked_fill(logits < kth, float("-inf"))
     if top_p is not None and top_p < 1.0:
         sorted_logits, order = logits.sort(dim=-1, descending=True)  # (B, V)
@@ -156,8 +156,9 @@ def _events(model, prompts: Sequence[torch.Tensor], max_bytes: int, temperature:
         raise ValueError(f"boundaries {boundaries!r}: expected one of {', '.join(BOUNDARY_MODES)}")
     greedy = boundaries == "greedy"
     device = next(model.parameters()).device
-    lens = torch.tensor([p.numel() for p in prompts], device=device)  # (B,)
-    B, L0, Lmax = len(prompts), int(lens.min()), int(lens.max())
+    sizes = [p.numel() for p in prompts]
+    lens = torch.tensor(sizes, device=device)                    # (B,)
+    B, L0, Lmax = len(prompts), min(sizes), max(sizes)          # from the host: no device read
     x = torch.full((B, Lmax), PAD, dtype=torch.long, device=device)  # (B, Lmax) prompts, PAD after each end
     for b, p in enumerate(prompts):
         x[b, :p.numel()] = p.to(device)

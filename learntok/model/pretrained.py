@@ -1,4 +1,4 @@
-"""Model folders on disk (DESIGN §7): the file format under `save_pretrained` / `from_pretrained`.
+"""Model folders on disk (docs/design.md §7): the file format under `save_pretrained` / `from_pretrained`.
 
 A model folder: `model.safetensors` (weights) + `config.json` (the ModelConfig, or the resolved
 RunConfig in a training checkpoint), stamped with the format version. A run folder names its
@@ -11,17 +11,18 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
 from learntok import __version__
-from learntok.config import from_model_dict
+from learntok.boundaries.options import STRATEGY, move_old_keys, strategy_options
 from learntok.errors import CheckpointError, ConfigError
+from learntok.fields import check_fields
 from learntok.files import read_input
-from learntok.model.config import ModelConfig
+from learntok.nn.config import ModelConfig
 
 WEIGHTS, CONFIG, LATEST = "model.safetensors", "config.json", "latest"
 
@@ -129,18 +130,43 @@ def read_weights(path: Path, map_location: str | torch.device) -> dict[str, torc
         raise CheckpointError(f"cannot read {path} (corrupt?): {one_line(e)}") from None
 
 
-def read_model(path: str | Path, map_location: str | torch.device = "cpu"
-               ) -> tuple[ModelConfig, dict[str, torch.Tensor], Path]:
-    """(ModelConfig, weights, folder) of a model folder, a checkpoint folder or a run folder
-    (latest checkpoint): what `AUNet.from_pretrained` builds a model from."""
+def model_config(d: dict) -> ModelConfig:
+    """A strict ModelConfig from a config.json's model table, its strategy's options under
+    `strategy`: unknown keys and wrong types are errors, keys that moved are read at their new
+    place (learntok.boundaries.options.MOVED_KEYS), missing ones take their defaults."""
+    if not isinstance(d, dict):
+        raise ConfigError(f"a model config must be a table, got {type(d).__name__}")
+    given = {k: v for k, v in d.items() if k != STRATEGY}
+    given, options = move_old_keys(given, d.get(STRATEGY, {}), given.get("boundary", ModelConfig.boundary))
+    values = check_fields(ModelConfig, given, "model", "model config")
+    options = strategy_options(values.get("boundary", ModelConfig.boundary), options)
+    try:
+        return ModelConfig(**values, strategy=options)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"model: {e}") from None
+
+
+@dataclass
+class ModelFiles:
+    """A model, checkpoint or run folder read once: what `AUNet.from_files` builds a model from."""
+    folder: Path                         # the model or checkpoint folder (a run folder's latest checkpoint)
+    config: dict                         # its config.json, the stamp removed (a run config or a model config)
+    model: ModelConfig                   # the model config in it
+    weights: dict[str, torch.Tensor]     # model.safetensors
+
+
+def read_model(path: str | Path, map_location: str | torch.device = "cpu") -> ModelFiles:
+    """The files of a model folder, a checkpoint folder or a run folder (latest checkpoint)."""
     folder = resolve(path)
     config = read_config(folder)
-    model_dict = config["model"] if isinstance(config.get("model"), dict) else config  # run config or model config
+    model = config
+    if isinstance(config.get("model"), dict):                    # a run config: its model and strategy sections
+        model = {**config["model"], STRATEGY: config.get(STRATEGY, {})}
     try:
-        cfg = from_model_dict(model_dict)
+        cfg = model_config(model)
     except ConfigError as e:
         raise CheckpointError(f"{folder / CONFIG}: {e}") from None
-    return cfg, read_weights(folder / WEIGHTS, map_location), folder
+    return ModelFiles(folder, config, cfg, read_weights(folder / WEIGHTS, map_location))
 
 
 def load_weights(model: torch.nn.Module, weights: dict[str, torch.Tensor], where: Path) -> None:

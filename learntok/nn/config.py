@@ -1,4 +1,4 @@
-"""Model configuration (DESIGN §2-§3). Every field: meaning and unit."""
+"""Model configuration (docs/design.md §2-§3). Every field: meaning and unit."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -20,13 +20,11 @@ class ModelConfig:
     vocab_size: int = VOCAB_SIZE  # 256 bytes + BOS + EOS + PAD, padded to a multiple of 64
     rope_base: float = 10000.0    # RoPE base (positions are byte offsets, integers)
     boundary: str = "learned"     # boundary strategy name (see learntok.boundaries)
-    policy_window: int = 8        # w: the logit mixes the current byte with w-1 past decisions
     target_rate: float = 0.2      # rho*: target boundaries per byte
-    logit_scale: float = 1.0 / 16 # s: scaling of the policy's raw outputs (DESIGN §3)
-    softcap: float = 6.0          # policy logit soft cap: c * tanh(z / c)
     token_pad_multiple: int = 8   # pad the token dimension S to a multiple (bounded recompiles)
     init_std: float = 0.02        # std of the normal init of linear and embedding weights
-    strategy: dict[str, Any] = field(default_factory=dict)  # the boundary strategy's own options (its config class in learntok.boundaries; [strategy] in a run config)
+    # the boundary strategy's own options (its config class in learntok.boundaries; [strategy] in a run config)
+    strategy: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
@@ -35,7 +33,5 @@ class ModelConfig:
             raise ValueError(f"head size {self.d_model // self.n_heads} must be even for RoPE")
         if not 0.0 < self.target_rate < 1.0:
             raise ValueError(f"target_rate {self.target_rate} must be in (0, 1)")
-        if self.policy_window < 1:
-            raise ValueError(f"policy_window {self.policy_window} must be >= 1")
         if self.attn_window < 1:
             raise ValueError(f"attn_window {self.attn_window} must be >= 1")

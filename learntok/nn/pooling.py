@@ -1,4 +1,4 @@
-"""Select-downsampling and distribute-then-add upsampling (DESIGN §2.5, §2.7), and token packing.
+"""Select-downsampling and distribute-then-add upsampling (docs/design.md §2.5, §2.7), and token packing.
 
 Shapes: B batch, T bytes, S tokens (padded to the batch's largest count), N packed tokens
 (every row's tokens one after another, padded at the end), D width (any trailing width X).
@@ -28,9 +28,18 @@ def round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
 
+def token_counts(a: torch.Tensor) -> tuple[torch.Tensor, int, int]:
+    """Tokens per row of decisions a (B, T) 0/1: the counts (B,) on the device, and their total
+    and largest read on the host together. This read is the forward's one host sync (the token
+    level's shapes depend on it); every other size is known before the forward."""
+    counts = a.long().sum(1)                                     # (B,)
+    total, longest = torch.stack([counts.sum(), counts.max()]).tolist()
+    return counts, total, longest
+
+
 def num_tokens(a: torch.Tensor, multiple: int = 1) -> int:
-    """The batch's largest token count, rounded up to `multiple` (one host sync per forward)."""
-    return round_up(int(a.sum(1).max().item()), multiple)
+    """The batch's largest token count, rounded up to `multiple` (the forward's one host sync)."""
+    return round_up(token_counts(a)[2], multiple)
 
 
 @dataclass
@@ -41,7 +50,8 @@ class Packing:
     pos: torch.Tensor           # (N,) long byte offset t of each slot (T for padding): the token-level RoPE positions
     padded_index: torch.Tensor  # (B, S) long packed slot of row b's k-th token; N past the row's count
     packed_index: torch.Tensor  # (N,) long flat padded slot b * S + k of each packed token; B * S for padding
-    cu_seqlens: torch.Tensor    # (B + 2,) long row starts, then the total, then N (varlen attention; the tail is its own row)
+    # (B + 2,) long row starts, then the total, then N (varlen attention; the tail is its own row)
+    cu_seqlens: torch.Tensor
     max_len: int                # the longest "row" of cu_seqlens (S, or the tail padding if longer)
     n_bytes: int                # T
 
@@ -67,13 +77,13 @@ def pack_rows(a: torch.Tensor, multiple: int = 1) -> Packing:
     total count) and S (the largest), each rounded up to `multiple` so that shapes, and hence
     compiled graphs, take few distinct values."""
     B, T = a.shape
-    counts = a.long().sum(1)                                     # (B,)
-    total, longest = torch.stack([counts.sum(), counts.max()]).tolist()  # the one host sync
+    counts, total, longest = token_counts(a)                     # (B,); the one host sync
     N, S = round_up(total, multiple), round_up(longest, multiple)
     ends = counts.cumsum(0)                                      # (B,)
     starts = ends - counts                                       # (B,) first slot of each row
     dev = a.device
-    slot = torch.where(a.bool(), starts[:, None] + token_index(a), N)  # (B, T) packed slot of each boundary byte; N = dropped
+    # (B, T) packed slot of each boundary byte; N = dropped
+    slot = torch.where(a.bool(), starts[:, None] + token_index(a), N)
     flat = torch.arange(B * T, device=dev)
     byte_index = torch.full((N + 1,), B * T, device=dev).scatter(0, slot.flatten(), flat)[:N]  # (N,)
     pos = torch.where(byte_index < B * T, byte_index % T, T)     # (N,)

@@ -57,9 +57,9 @@ class TokenKV:
     """Growing cache of one token-level layer. Row b holds n[b] tokens (its boundaries so far);
     slots past n[b] are padding, masked out and overwritten by the next token."""
 
-    def __init__(self, counts: torch.Tensor):
+    def __init__(self, counts: torch.Tensor, longest: int):
         self.n = counts.clone()                                  # (B,) long tokens per row
-        self.longest = int(counts.max())                         # max over rows of n (host int, no sync per step)
+        self.longest = longest                                   # max over rows of n, on the host (no sync per step)
         self.k: torch.Tensor | None = None                       # (B, H, capacity, E)
         self.v: torch.Tensor | None = None
 

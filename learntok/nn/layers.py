@@ -1,7 +1,7 @@
 """Transformer pieces: RMSNorm, rotary embeddings on integer positions, attention, gated MLP.
 
 A stack runs on (B, L, D) rows, or, at the token level, on the packed tokens of every row
-(N, D) with a `Packing` (learntok.model.pooling) that says which slots belong to which row:
+(N, D) with a `Packing` (learntok.nn.pooling) that says which slots belong to which row:
 the linear layers then see only real tokens, and attention stays within each row.
 
 Shapes: B batch, L sequence (bytes or tokens), N packed tokens, D width, H heads, E head size.
@@ -22,7 +22,7 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # reduce in fp32 (DESIGN §2), return in the input dtype
+        # reduce in fp32 (docs/design.md §2), return in the input dtype
         return F.rms_norm(x.float(), (x.size(-1),), self.weight.float(), self.eps).to(x.dtype)
 
 
@@ -166,7 +166,7 @@ class Attention(nn.Module):
         return self.proj(y.transpose(1, 2).reshape(B, L, D))      # (B, L, D)
 
     def forward_cached(self, x: torch.Tensor, pos: torch.Tensor, cache) -> torch.Tensor:
-        """Attention of L new positions over a KV cache (learntok.model.cache): `cache.update`
+        """Attention of L new positions over a KV cache (learntok.nn.cache): `cache.update`
         stores the new rotated keys and returns what to attend over, with a mask (None: every
         key). A prefill (L > 1, into an empty cache) attends over its own L positions exactly
         as training does (`attend`), so its memory is linear in the prompt length."""

@@ -1,5 +1,4 @@
-"""Straight-through boundary strategies: H-Net routing (`hnet`) here, dynamic pooling (`nawrot`)
-in dynamic_pooling.py.
+"""`hnet`: H-Net's dynamic chunking (routing, EMA de-chunking, confidence, ratio loss).
 
 H-Net decides hard boundaries and passes gradients to its router with a straight-through
 estimator instead of the score function. Our backbone pools by *selection* (a token is its
@@ -18,24 +17,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register, target_logit
-from learntok.data.vocab import is_byte
-from learntok.model.config import ModelConfig
+from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
+from learntok.boundaries.common import decision_mask
+from learntok.nn.config import ModelConfig
 
 
 def straight_through_one(c: torch.Tensor) -> torch.Tensor:
     """Forward exactly 1, gradient of c (H-Net's `ste_func`)."""
     return 1.0 + (c - c.detach())
-
-
-def real_bytes(x: torch.Tensor) -> torch.Tensor:
-    """(B, T) float mask of scored decisions: real bytes (not BOS/EOS/PAD) at t >= 1."""
-    m = is_byte(x).float()
-    m[:, 0] = 0.0
-    return m
-
-
-# ---------------------------------------------------------------- hnet
 
 
 def routing_probs(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -102,7 +91,8 @@ class HNetRouting(BoundaryStrategy):
     calibrated, not saved) moves the routing threshold: boundary iff logit(p) + offset > 0,
     i.e. p > sigmoid(-offset) (0.5 at offset 0, H-Net's rule)."""
 
-    rate_offset_range = (-12.0, 12.0)  # logit units
+    rate_knob = "offset"
+    rate_offset_range = (-12.0, 12.0)  # logit units: the routing threshold is sigmoid(-offset)
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
@@ -125,7 +115,7 @@ class HNetRouting(BoundaryStrategy):
             boundaries = (p > self.threshold()).float()
         a = boundaries.float().clone()
         a[:, 0] = 1.0
-        aux = self.opts.ratio_weight * ratio_loss(a, p, real_bytes(x), self.cfg.target_rate)
+        aux = self.opts.ratio_weight * ratio_loss(a, p, decision_mask(x).float(), self.cfg.target_rate)
         logits = torch.logit(p.detach().clamp(1e-4, 1 - 1e-4))
         return BoundaryOutput(a, logits, p, torch.zeros_like(a), aux)
 

@@ -2,27 +2,12 @@
 "Efficient Transformers with Dynamic Token Pooling"; PiotrNawrot/dynamic-pooling
 (`hourglass.py` BoundaryPredictor 'gumbel', `shortening.py` downsample / upsample).
 
-1. Predictor: an MLP (D -> D, GELU, -> 1) on the encoder output gives logits l[t].
-2. Sample: a relaxed Bernoulli (Gumbel-sigmoid) s[t] at temperature strategy.temperature,
-   hard decision a[t] = s[t] > 0.5, straight-through: a_st = a + s - stopgrad(s).
-3. Pool: a token is the MEAN of its segment's encoder vectors, with a_st inside the pooling
-   matrix, so the language-model loss reaches the predictor through the pooling weights
-   (`mean_pool`, Nawrot's `downsample`).
-4. Prior: -log Binomial(#boundaries | #bytes, rho*) / #bytes, weighted by strategy.prior_weight.
-
-Which segment, causally. In Nawrot's code byte t is in group g(t) = #boundaries strictly
-before t, so a boundary byte is the LAST byte of its group; a null group is prepended, and byte t
-is upsampled from index #boundaries <= t, i.e. from the group that ends at the latest boundary
-<= t (the null group before the first). In learntok's convention (DESIGN §1-2) that is exactly:
-the token formed at boundary byte t_k is the mean of the bytes t_{k-1}+1 .. t_k (after the
-previous boundary, up to and including this one), and bytes t_k, t_k+1, ... read it. a[0] = 1,
-so token 0 is BOS alone: it plays the part of Nawrot's null group (the shift by one group of
-his upsampling). A token contains only bytes <= its boundary byte: causal. Nawrot's upsampling
-matrix carries no useful gradient (each byte reads one group, normalised to weight w / w = 1), so
-learntok's gather upsampling is the same; his LayerNorm after downsampling is subsumed by our
-pre-norm mid blocks; his prior counts every position, ours the real bytes at t >= 1.
-
-Generation carries the running segment sum and count (`step`, `pool_step`).
+An MLP predictor's logits, a Gumbel-sigmoid sample hardened with a straight-through estimator,
+tokens that are the mean of their segment's encoder vectors (the straight-through decisions
+inside the pooling matrix, so the language-model loss reaches the predictor), and a binomial
+prior toward rho*. The segment of a token, in Nawrot's convention and in learntok's, and why
+it is causal: docs/strategies.md ("nawrot"). Generation carries the running segment sum and
+count (`step`, `pool_step`).
 
 Shapes: B batch, T bytes (BOS at t = 0), S tokens, D width.
 """
@@ -34,10 +19,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register, target_logit
-from learntok.boundaries.ste import real_bytes
-from learntok.model.config import ModelConfig
-from learntok.model.pooling import downsample
+from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
+from learntok.boundaries.common import decision_mask, target_logit
+from learntok.nn.config import ModelConfig
+from learntok.nn.pooling import downsample
 
 
 def binomial_log_prob(k: torch.Tensor, n: torch.Tensor, p: float) -> torch.Tensor:
@@ -75,7 +60,8 @@ def mean_pool(h: torch.Tensor, hard: torch.Tensor, S: int) -> torch.Tensor:
     seg = hard.cumsum(1) - hard                                  # (B, T) the token byte t belongs to
     k = torch.arange(S, device=h.device, dtype=seg.dtype)        # (S,)
     offset = k[None, :, None] - seg[:, None, :]                  # (B, S, T)
-    member = (offset.detach() == 0) & (k[None, :, None] < hard.detach().sum(1)[:, None, None])  # trailing bytes: no token
+    # trailing bytes: no token
+    member = (offset.detach() == 0) & (k[None, :, None] < hard.detach().sum(1)[:, None, None])
     w = torch.where(member, 1.0 - offset, torch.zeros_like(offset))  # (B, S, T) value 0/1
     weights = w / (w.sum(-1, keepdim=True) + 1e-9)               # (B, S, T) rows sum to 1 (0 for padding)
     return torch.einsum("bst,btd->bsd", weights.to(h.dtype), h)
@@ -96,8 +82,15 @@ def mean_pool_reference(h: torch.Tensor, a: torch.Tensor, S: int) -> torch.Tenso
 
 @dataclass
 class DynamicPoolingConfig:
-    temperature: float = 1.0   # relaxed-Bernoulli (Gumbel-sigmoid) temperature (Nawrot's `temp`)
+    temperature: float = 0.5   # relaxed-Bernoulli (Gumbel-sigmoid) temperature (Nawrot's `temp`: 0.5 in configs/gumbel.yaml)
     prior_weight: float = 1.0  # weight of the binomial prior loss (aux_loss)
+    hidden_mult: float = 1.0   # predictor hidden width / D (Nawrot's d_inner = 4 D; 1 keeps older runs loadable, docs/compare.md)
+
+    def __post_init__(self) -> None:
+        if not self.temperature > 0:
+            raise ValueError(f"temperature {self.temperature} must be > 0")
+        if not self.hidden_mult > 0:
+            raise ValueError(f"hidden_mult {self.hidden_mult} must be > 0")
 
 
 @register("nawrot", config=DynamicPoolingConfig)
@@ -109,11 +102,13 @@ class DynamicPooling(BoundaryStrategy):
     (learntok.rate): `rate_offset` (logit units, 0 unless calibrated; not saved) is added to the
     predictor's logit."""
 
-    rate_offset_range = (-12.0, 12.0)  # logit units
+    rate_knob = "offset"
+    rate_offset_range = (-12.0, 12.0)  # logit units, added to the predictor's logit
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
-        self.mlp = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_model), nn.GELU(), nn.Linear(cfg.d_model, 1))
+        hidden = max(1, round(self.opts.hidden_mult * cfg.d_model))
+        self.mlp = nn.Sequential(nn.Linear(cfg.d_model, hidden), nn.GELU(), nn.Linear(hidden, 1))
         self.register_buffer("rate_offset", torch.zeros(()), persistent=False)  # raising it raises the rate
 
     def init_weights(self, generator: torch.Generator | None = None) -> None:
@@ -132,7 +127,8 @@ class DynamicPooling(BoundaryStrategy):
             boundaries = (logits > 0).float() if greedy else (soft > 0.5).float()
         a = boundaries.float().clone()
         a[:, 0] = 1.0
-        aux = self.opts.prior_weight * binomial_prior_loss(straight_through(a, soft), real_bytes(x), self.cfg.target_rate)
+        aux = self.opts.prior_weight * binomial_prior_loss(straight_through(a, soft), decision_mask(x).float(),
+                                                           self.cfg.target_rate)
         zeros = torch.zeros_like(a)
         return BoundaryOutput(a, logits.detach(), torch.sigmoid(logits.detach()), zeros, aux, relaxed=soft)
 

@@ -1,0 +1,72 @@
+"""The [strategy] section: the chosen strategy's own options, checked against its config class,
+and the keys that moved into it from [model] (so that old config files and commands still load).
+
+A strategy registers its config class (`@register("name", config=MyConfig)`); `option_types` is
+the one lookup of a strategy's options, for the run config, overrides, model folders and compare.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from learntok.boundaries.base import strategy_class, strategy_names
+from learntok.errors import ConfigError
+from learntok.fields import check_value, field_types
+
+STRATEGY = "strategy"  # the section of the chosen strategy's own options (model.boundary's config class)
+
+# Old key -> new key. The learned policy's options were model.* keys before it had its own
+# section; they are read as its [strategy] options (and ignored, as they were, by strategies
+# that lack them). Old run folders, model folders, checkpoints and commands load unchanged.
+MOVED_KEYS: dict[str, str] = {
+    "model.policy_window": f"{STRATEGY}.window",
+    "model.logit_scale": f"{STRATEGY}.logit_scale",
+    "model.softcap": f"{STRATEGY}.softcap",
+}
+
+
+def option_types(boundary: str) -> dict[str, Any]:
+    """{option: type} of strategy `boundary`'s [strategy] section; an unknown strategy is an error."""
+    if boundary not in strategy_names():
+        raise ConfigError(f"model.boundary {boundary!r} is not a boundary strategy; "
+                          f"known: {', '.join(strategy_names())}")
+    return field_types(strategy_class(boundary).Config)
+
+
+def strategy_options(boundary: str, values: dict[str, Any], source: str = STRATEGY) -> dict[str, Any]:
+    """The [strategy] section checked against model.boundary's config class: every option, with
+    defaults for those not given. An unknown strategy, or a key of another strategy, is an error."""
+    hints = option_types(boundary)
+    for key in values:
+        if key not in hints:
+            known = ", ".join(hints) or "none"
+            raise ConfigError(f"{source}: {STRATEGY}.{key} is not an option of strategy {boundary!r} "
+                              f"(its options: {known})")
+    given = {k: check_value(v, hints[k], f"{STRATEGY}.{k}") for k, v in values.items()}
+    try:
+        return dataclasses.asdict(strategy_class(boundary).Config(**given))
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"{STRATEGY}: {e}") from None
+
+
+def kept_options(values: dict[str, Any], boundary: str) -> dict[str, Any]:
+    """The options in `values` that strategy `boundary` also has (none if it is unknown): what a
+    change of strategy keeps (`learned` -> `frozen` keeps the policy's options)."""
+    known = option_types(boundary) if boundary in strategy_names() else {}
+    return {k: v for k, v in values.items() if k in known}
+
+
+def moved_key(key: str) -> str:
+    """`section.name` after MOVED_KEYS (itself when it did not move)."""
+    return MOVED_KEYS.get(key, key)
+
+
+def move_old_keys(model: dict[str, Any], options: dict[str, Any], boundary: str) -> tuple[dict, dict]:
+    """(model, options) with MOVED_KEYS taken out of the model section and put into the strategy's
+    options where strategy `boundary` has them (dropped where it does not: they never acted there)."""
+    model, moved = dict(model), {}
+    for old, new in MOVED_KEYS.items():
+        name = old.partition(".")[2]
+        if name in model:
+            moved[new.partition(".")[2]] = model.pop(name)
+    return model, {**kept_options(moved, boundary), **options}      # a new key given beside its old one wins

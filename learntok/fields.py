@@ -1,0 +1,91 @@
+"""Typed values of config dataclasses, read strictly: a TOML / JSON value checked against a field's
+type, an override's text parsed by it, and a section's keys checked against a dataclass. Every
+config layer (the run config, a model folder's config.json, a strategy's options) reads through
+these, so a wrong name or type fails the same way everywhere: a ConfigError naming it.
+"""
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any
+
+from learntok.errors import ConfigError
+
+
+def field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def union(convert, value: Any, tp: Any, name: str) -> Any:
+    """The first member of a Union (Optional) type that `convert` accepts, None aside."""
+    for arg in typing.get_args(tp):
+        if arg is not type(None):
+            try:
+                return convert(value, arg, name)
+            except ConfigError:
+                pass
+    raise ConfigError(f"{name} = {value!r}: expected {tp}")
+
+
+def check_value(value: Any, tp: Any, name: str) -> Any:
+    """Check a structured value (TOML / JSON) against a field type; ints are accepted as floats
+    and lists as tuples. Returns the value converted to the field's type."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return None if value is None and type(None) in args else union(check_value, value, tp, name)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{name} = {value!r}: expected a list")
+        elem = args[0] if args else Any
+        if len(args) > 1 and args[1] is not Ellipsis and len(value) != len(args):
+            raise ConfigError(f"{name} = {value!r}: expected {len(args)} values")
+        return tuple(check_value(v, elem, name) for v in value)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    elif tp is Any:
+        return value
+    raise ConfigError(f"{name} = {value!r}: expected {getattr(tp, '__name__', tp)}")
+
+
+BOOLS = {"true": True, "1": True, "false": False, "0": False}
+
+
+def parse_value(text: str, tp: Any, name: str) -> Any:
+    """Parse an override's text by the field's type: bool (true/false/1/0), int, float, str,
+    optional (none/null), tuple (comma-separated, brackets optional)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return None if text.lower() in ("none", "null") and type(None) in args else union(parse_value, text, tp, name)
+    if origin is tuple:
+        items = [s.strip() for s in text.strip().strip("[]()").split(",") if s.strip()]
+        return check_value([parse_value(s, args[0], name) for s in items], tp, name)
+    try:
+        if tp is bool:
+            return BOOLS[text.lower()]
+        if tp is int:
+            return int(text.replace("_", ""))
+        if tp is float:
+            return float(text)
+    except (KeyError, ValueError):
+        raise ConfigError(f"{name}={text}: expected {tp.__name__}") from None
+    return text
+
+
+def check_fields(cls: type, values: dict[str, Any], section: str, source: str) -> dict[str, Any]:
+    """`values` of dataclass `cls` (section `section`), each checked against its field's type and
+    converted; an unknown key is a ConfigError naming it, `source` and the known keys."""
+    hints = field_types(cls)
+    for key in values:
+        if key not in hints:
+            raise ConfigError(f"{source}: unknown key {section}.{key}; known: {', '.join(hints)}")
+    return {key: check_value(value, hints[key], f"{section}.{key}") for key, value in values.items()}
