@@ -4,5 +4,6 @@ __version__ = "0.1.0"
 from learntok.model.aunet import AUNet, ModelOutput
 from learntok.nn.config import ModelConfig
 from learntok.objective import ObjectiveConfig
+from learntok.tokenizer import Encoding, Tokenizer
 
-__all__ = ["AUNet", "ModelConfig", "ModelOutput", "ObjectiveConfig"]
+__all__ = ["AUNet", "Encoding", "ModelConfig", "ModelOutput", "ObjectiveConfig", "Tokenizer"]

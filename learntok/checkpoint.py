@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from learntok.boundaries import strategy_class, strategy_names
 from learntok.config import RunConfig
 from learntok.errors import CheckpointError, ConfigError
 from learntok.files import write_text_atomic
@@ -25,6 +26,12 @@ from learntok.model.pretrained import (LATEST, WEIGHTS, atomic_dir, commit, one_
 from learntok.runtime import rng_state
 
 STATE = "state.pt"
+
+# Optimizer steps a learned boundary policy needs before its boundaries settle (its validation
+# whitespace rate within 0.05 of its final value): 500-750 at `tiny` on Shakespeare at three
+# seeds (docs/results/compare-tiny-seeds.md; one corpus so far). `segment` and `eval` say so when
+# a run has trained fewer.
+SETTLE_STEPS = 750
 
 
 def remove_stale_tmp(folder: str | Path) -> list[Path]:
@@ -105,3 +112,23 @@ def load_run_folder(path: str | Path, device: str | torch.device = "cpu") -> tup
     except (CheckpointError, ConfigError) as e:
         raise CheckpointError(f"{e} (a checkpoint from an incompatible learntok version?)") from None
     return model.eval(), run_cfg, files.folder
+
+
+def trained_steps(path: str | Path) -> int | None:
+    """The optimizer steps behind a run or checkpoint folder (its checkpoint's name says them);
+    None for a model folder, which does not record them."""
+    name = resolve(path).name
+    return int(name[len("step_"):]) if name.startswith("step_") and name[len("step_"):].isdigit() else None
+
+
+def short_run_hint(path: str | Path) -> str | None:
+    """One line when the run or checkpoint at `path` is a learned policy (a score-function
+    strategy) trained for fewer than SETTLE_STEPS steps; None otherwise."""
+    steps = trained_steps(path)
+    if steps is None or steps >= SETTLE_STEPS:
+        return None
+    boundary = read_config(resolve(path)).get("model", {}).get("boundary")
+    if boundary not in strategy_names() or not strategy_class(boundary).has_policy:
+        return None
+    return (f"hint: this run has trained {steps} steps; a learned boundary policy needs about {SETTLE_STEPS} "
+            f"to settle, so its boundaries (and whitespace rate) may still be moving")

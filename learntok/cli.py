@@ -24,6 +24,11 @@ def set_threads(n: int) -> None:
     set_torch_threads(n)
 
 
+def launch_rank() -> int:
+    from learntok.runtime import launch_rank as rank
+    return rank()
+
+
 def _expected_errors() -> tuple[type[BaseException], ...]:
     from learntok.checkpoint import CheckpointError
     from learntok.config import ConfigError
@@ -81,12 +86,27 @@ def check_outputs(args) -> None:
     check_command_line(args)
 
 
+def with_steps(args) -> list[str]:
+    """The command's overrides, with `--steps N` as train.steps=N (last, so it wins)."""
+    return [*args.overrides, *([f"train.steps={args.steps}"] if args.steps is not None else [])]
+
+
 def write_json(path: str | None, record: dict) -> None:
     """`--json PATH` for commands that report figures, written whole (learntok.files.write_output)."""
     from learntok.files import write_output
 
     if path:
         write_output(path, json.dumps(record, indent=2) + "\n")
+
+
+def short_run_hint(path: str) -> None:
+    """`segment` and `eval`, once they are done: one stderr line when a learned policy has trained
+    too few steps to settle (after the output, so that an error stays the only line)."""
+    from learntok.checkpoint import short_run_hint as hint
+
+    line = hint(path)
+    if line:
+        print(line, file=sys.stderr)
 
 
 # ---------------------------------------------------------------- train
@@ -101,6 +121,7 @@ def add_train(sub) -> None:
     p.add_argument("--config", type=input_file, help="a TOML (or JSON) file of config sections")
     p.add_argument("--out", type=output_folder, help="run folder (default: runs/<preset>-<strategy>-<timestamp>)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
+    p.add_argument("--steps", type=POSITIVE, help="optimizer steps (train.steps)")
     p.add_argument("--json", type=output_file, help="also write the summary to this JSON file")
     p.add_argument("overrides", nargs="*", type=str, metavar="key.sub=value", help="config overrides, e.g. train.steps=100")
     p.set_defaults(func=cmd_train)
@@ -119,11 +140,12 @@ def cmd_train(args) -> None:
         raise ConfigError("--resume needs --out RUN_DIR")
     base = Path(args.out) / "config.toml" if args.resume and not (args.preset or args.config) else args.config
     preset = default_preset(args.preset, base)
-    cfg = load_config(preset, base, args.overrides)
+    cfg = load_config(preset, base, with_steps(args))
     out = args.out or f"runs/{preset or Path(base).stem}-{cfg.model.boundary}-{time.strftime('%Y%m%d-%H%M%S')}"
     summary = train(cfg, out, resume=args.resume)
-    print(json.dumps(summary, indent=2))
-    write_json(args.json, summary)
+    if launch_rank() == 0:                                       # under torchrun, one summary
+        print(json.dumps(summary, indent=2))
+        write_json(args.json, summary)
 
 
 # ---------------------------------------------------------------- config
@@ -181,13 +203,15 @@ def add_segment(sub) -> None:
 
 
 def cmd_segment(args) -> None:
+    import os
+
     from learntok.checkpoint import load_run
     from learntok.config import ConfigError
     from learntok.data import ByteData
-    from learntok.files import read_input
-    from learntok.rate import set_rate_for_run
-    from learntok.segment import (held_out_passage, last_validation, page_data, render_html, render_terminal,
-                                  segment_text)
+    from learntok.rate import CALIBRATION_BYTES
+    from learntok.segment import held_out_passage, last_validation, segment_to
+    from learntok.tokenizer import Tokenizer
+    from learntok.windows import file_rows, read_pieces, text_rows
 
     if sum(x is not None and x is not False for x in (args.text, args.file, args.held_out)) != 1:
         raise ConfigError("give one of: a text, --file F, --held-out")
@@ -197,27 +221,27 @@ def cmd_segment(args) -> None:
         if run_cfg is None:
             raise ConfigError(f"{args.model} holds no run config (data source): --held-out needs a run or checkpoint")
         data, run_figures = held_out_passage(ByteData.from_config(run_cfg.data)), last_validation(args.model)
-    else:
-        data = read_input(args.file, "--file") if args.file else args.text
-    if args.rate is not None:
-        print(set_rate_for_run(model, run_cfg, args.rate, data, args.greedy, args.seed).describe(), file=sys.stderr)
-    chunks, stats = segment_text(model, data, greedy=args.greedy, seed=args.seed, window=args.window)
     if args.held_out:
         print("-- a held-out passage (test split), cut into the model's chunks --")
-    print(render_terminal(chunks, color=sys.stdout.isatty()))
-    stats = {**stats, **run_figures}
+    if args.file:                                                # streamed, window by window
+        rows, head = file_rows(args.file, args.window), next(read_pieces(args.file, CALIBRATION_BYTES), b"")
+    else:
+        data = data if args.held_out else os.fsencode(args.text)  # the argument's own bytes
+        rows, head = text_rows([data], args.window), data[:CALIBRATION_BYTES]
+    figures = segment_to(Tokenizer(model, run_cfg, window=args.window), rows, head, args.greedy, args.seed, args.rate,
+                         sys.stdout, sys.stderr, args.json, args.html, run_figures)
     if args.held_out:
-        print(f"-- this passage: boundary rate {stats['boundary_rate']:.3f}, whitespace rate "
-              f"{stats['whitespace_rate']:.3f} | the run at step {run_figures.get('step', '?')}: validation "
+        print(f"-- this passage: boundary rate {figures['boundary_rate']:.3f}, whitespace rate "
+              f"{figures['whitespace_rate']:.3f} | the run at step {run_figures.get('step', '?')}: validation "
               f"bits per byte {run_figures.get('val_bpb', float('nan')):.3f}, boundary rate "
               f"{run_figures.get('val_boundary_rate', float('nan')):.3f}, whitespace rate "
               f"{run_figures.get('val_whitespace_rate', float('nan')):.3f}")
     else:
-        print(" ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in stats.items()),
-              file=sys.stderr)
+        print(" ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in figures.items()
+                       if k != "rate_setting"), file=sys.stderr)
     if args.html:
-        render_html(chunks, args.html, view=page_data(model, data, seed=args.seed, window=args.window))
-    write_json(args.json, {**stats, "chunks": [c.decode("utf-8", errors="replace") for c in chunks]})
+        print(f"wrote {args.html}", file=sys.stderr)
+    short_run_hint(args.model)
 
 
 # ---------------------------------------------------------------- eval, eval-tasks, diagnose, plot (docs/evaluation.md)
@@ -255,6 +279,7 @@ def cmd_eval(args) -> None:
                       args.seq_len, args.max_bytes, args.seed, args.bpe_vocab, args.device, args.rate, args.boundaries_from)
     print(format_report(report))
     write_json(args.json, report)
+    short_run_hint(args.model)
 
 
 def add_eval_tasks(sub) -> None:
@@ -341,7 +366,8 @@ def add_sample(sub) -> None:
     p.add_argument("--rate", type=PROBABILITY,
                    help="generate at this boundary rate, calibrated on the run's val split (docs/rate.md)")
     p.add_argument("--device", default="cpu", type=device_arg)
-    p.add_argument("--json", type=output_file, help="write bytes, seconds, bytes/s and boundary rate to this JSON file")
+    p.add_argument("--json", type=output_file, help="write the prompt, the generated text (and its bytes in base64), "
+                   "bytes/s and boundary rate to this JSON file")
     p.set_defaults(func=cmd_sample)
 
 
@@ -401,15 +427,16 @@ def cmd_compare(args) -> None:
     if args.strategies is None:
         raise ConfigError("compare needs --strategies (variants to train) or --runs (finished runs to evaluate)")
     preset = args.preset or "tiny"
-    overrides = list(args.overrides) + ([f"train.steps={args.steps}"] if args.steps is not None else [])
+    overrides = with_steps(args)
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
     out = args.out or f"runs/compare-{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
     variants = variants_from_args(args.strategies, args.ablations, args.rates)
     records = compare(variants, out, preset, overrides, args.eval_bytes, jobs=args.jobs, sweep=args.sweep,
                       seeds=seeds)
-    print(format_seed_table(seed_summary(records, variants)) if seeds is not None else format_table(records))
-    print(f"results in {out}", file=sys.stderr)
-    write_json(args.json, {"results": records})
+    if launch_rank() == 0:                                       # under torchrun, one table
+        print(format_seed_table(seed_summary(records, variants)) if seeds is not None else format_table(records))
+        print(f"results in {out}", file=sys.stderr)
+        write_json(args.json, {"results": records})
 
 
 def cmd_compare_runs(args) -> None:

@@ -11,12 +11,10 @@ results.json and curves.png (validation bpb against bytes seen, one curve a vari
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-import os
-import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from learntok.boundaries import strategy_names
@@ -28,8 +26,10 @@ from learntok.distributed import DistEnv, barrier, init_distributed, shutdown
 from learntok.evaluate import EvalOptions, evaluate_bpb
 from learntok.files import write_text_atomic
 from learntok.frontier import REFERENCE, write_frontier
+from learntok.jobs import Job, last_line, run_jobs
 from learntok.plots import pyplot, read_metrics, save_curves, series
 from learntok.runtime import resolve_dtype
+from learntok.tracking import append_row
 from learntok.train import train
 
 ALIASES = {  # short override names for variants
@@ -124,10 +124,11 @@ def check_strategy_options(variants: list[str], overrides: list[str]) -> None:
             raise ConfigError(f"{key}: no variant's strategy has the option {key[len(STRATEGY) + 1:]!r}")
 
 
-def evaluate_run(run_dir: Path, cfg: RunConfig, max_bytes: int | None, env: DistEnv) -> dict:
+def evaluate_run(run_dir: Path, cfg: RunConfig, max_bytes: int | None, env: DistEnv, progress: bool = False,
+                 name: str = "") -> dict:
     """Validation and test bits per byte of a run's latest checkpoint, with the per-document
     standard error; boundary and whitespace rates on the test split. Under torchrun the ranks
-    share the windows (the same figures as one process)."""
+    share the windows (the same figures as one process). With `progress`, a bar per split."""
     model, _ = load_run(run_dir, env.device)
     data = ByteData.from_config(cfg.data)
     tc, out = cfg.train, {}
@@ -135,7 +136,8 @@ def evaluate_run(run_dir: Path, cfg: RunConfig, max_bytes: int | None, env: Dist
                        amp=resolve_dtype(cfg.system.dtype, env.device),
                        per_document=True)
     for split in ("val", "test"):
-        r = evaluate_bpb(model, data, split, opts, env)
+        bar = f"{name or run_dir.name} {split}" if progress else None
+        r = evaluate_bpb(model, data, split, dataclasses.replace(opts, progress=bar), env)
         out.update({f"{split}_bpb": r["bpb"], f"{split}_doc_bpb": r["doc_bpb_mean"], f"{split}_doc_se": r["doc_bpb_se"],
                     f"{split}_docs": r["n_docs"], f"{split}_bytes": r["n_bytes"],
                     f"{split}_boundary_rate": r["boundary_rate"], f"{split}_whitespace_rate": r["whitespace_rate"]})
@@ -182,11 +184,13 @@ def run_variant(spec: str, preset: str | None, overrides: list[str], out: Path, 
     resume = latest_checkpoint(run_dir) is not None
     barrier(env)                                                 # every rank has looked before rank 0 writes
     summary = train(cfg, run_dir, resume=resume, progress=progress)
+    figures = evaluate_run(run_dir, cfg, eval_bytes, env, progress, run_name(spec, seed))
     record = {"variant": spec, "run": run_name(spec, seed), "seed": cfg.train.seed,
               "strategy": cfg.model.boundary, "steps": cfg.train.steps,
               "params": summary.get("params"), "bytes_per_s": train_speed(run_dir),
-              "paper": paper_figure(spec, preset, cfg), **evaluate_run(run_dir, cfg, eval_bytes, env)}
+              "paper": paper_figure(spec, preset, cfg), **figures}
     if env.is_main:
+        append_row(run_dir, "eval", summary["step"], figures)
         write_text_atomic(run_dir / DONE, json.dumps(record, indent=2) + "\n")
     return record
 
@@ -303,26 +307,21 @@ def plot_curves(out: Path, variants: list[str], seeds: list[int] | None = None) 
 
 
 def run_parallel(units: list[tuple[str, int | None]], out: Path, preset: str | None, overrides: list[str],
-                 eval_bytes: int | None, jobs: int) -> None:
+                 eval_bytes: int | None, jobs: int, progress: bool = True) -> None:
     """Train and evaluate unfinished (variant, seed) runs `jobs` at a time, each in its own process
-    with one CPU thread (processes that each take every core thrash: a step runs up to 10x slower).
-    Each leaves its done marker; `compare` then reads them back."""
+    with one CPU thread (processes that each take every core thrash: a step runs up to 10x slower),
+    its whole output in its run folder's train.log, one progress line each (learntok.jobs). Each
+    leaves its done marker; `compare` then reads them back."""
     todo = [(spec, seed) for spec, seed in units if not (out / run_name(spec, seed) / DONE).is_file()]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-    def one(unit: tuple[str, int | None]) -> subprocess.CompletedProcess:
-        spec, seed = unit
-        cmd = [sys.executable, "-m", "learntok", "compare", "--strategies", spec, "--out", str(out),
-               *(["--seeds", f"{seed},"] if seed is not None else []),
-               *(["--preset", preset] if preset else []), *(["--eval-bytes", str(eval_bytes)] if eval_bytes else []),
-               *overrides, "system.threads=1"]
-        return subprocess.run(cmd, env=env, capture_output=True, text=True)
-
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for (spec, seed), proc in zip(todo, pool.map(one, todo)):
-            if proc.returncode != 0:
-                last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-                raise ConfigError(f"variant {run_name(spec, seed)} failed (exit {proc.returncode}): {last}")
+    children = [Job(run_name(spec, seed), out / run_name(spec, seed), variant_config(spec, preset, overrides).train.steps,
+                    [sys.executable, "-m", "learntok", "compare", "--strategies", spec, "--out", str(out),
+                     *(["--seeds", f"{seed},"] if seed is not None else []), *(["--preset", preset] if preset else []),
+                     *(["--eval-bytes", str(eval_bytes)] if eval_bytes else []), *overrides, "system.threads=1"])
+                for spec, seed in todo]
+    for job, code in zip(children, run_jobs(children, jobs, progress)):
+        if code != 0:
+            raise ConfigError(f"variant {job.name} failed (exit {code}): {last_line(job.log)}; "
+                              f"its whole log: {job.log}")
 
 
 def compare(variants: list[str], out: str | Path, preset: str | None = "tiny", overrides: list[str] = (),
@@ -350,7 +349,7 @@ def compare(variants: list[str], out: str | Path, preset: str | None = "tiny", o
     if jobs > 1:
         if env.world > 1:
             raise ConfigError("--jobs runs variants as separate processes: use it without torchrun")
-        run_parallel(units, out, preset, list(overrides), eval_bytes, jobs)
+        run_parallel(units, out, preset, list(overrides), eval_bytes, jobs, progress)
     try:
         records = [run_variant(spec, preset, list(overrides), out, eval_bytes, env, progress, seed)
                    for spec, seed in units]

@@ -80,7 +80,7 @@ def compare_runs(paths: list[str], eval_bytes: int | None = None) -> dict:
         row = {"run": run.path, "strategy": model.cfg.boundary, "params": model.num_params(), "steps": run.step,
                "bytes_seen": run.bytes_seen}
         for split in SPLITS:
-            w = window_nats(model, data, split, opts)
+            w = window_nats(model, data, split, dataclasses.replace(opts, progress=f"{Path(run.path).name} {split}"))
             ref_windows.setdefault(split, w)
             diff, se = paired_difference(w, ref_windows[split])
             row.update({f"{split}_bpb": w["bpb"], f"{split}_diff": diff, f"{split}_diff_se": se,

@@ -88,6 +88,8 @@ class LogConfig:
     eval_every: int = 500              # steps between validations (0 = only at the end)
     eval_bytes: int = 1_000_000        # cap on validation bytes per periodic evaluation
     segment_every: int = 500           # steps between sample segmentations in segments.txt (0 = never)
+    tensorboard: bool = False          # also write TensorBoard event files into the run folder (package `tensorboard`)
+    wandb: str | None = None           # also log to this Weights & Biases project (extra `wandb`; WANDB_MODE=offline: no network)
 
     def __post_init__(self) -> None:
         if self.log_every < 1:

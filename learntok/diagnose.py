@@ -32,6 +32,7 @@ from learntok.evaluate import position_bytes
 from learntok.files import write_text_atomic
 from learntok.objective import ObjectiveConfig, loss
 from learntok.plots import plot_diagnose
+from learntok.progress import Progress
 from learntok.runtime import eval_mode, isolated_rng
 
 # name -> (early_baseline, gamma, batch_baseline)
@@ -82,12 +83,13 @@ def gradient_stats(g: torch.Tensor) -> dict[str, float]:
 
 
 def diagnose(model, batches: list[torch.Tensor], samples: int = 16, seed: int = 0,
-             variants: dict = VARIANTS) -> dict[str, dict[str, float]]:
-    """Per variant: variance, signal, snr (means over batches), variance_vs_raw and cos_to_loo."""
+             variants: dict = VARIANTS, progress: bool = False) -> dict[str, dict[str, float]]:
+    """Per variant: variance, signal, snr (means over batches), variance_vs_raw and cos_to_loo;
+    with `progress`, a progress bar over the batches."""
     raw, ref = "raw (-CE)", "+ batch loo"                      # variance and direction references
     per_batch, means = {n: [] for n in variants}, {n: [] for n in variants}
     with eval_mode(model), isolated_rng(seed):                  # no dropout; boundaries are still sampled
-        for x in batches:
+        for x in Progress(batches, desc="diagnose", unit="batch", enabled=progress):
             for name, g in policy_gradients(model, x, samples, variants).items():
                 per_batch[name].append(gradient_stats(g))
                 means[name].append(g.mean(0))
@@ -124,7 +126,7 @@ def run_diagnose(path, batches: int = 4, samples: int = 16, batch_size: int | No
     data = ByteData.from_config(run_cfg.data)
     data.check_window("train", seq_len, batch_size, position_bytes(model.cfg), training=True)
     xs = [data.train_batch(10_000_000 + i, batch_size, seq_len, seed).to(device) for i in range(batches)]
-    table = diagnose(model, xs, samples, seed)
+    table = diagnose(model, xs, samples, seed, progress=True)
     out = Path(out) if out else Path(path) / "diagnose"
     out.mkdir(parents=True, exist_ok=True)
     report = {"checkpoint": str(path), "batches": batches, "samples": samples, "batch_size": batch_size,

@@ -23,7 +23,7 @@ import torch.distributed as dist
 from torch import nn
 
 from learntok.errors import ConfigError
-from learntok.runtime import resolve_device
+from learntok.runtime import launch_rank, resolve_device
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def init_distributed(device_name: str = "auto") -> DistEnv:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world == 1:
         return DistEnv(0, 1, 0, resolve_device(device_name))
-    rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    rank, local = launch_rank(), int(os.environ.get("LOCAL_RANK", "0"))
     device = resolve_device(device_name)
     if device.type == "cuda":
         device = torch.device("cuda", local)

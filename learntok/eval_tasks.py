@@ -36,6 +36,7 @@ from learntok.data.vocab import bos_rows
 from learntok.evaluate import mean_and_se
 from learntok.files import open_input
 from learntok.objective import bits_per_byte
+from learntok.progress import Progress
 from learntok.runtime import autocast, inference
 
 FORMS = {"multiple_choice": ("query", "choices", "gold"), "continuation": ("context", "continuation")}
@@ -93,15 +94,17 @@ def join(context: str, continuation: str, delimiter: str = " ") -> tuple[bytes, 
 
 def score_requests(model, requests: list[tuple[bytes, bytes]], batch_size: int = 16, seq_len: int = 1024,
                    greedy: bool = False, seed: int = 0, device: torch.device | None = None,
-                   amp_dtype: torch.dtype | None = None) -> list[tuple[float, int, bool]]:
+                   amp_dtype: torch.dtype | None = None, progress: str | None = None) -> list[tuple[float, int, bool]]:
     """For each (context, continuation) in bytes: (log-likelihood of the continuation in nats,
     its bytes, whether every byte is the argmax). Rows are BOS + context + continuation, cut from
     the left to seq_len (the continuation is kept whole when it fits), PAD on the right; batches
-    are formed longest first and run under `seed`, so results are deterministic."""
+    are formed longest first and run under `seed`, so results are deterministic. With
+    `progress`, a progress bar of that name over the requests."""
     device = device or next(model.parameters()).device
     order = sorted(range(len(requests)), key=lambda i: -sum(map(len, requests[i])))
     results: list[tuple[float, int, bool]] = [(0.0, 0, True)] * len(requests)
-    with inference(model, seed, device):
+    bar = Progress(desc=progress, total=len(requests), unit="request", enabled=progress is not None)
+    with inference(model, seed, device), bar:
         for i in range(0, len(order), batch_size):
             idx = order[i:i + batch_size]
             x, cont = _rows([requests[j] for j in idx], seq_len)  # (B, T), (B, T-1) bool
@@ -114,6 +117,7 @@ def score_requests(model, requests: list[tuple[bytes, bytes]], batch_size: int =
             hit = (logp.argmax(-1) == target) | ~cont
             for j, s, n, g in zip(idx, ll.sum(1).tolist(), cont.sum(1).tolist(), hit.all(1).tolist()):
                 results[j] = (s, int(n), bool(g))
+            bar.update(len(idx))
     return results
 
 
@@ -182,7 +186,8 @@ def run_tasks(path, tasks: list[str], batch_size: int = 16, seq_len: int | None 
         form, examples = read_task(task)
         name = Path(task).name.removesuffix(".gz").removesuffix(".jsonl")
         report["tasks"][name] = evaluate_task(model, form, examples[:limit], delimiter, batch_size=batch_size,
-                                              seq_len=seq_len, greedy=greedy, seed=seed, device=torch.device(device))
+                                              seq_len=seq_len, greedy=greedy, seed=seed, device=torch.device(device),
+                                              progress=name)
     return report
 
 

@@ -33,6 +33,7 @@ from learntok.distributed import DistEnv, all_reduce
 from learntok.errors import CheckpointError
 from learntok.model.pretrained import resolve
 from learntok.objective import bits_per_byte, boundary_counts, boundary_rates, token_ce
+from learntok.progress import Progress, note
 from learntok.rate import RateSetting, held_out_batches, set_rate
 from learntok.runtime import autocast, inference, resolve_device, resolve_dtype
 
@@ -76,6 +77,7 @@ class EvalOptions:
     reference_starts: Callable[[torch.Tensor], torch.Tensor] | None = None  # x -> (B, T) bool, e.g. BPE starts
     boundaries_from: Callable[[torch.Tensor], torch.Tensor] | None = None  # x -> (B, T) decisions the model is scored
                                          # with instead of its own (the boundary swap: `decision_source`)
+    progress: str | None = None          # show a progress bar (stderr) under this name; None: silent
 
 
 def position_bytes(cfg) -> int:
@@ -110,6 +112,9 @@ def evaluate_bpb(model, data: ByteData, split: str, opts: EvalOptions, env: Dist
         raise ConfigError("per-window figures are for one process (they pair two models' windows)")
     with inference(model, opts.seed, device):
         batches = data.eval_batches(split, opts.batch_size, opts.seq_len, max_bytes=opts.max_bytes)
+        if opts.progress is not None:
+            batches = Progress(batches, desc=opts.progress, unit="batch",
+                               total=data.n_eval_batches(split, opts.batch_size, opts.seq_len, opts.max_bytes))
         for i, (x, doc_ids) in enumerate(batches):
             if i % world != rank:
                 continue
@@ -240,6 +245,7 @@ def reference_starts_for(model, data: ByteData, vocab_size: int) -> tuple[Callab
     if model.strategy.has_reference:
         return model.strategy.reference_starts, {"tokenizer": f"the run's {model.cfg.boundary} strategy"}
     fit_split = ALL if ALL in data.split_names else "train"
+    note(f"training a reference BPE ({vocab_size} tokens) on the {fit_split} split")
     tok = bq.reference_bpe(data.sample_documents(fit_split, FIT_BYTES), vocab_size)
     return (lambda x: bq.bpe_starts(tok, x)), {"tokenizer": f"trained on the {fit_split} split",
                                                "vocab_size": tok.get_vocab_size()}
@@ -299,7 +305,8 @@ def run_eval(path: str | Path, split: str = "test", source: str | None = None, s
     reference, bpe_info = reference_starts_for(model, data, bpe_vocab)
     opts = EvalOptions(batch_size, seq_len, max_bytes, samples, greedy, seed,
                        amp=resolve_dtype(run_cfg.system.dtype if run_cfg else "auto", dev),
-                       per_document=True, quality=True, reference_starts=reference, boundaries_from=decide)
+                       per_document=True, quality=True, reference_starts=reference, boundaries_from=decide,
+                       progress=f"eval {split}")
     setting = None
     if rate is not None:
         calibration = held_out_batches(data, opts.seq_len, split="val" if "val" in data.split_names else split)

@@ -4,6 +4,7 @@ against `uniform` at the same target rate, and against training FLOPs per byte; 
 run at every rate by calibration (`--sweep`) against the models trained at each rate."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -37,7 +38,8 @@ def _windows(run_dir: Path, cfg: RunConfig, data: ByteData, opts: EvalOptions, r
     offset = math.nan
     if rate is not None:
         offset = set_rate(model, rate, held_out_batches(data, opts.seq_len), opts.greedy, opts.seed).value
-    w = {**window_nats(model, data, "test", opts), "offset": offset}
+    bar = f"{run_dir.name} test" + ("" if rate is None else f"@{rate:g}") if opts.progress is not None else None
+    w = {**window_nats(model, data, "test", dataclasses.replace(opts, progress=bar)), "offset": offset}
     np.savez(path, **w)
     return w
 
@@ -52,7 +54,8 @@ def write_frontier(out: Path, records: list[dict], cfgs: list[RunConfig], eval_b
     data = ByteData.from_config(cfg0.data)
     tc = cfg0.train
     opts = EvalOptions(tc.batch_size, tc.seq_len, eval_bytes, seed=tc.seed,
-                       amp=resolve_dtype(cfg0.system.dtype, resolve_device(cfg0.system.device)))
+                       amp=resolve_dtype(cfg0.system.dtype, resolve_device(cfg0.system.device)),
+                       progress="frontier" if progress else None)  # _windows names each bar by its run
     run = lambda r: r.get("run", r["variant"])  # noqa: E731  (the run folder under OUT)
     windows = {run(r): _windows(out / run(r), c, data, opts) for r, c in zip(records, cfgs)}
     rows = []

@@ -17,6 +17,8 @@ seed (boundary samples and generation).
 loglikelihood_rolling scores a whole text in windows: each window of (seq_len - 1) / 2 bytes is
 scored given up to the rest of a row of preceding bytes as context, so every byte is scored once
 and sees at least half a row of context. generate_until uses `AUNet.generate` (temperature 0 = argmax).
+Each request type shows a progress bar on stderr (learntok.progress). docs/evaluation.md has runnable
+task files for each request type.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from lm_eval.api.registry import register_model
 
 from learntok.checkpoint import load_run
 from learntok.eval_tasks import rolling_windows, score_requests
+from learntok.progress import Progress
 
 
 @register_model("learntok")
@@ -40,13 +43,13 @@ class LearntokLM(LM):
         self.greedy = str(greedy_boundaries).lower() in ("1", "true", "yes")
         self.seed = int(seed)
 
-    def _score(self, pairs: list[tuple[bytes, bytes]]) -> list[tuple[float, int, bool]]:
+    def _score(self, pairs: list[tuple[bytes, bytes]], name: str) -> list[tuple[float, int, bool]]:
         return score_requests(self.model, pairs, batch_size=self.batch_size, seq_len=self.seq_len,
-                              greedy=self.greedy, seed=self.seed, device=self._device)
+                              greedy=self.greedy, seed=self.seed, device=self._device, progress=name)
 
     def loglikelihood(self, requests) -> list[tuple[float, bool]]:
         pairs = [(ctx.encode("utf-8"), cont.encode("utf-8")) for ctx, cont in (r.args for r in requests)]
-        return [(ll, greedy) for ll, _, greedy in self._score(pairs)]
+        return [(ll, greedy) for ll, _, greedy in self._score(pairs, "loglikelihood")]
 
     def loglikelihood_rolling(self, requests) -> list[float]:
         pairs, owner = [], []
@@ -55,13 +58,13 @@ class LearntokLM(LM):
             pairs += windows
             owner += [i] * len(windows)
         totals = [0.0] * len(requests)
-        for i, (ll, _, _) in zip(owner, self._score(pairs)):
+        for i, (ll, _, _) in zip(owner, self._score(pairs, "loglikelihood_rolling")):
             totals[i] += ll
         return totals
 
     def generate_until(self, requests) -> list[str]:
         outputs = []
-        for r in requests:
+        for r in Progress(requests, desc="generate_until", unit="request"):
             context, kwargs = r.args
             until = kwargs.get("until") or []
             until = [until] if isinstance(until, str) else until

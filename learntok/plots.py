@@ -1,9 +1,10 @@
 """`learntok plot`: training and validation curves of one or several runs, and the estimator
 variance chart of `learntok diagnose`. PNG through matplotlib's Agg backend (no display).
 
-metrics.jsonl holds training lines (`step`, `bytes_seen`, `bpb`, `boundary_rate`,
-`whitespace_rate`, ...) and validation lines (`val_bpb`, `val_boundary_rate`,
-`val_whitespace_rate`), told apart by their keys.
+metrics.jsonl (learntok.tracking) holds training rows (`step`, `bytes_seen`, `bpb`,
+`boundary_rate`, `whitespace_rate`, ...) and validation rows (`val_bpb`, `val_boundary_rate`,
+`val_whitespace_rate`), told apart by their `kind` (by their keys in runs written before rows
+had one).
 """
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ def pyplot():
 
 
 def read_metrics(run: str | Path) -> tuple[list[dict], list[dict]]:
-    """(training lines, validation lines) of RUN/metrics.jsonl (or a metrics.jsonl path), read as
-    the trainer reads it (runfolder.metric_rows: a last row torn by a crash is left out)."""
+    """(training rows, validation rows) of RUN/metrics.jsonl (or a metrics.jsonl path), read as
+    the trainer reads it (runfolder.metric_rows: a last row torn by a crash is left out); the
+    strategy's fit row counts as training, compare's final evaluation row as neither."""
     path = Path(run)
     path = path / METRICS_FILE if path.is_dir() else path
     if not path.exists() and not path.is_symlink():
@@ -34,7 +36,11 @@ def read_metrics(run: str | Path) -> tuple[list[dict], list[dict]]:
     if not rows:
         raise DataError(f"{path} holds no metrics rows (yet): nothing to plot")
     for _, rec in rows:
-        (val if any(k.startswith("val_") for k in rec) else train).append(rec)
+        kind = rec.get("kind") or ("val" if any(k.startswith("val_") for k in rec) else "train")
+        if kind in ("train", "fit"):
+            train.append(rec)
+        elif kind == "val":
+            val.append(rec)
     return train, val
 
 

@@ -17,6 +17,7 @@ Shapes: B batch, T bytes (BOS at t = 0).
 """
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -162,3 +163,26 @@ def set_rate_for_run(model, run_cfg, target: float, text: str | bytes | None = N
     else:
         batches = None
     return set_rate(model, target, batches, greedy, seed)
+
+
+def apply_setting(model, setting: RateSetting) -> None:
+    """Put the model's knob where `setting` (an earlier `set_rate` on this model) left it."""
+    if setting.knob == "rule":
+        model.strategy.rule_rate = setting.value
+    else:
+        model.strategy.rate_offset.fill_(setting.value)
+
+
+@contextlib.contextmanager
+def rate_kept(model):
+    """The model's rate knob (rule rate or offset) restored after the block, whatever it sets."""
+    strategy = model.strategy
+    rule = strategy.rule_rate if strategy.rate_knob == "rule" else None
+    offset = strategy.rate_offset.clone() if strategy.rate_knob == "offset" else None
+    try:
+        yield
+    finally:
+        if rule is not None:
+            strategy.rule_rate = rule
+        if offset is not None:
+            strategy.rate_offset.copy_(offset)

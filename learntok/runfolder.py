@@ -33,8 +33,10 @@ from learntok.errors import DataError
 from learntok.files import read_input, write_text_atomic
 
 LOCK = ".lock"
-METRICS, SEGMENTS, CONFIG = "metrics.jsonl", "segments.txt", "config.toml"
-RUN_FILES = (METRICS, SEGMENTS, CONFIG, "checkpoints")    # what `train` writes into a run folder
+METRICS, SEGMENTS, CONFIG, WANDB = "metrics.jsonl", "segments.txt", "config.toml", "wandb"
+RUN_FILES = (METRICS, SEGMENTS, CONFIG, "checkpoints", WANDB)  # what `train` writes into a run folder
+EVENTS = "events.out.tfevents."   # the name prefix of TensorBoard event files (log.tensorboard)
+LOG = "train.log"                 # a run's console log, kept by `compare --jobs` across resumes (never cleared)
 
 _held: dict[Path, int] = {}       # run folder (resolved) -> file descriptor of its locked .lock
 _created: set[Path] = set()       # folders this process created to lock them (removed at exit if still empty)
@@ -146,12 +148,12 @@ def _logged_steps(run_dir: Path) -> int:
 
 
 def _check_fresh(run_dir: Path, ours: bool) -> None:
-    names = sorted(p.name for p in run_dir.iterdir() if p.name != LOCK)
+    names = sorted(p.name for p in run_dir.iterdir() if p.name not in (LOCK, LOG))
     if not names:
         return
     if (run_dir / "checkpoints" / LATEST).is_file():
         raise RunFolderError(f"run folder {run_dir} already has checkpoints; pass --resume or another --out")
-    foreign = [n for n in names if n not in RUN_FILES]
+    foreign = [n for n in names if n not in RUN_FILES and not n.startswith(EVENTS)]
     if foreign:
         raise RunFolderError(f"--out {run_dir} is not empty and not a run folder (it holds {', '.join(foreign[:3])}"
                              f"{', ...' if len(foreign) > 3 else ''}); train writes only into a new or empty "

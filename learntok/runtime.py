@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 
 import numpy as np
@@ -11,6 +12,11 @@ from learntok.errors import ConfigError
 
 
 DEVICE_TYPES = ("cpu", "cuda", "mps")  # what learntok runs on (torch knows more: meta, xla, ...)
+
+
+def launch_rank() -> int:
+    """This process's rank under torchrun (its RANK variable), 0 when started plainly."""
+    return int(os.environ.get("RANK", "0"))
 
 
 def resolve_device(name: str = "auto") -> torch.device:
@@ -117,6 +123,24 @@ class PrivateRNG:
                 yield
             finally:
                 self.states = self._get()
+
+
+def rng_snapshot(device: torch.device | None = None) -> list[torch.Tensor]:
+    """The global RNG state now (CPU, and `device`'s when it is a CUDA device): see `replayed`."""
+    cuda = device is not None and device.type == "cuda"
+    return [torch.get_rng_state()] + ([torch.cuda.get_rng_state(device)] if cuda else [])
+
+
+@contextlib.contextmanager
+def replayed(snapshot: list[torch.Tensor], device: torch.device | None = None):
+    """Run a block from an `rng_snapshot`, so that it draws again what was drawn after the
+    snapshot; the RNG is back where it was after the block."""
+    cuda = device is not None and device.type == "cuda"
+    with torch.random.fork_rng(devices=[device] if cuda else []):
+        torch.set_rng_state(snapshot[0])
+        if cuda:
+            torch.cuda.set_rng_state(snapshot[1], device)
+        yield
 
 
 def isolated_rng(seed: int, device: torch.device | None = None):

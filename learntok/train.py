@@ -11,20 +11,17 @@ uninterrupted run exactly (on CPU).
 """
 from __future__ import annotations
 
-import json
 import math
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
-from tqdm import tqdm
 
 from learntok.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from learntok.config import ConfigError, OptimConfig, RunConfig, to_toml
-from learntok.data import PAD, ByteData
+from learntok.data import PAD, ByteData, small_split_warnings
 from learntok.data.dataset import FIT_BYTES
 from learntok.distributed import (DistEnv, all_reduce, barrier, broadcast_module_state, checkpoint_views,
                                   compile_model, init_distributed, load_state, micro_plan, no_grad_sync, shutdown,
@@ -33,9 +30,12 @@ from learntok.model.aunet import AUNet
 from learntok.evaluate import EvalOptions, evaluate_bpb, position_bytes
 from learntok.files import write_text_atomic
 from learntok.objective import ObjectiveConfig, loss, objective_for
-from learntok.runfolder import check_resume, claim, release, trim_logs
+from learntok.progress import Progress, note
+from learntok.runfolder import SEGMENTS, check_resume, claim, release, trim_logs
 from learntok.runtime import autocast, resolve_dtype, seed_everything, set_rng_state, set_threads
-from learntok.segment import render_terminal, segment_text
+from learntok.display import render_terminal
+from learntok.segment import segment_text
+from learntok.tracking import Tracker, check_trackers
 
 
 class TrainingDiverged(RuntimeError):
@@ -84,14 +84,21 @@ def validate(model: nn.Module, data: ByteData, run_cfg: RunConfig, amp: torch.dt
             "val_whitespace_rate": r["whitespace_rate"], "val_bytes": r["n_bytes"]}
 
 
-def write_segments(model: nn.Module, texts: list[bytes], path: Path, step: int, seed: int) -> None:
-    """Append sample segmentations of held-out texts, `|` between chunks."""
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(f"== step {step}\n")
-        for text in texts:
-            chunks, stats = segment_text(model, text, seed=seed)
-            f.write(f"[rate {stats['boundary_rate']:.3f} ws {stats['whitespace_rate']:.3f}] "
-                    f"{render_terminal(chunks, color=False)}\n")
+def segments_text(model: nn.Module, texts: list[bytes], seed: int, fsdp: bool = False) -> str:
+    """Sample segmentations of held-out texts, one line each, `|` between chunks (segments.txt;
+    FSDP: every rank runs the model's whole forward, which gathers its weights)."""
+    lines = []
+    for text in texts:
+        chunks, stats = segment_text(model, text, seed=seed, full_forward=fsdp)
+        lines.append(f"[rate {stats['boundary_rate']:.3f} ws {stats['whitespace_rate']:.3f}] "
+                     f"{render_terminal(chunks, color=False)}\n")
+    return "".join(lines)
+
+
+def validation_line(step: int, val: dict[str, float]) -> str:
+    """The line training prints for each validation."""
+    return (f"step {step}: val bpb {val['val_bpb']:.4f}, boundary rate {val['val_boundary_rate']:.3f}, "
+            f"whitespace rate {val['val_whitespace_rate']:.3f}")
 
 
 def fit_strategy(model: AUNet, data: ByteData, env: DistEnv) -> dict:
@@ -104,11 +111,6 @@ def fit_strategy(model: AUNet, data: ByteData, env: DistEnv) -> dict:
 def _sample_texts(data: ByteData, n: int = 3, n_bytes: int = 200) -> list[bytes]:
     docs = [d for d in data.documents("val", limit=100) if d.strip()] or data.documents("train", limit=n)
     return [d[:n_bytes] for d in docs[:n]]
-
-
-def _append_jsonl(path: Path, record: dict) -> None:
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record) + "\n")
 
 
 class MetricWindow:
@@ -235,6 +237,7 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
     Returns a summary: val bpb, boundary and whitespace rates, bytes/s, run dir. Under torchrun,
     every rank calls it; rank 0 alone writes the run folder (learntok.distributed)."""
     tc, sc, lc, run_dir = run_cfg.train, run_cfg.system, run_cfg.log, Path(out_dir)
+    check_trackers(lc)                                              # a missing tracker package: one line, nothing written
     set_threads(sc.threads)
     owns_group = not torch.distributed.is_initialized()              # compare under torchrun holds the group itself
     env = init_distributed(sc.device)
@@ -253,12 +256,15 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
     optimizer = build_optimizer(model, run_cfg.optim, device)
     start, bytes_seen = _start(run_cfg, run_dir, model, optimizer, resume)
     barrier(env)  # every rank has read the folder before rank 0 writes
-    metrics_path, end = run_dir / "metrics.jsonl", min(until or tc.steps, tc.steps)
+    end = min(until or tc.steps, tc.steps)
     if main:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(run_dir / "config.toml", to_toml(run_cfg))
-    if fitted and main:
-        _append_jsonl(metrics_path, {"step": 0, "bytes_seen": 0, **fitted})
+        for warning in small_split_warnings(data):
+            note(f"warning: {warning}", progress)
+    tracker = Tracker(run_dir, lc, run_cfg.to_dict(), start, enabled=main)
+    if fitted:
+        tracker.log("fit", 0, {"bytes_seen": 0, **fitted})
 
     def ckpt(step: int) -> Path:
         m, o = checkpoint_views(model, optimizer, sc.fsdp)            # FSDP: a collective gather
@@ -273,39 +279,45 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
     eng = Engine(model, wrapped, compile_model(wrapped) if sc.compile else wrapped, optimizer, env, amp)
     texts = _sample_texts(data) if lc.segment_every else []
     window, summary = MetricWindow(device), {"run_dir": str(run_dir), "params": model.num_params(), **fitted}
-    bar = tqdm(range(start, end), initial=start, total=tc.steps, disable=not (progress and main), desc=run_dir.name)
-    for step in bar:
-        xs, seeds = rank_batches(data, step, run_cfg, env)
-        lr = lr_at(step, run_cfg.optim, tc.steps)
-        window.add(step + 1, train_step(eng, xs, objective, run_cfg.optim, lr, seeds))
-        done, at_end = step + 1, step + 1 == end
-        due = lambda every: every > 0 and done % every == 0  # noqa: E731
-        do_eval, do_ckpt = due(lc.eval_every) or at_end, due(run_cfg.checkpoint.every) or at_end
-        do_segment = due(lc.segment_every) or (at_end and lc.segment_every > 0)
-        if not (due(lc.log_every) or do_eval or do_segment or do_ckpt):
-            continue
-        bad, means, n_bytes = window.read(env)
-        if bad >= 0:
-            raise _diverged(bad, last_ckpt)
-        bytes_seen += n_bytes
-        if main:
-            _append_jsonl(metrics_path, {"step": done, "bytes_seen": bytes_seen, "lr": lr, **means})
-        bar.set_postfix(loss=f"{means['loss']:.3f}", bpb=f"{means['bpb']:.3f}", rate=f"{means['boundary_rate']:.3f}",
-                        ws=f"{means['whitespace_rate']:.2f}", Bps=f"{means['bytes_per_s']:.0f}")
-        summary.update(train_bpb=means["bpb"], bytes_per_s=means["bytes_per_s"])
-        if do_eval:
-            # DDP: ranks score disjoint windows of the plain model; FSDP: every rank runs every
-            # forward (they are collectives), so each scores the whole split
-            val = validate(model, data, run_cfg, amp, None if sc.fsdp else env)
-            if main:
-                _append_jsonl(metrics_path, {"step": done, "bytes_seen": bytes_seen, **val})
-            summary.update(val)
-        if do_segment and (main or sc.fsdp):
-            write_segments(model, texts, run_dir / "segments.txt" if main else Path(os.devnull), done, tc.seed)
-        if do_ckpt:
-            last_ckpt = ckpt(done)
-        window.reset()  # bytes/s counts training time only
-    bar.close()
+    bar = Progress(range(start, end), desc=run_dir.name, initial=start, total=tc.steps, unit="step", enabled=progress)
+    try:
+        for step in bar:
+            xs, seeds = rank_batches(data, step, run_cfg, env)
+            lr = lr_at(step, run_cfg.optim, tc.steps)
+            window.add(step + 1, train_step(eng, xs, objective, run_cfg.optim, lr, seeds))
+            done, at_end = step + 1, step + 1 == end
+            due = lambda every: every > 0 and done % every == 0  # noqa: E731
+            do_eval, do_ckpt = due(lc.eval_every) or at_end, due(run_cfg.checkpoint.every) or at_end
+            do_segment = due(lc.segment_every) or (at_end and lc.segment_every > 0)
+            if not (due(lc.log_every) or do_eval or do_segment or do_ckpt):
+                continue
+            bad, means, n_bytes = window.read(env)
+            if bad >= 0:
+                raise _diverged(bad, last_ckpt)
+            bytes_seen += n_bytes
+            tracker.log("train", done, {"bytes_seen": bytes_seen, "lr": lr, **means})
+            bar.set_postfix(loss=f"{means['loss']:.3f}", bpb=f"{means['bpb']:.3f}", rate=f"{means['boundary_rate']:.3f}",
+                            ws=f"{means['whitespace_rate']:.2f}", Bps=f"{means['bytes_per_s']:.0f}", refresh=False)
+            summary.update(train_bpb=means["bpb"], bytes_per_s=means["bytes_per_s"])
+            if do_eval:
+                # DDP: ranks score disjoint windows of the plain model; FSDP: every rank runs every
+                # forward (they are collectives), so each scores the whole split
+                val = validate(model, data, run_cfg, amp, None if sc.fsdp else env)
+                tracker.log("val", done, {"bytes_seen": bytes_seen, **val})
+                note(validation_line(done, val), progress and main)
+                summary.update(val)
+            if do_segment and (main or sc.fsdp):
+                text = segments_text(model, texts, tc.seed, sc.fsdp)
+                if main:
+                    with open(run_dir / SEGMENTS, "a", encoding="utf-8") as f:
+                        f.write(f"== step {done}\n{text}")
+                    tracker.text(done, "segments", text)
+            if do_ckpt:
+                last_ckpt = ckpt(done)
+            window.reset()  # bytes/s counts training time only
+    finally:
+        bar.close()
+        tracker.close()
     if owns_group:
         shutdown(env)
     if main:

@@ -8,7 +8,10 @@ bash scripts/setup.sh
 python -c "import lm_eval" 2>/dev/null || python -m pip install -q -e ".[eval]" \
   || echo "note: could not install the eval extra (lm-eval); its adapter test will be skipped"
 # The HTML page's slider test drives headless Chromium (a Debian package); without it the test is skipped.
-if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+if [ "${LEARNTOK_NO_CHROMIUM:-0}" = 1 ]; then
+  echo "note: LEARNTOK_NO_CHROMIUM=1: not installing chromium; the HTML slider test will be skipped"
+elif ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "installing chromium (apt-get) for the HTML slider test; set LEARNTOK_NO_CHROMIUM=1 to skip it"
   apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1; } \
     || echo "note: could not install chromium; the HTML slider test will be skipped"
 fi

@@ -1,4 +1,5 @@
 """The command line end to end (subprocess), and its one-line errors."""
+import base64
 import json
 import os
 import subprocess
@@ -33,8 +34,10 @@ def test_train_then_segment_from_the_command_line(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.rstrip("\n").replace("|", "") == text          # no colour: stdout is not a tty
     seg = json.loads((tmp_path / "seg.json").read_text())
-    assert "".join(seg["chunks"]) == text and 0 <= seg["boundary_rate"] <= 1
+    assert "".join(c["text"] for c in seg["chunks"]) == text and 0 <= seg["boundary_rate"] <= 1
+    assert b"".join(base64.b64decode(c["bytes"]) for c in seg["chunks"]) == text.encode()
     assert "<span" in (tmp_path / "seg.html").read_text()
+    assert f"wrote {tmp_path / 'seg.html'}\n" in r.stderr                 # says where the page went
 
     r = run("segment", out, "--held-out", cwd=tmp_path)         # the README demo's last step
     assert r.returncode == 0, r.stderr
@@ -78,21 +81,19 @@ def test_an_error_line_has_one_prefix(monkeypatch, capsys, message):
     assert err.count("learntok: error: ") == 1 and err.startswith("learntok: error: ") and err.count("\n") == 1
 
 
-def test_segment_helpers(tmp_path):
-    import torch
-
+def test_segment_helpers():
+    from learntok.display import display_chunks, render_terminal
     from learntok.model.aunet import AUNet
     from learntok.nn.config import ModelConfig
-    from learntok.segment import chunks_from_boundaries, render_html, render_terminal, segment_text
+    from learntok.segment import segment_text
 
-    a = torch.tensor([1, 0, 0, 1, 0, 1, 1.0])                       # BOS + 6 bytes
-    assert chunks_from_boundaries(b"ab cd!", a) == [b"ab", b" c", b"d", b"!"]
-    assert render_terminal([b"ab", b"\xe2\x82", b"\xac"], color=False) == "ab|\ufffd|\ufffd"  # a euro sign cut in two
-    assert render_terminal([b"a", b"b"], color=True).count("\x1b[0m") == 2
-    assert "&lt;b&gt;" in render_html([b"<b>"], tmp_path / "s.html").read_text()
+    assert [c.data for c in display_chunks(b"ab cd!", [0, 2, 4, 5])] == [b"ab", b" c", b"d", b"!"]
+    assert render_terminal(display_chunks("ab\u20ac".encode(), [0, 2, 4]), color=False) == "ab|\u20ac\u25b8|\u25c2"  # a euro sign cut
+    assert render_terminal(display_chunks(b"ab", [0, 1]), color=True).count("\x1b[0m") == 2
 
     model = AUNet(ModelConfig(d_model=32, n_heads=2, n_mid=1))
     text = "a text long enough to be read in several pieces " * 3
     chunks, stats = segment_text(model, text, window=20)
-    assert b"".join(chunks) == text.encode() and stats["n_chunks"] == len(chunks)
+    assert b"".join(c.data for c in chunks) == text.encode() and stats["n_chunks"] == len(chunks)
+    assert set(range(0, len(text), 19)) <= {c.start for c in chunks}      # every window's first byte starts a chunk
     assert segment_text(model, text, seed=3) == segment_text(model, text, seed=3)   # seeded

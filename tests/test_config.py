@@ -85,7 +85,7 @@ def test_lr_schedule_warms_up_then_cosine_to_floor():
 
 def test_strategy_options_are_their_own_strict_section(tmp_path):
     cfg = load_config(overrides=["model.boundary=nawrot", "strategy.temperature=0.5"])
-    assert cfg.model.strategy == {"temperature": 0.5, "prior_weight": 1.0}
+    assert cfg.model.strategy == {"temperature": 0.5, "prior_weight": 1.0, "hidden_mult": 1.0}
     assert RunConfig.from_dict(tomllib.loads(to_toml(cfg))) == cfg     # [strategy] round-trips
     assert load_config(overrides=["model.boundary=uniform"]).model.strategy == {}
     file = tmp_path / "s.toml"

@@ -211,6 +211,14 @@ def test_eval_batches_max_bytes_and_ranks():
     assert sum(per_rank) == data.n_bytes("train")
 
 
+@pytest.mark.parametrize("batch, seq_len, max_bytes, rank, world", [(4, 9, None, 0, 1), (3, 17, 50, 0, 1),
+                                                                   (2, 9, None, 1, 3), (5, 5, 7, 0, 2)])
+def test_n_eval_batches_counts_what_eval_batches_yields(batch, seq_len, max_bytes, rank, world):
+    data = _data()
+    want = len(list(data.eval_batches("train", batch, seq_len, max_bytes, rank, world)))
+    assert data.n_eval_batches("train", batch, seq_len, max_bytes, rank, world) == want
+
+
 def test_from_config_on_a_single_text_file(tmp_path):
     path = tmp_path / "book.txt"
     path.write_bytes(b"".join(f"line {i}\n".encode() for i in range(5000)))

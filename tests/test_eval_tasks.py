@@ -1,5 +1,10 @@
 """`learntok eval-tasks`: task files, scoring only the continuation, accuracy and bpb."""
 import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -119,3 +124,33 @@ def test_lm_eval_adapter_offline(tmp_path, monkeypatch):
     ll = score_requests(tiny_model().eval(), [(b"", b"what is red?"), (b"", b"two plus two")], greedy=True)
     want = -sum(s for s, _, _ in ll) / (math.log(2) * sum(n for _, n, _ in ll))
     assert res["tiny_roll"]["bits_per_byte,none"] == pytest.approx(want, rel=1e-4)
+
+
+def doc_block(marker: str) -> str:
+    """The indented code block of docs/evaluation.md that contains `marker`, unindented."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "evaluation.md").read_text()
+    for block in re.findall(r"(?:^(?:    .*)?\n)+", text, re.M):
+        if marker in block:
+            return "\n".join(line[4:] for line in block.splitlines()) + "\n"
+    raise AssertionError(f"no code block with {marker!r} in docs/evaluation.md")
+
+
+def test_the_lm_eval_example_of_the_docs_runs_as_written(tmp_path):
+    """docs/evaluation.md's three local tasks (multiple choice, rolling, generation), on small
+    files of the same form, with RUN and EVALS set and a smaller --limit."""
+    pytest.importorskip("lm_eval")
+    tiny_model().save_pretrained(tmp_path / "m")
+    write_jsonl(tmp_path / "piqa.jsonl.gz", [{"query": f"Question: how to do thing {i}?\nAnswer:",
+                                               "choices": ["carefully", "with a spoon"], "gold": i % 2} for i in range(4)])
+    write_jsonl(tmp_path / "lambada_openai.jsonl.gz", [{"context": f"The story number {i} ends with the word",
+                                                         "continuation": "end"} for i in range(4)])
+    script = doc_block("learntok_lambada_gen")
+    script = re.sub(r"^RUN=\S+", f"RUN={tmp_path / 'm'}", script, flags=re.M)
+    script = re.sub(r"^EVALS=\S+", f"EVALS={tmp_path}", script, flags=re.M).replace("--limit 100", "--limit 3")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "HF_DATASETS_CACHE": str(tmp_path / "hf"),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "OMP_NUM_THREADS": "1"}
+    r = subprocess.run(["bash", "-euc", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for task, metric in (("learntok_piqa", "acc"), ("learntok_lambada_bpb", "bits_per_byte"),
+                         ("learntok_lambada_gen", "exact_match")):
+        assert re.search(rf"\|{task}\s*\|.*\|{metric}\s*\|", r.stdout), r.stdout

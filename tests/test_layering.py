@@ -15,7 +15,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "learntok"
 
 # Bottom to top. A module name or a package prefix ("learntok.data" covers learntok.data.*).
 LAYERS: list[tuple[str, list[str]]] = [
-    ("foundations", ["learntok.errors", "learntok.files", "learntok.runtime", "learntok.fields"]),
+    ("foundations", ["learntok.errors", "learntok.files", "learntok.runtime", "learntok.fields", "learntok.progress",
+                     "learntok.display"]),
     ("data", ["learntok.data"]),
     ("model parts", ["learntok.nn"]),
     ("boundary strategies", ["learntok.boundaries"]),
@@ -23,12 +24,12 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("objective", ["learntok.objective"]),
     # The run config composes the component configs below it (model, strategies, objective, data).
     ("run config", ["learntok.config", "learntok.config_info"]),
-    ("run services", ["learntok.checkpoint", "learntok.runfolder", "learntok.rate", "learntok.distributed",
-                      "learntok.boundary_quality",
+    ("run services", ["learntok.checkpoint", "learntok.runfolder", "learntok.tracking", "learntok.rate",
+                      "learntok.distributed", "learntok.boundary_quality",
                       "learntok.plots", "learntok.outputs"]),
-    ("library", ["learntok.evaluate", "learntok.segment", "learntok.train", "learntok.eval_tasks",
-                 "learntok.diagnose", "learntok.sample", "learntok.frontier", "learntok.compare", "learntok.compare_runs",
-                 "learntok.plan"]),
+    ("library", ["learntok.evaluate", "learntok.windows", "learntok.page", "learntok.tokenizer", "learntok.segment",
+                 "learntok.train", "learntok.eval_tasks", "learntok.jobs", "learntok.diagnose", "learntok.sample", "learntok.frontier",
+                 "learntok.compare", "learntok.compare_runs", "learntok.plan"]),
     ("commands", ["learntok.cli", "learntok.__main__", "learntok.lm_eval_adapter"]),
 ]
 
@@ -38,7 +39,7 @@ FOLDERS = ["learntok.data", "learntok.nn", "learntok.boundaries", "learntok.mode
 # Imports allowed inside functions: optional or heavy dependencies, and torch APIs that older
 # supported torch versions lack (imported only on the path that uses them).
 LAZY_OK = ("matplotlib", "pyarrow", "tokenizers", "lm_eval", "torch.distributed.fsdp", "torch.distributed.checkpoint",
-           "torch.nn.attention.varlen", "pydoc_data")
+           "torch.nn.attention.varlen", "pydoc_data", "torch.utils.tensorboard", "wandb")
 LAZY_EXEMPT = {"learntok.cli"}
 
 

@@ -1,6 +1,9 @@
 """Memory is bounded by the attention window, not the input (docs/reliability.md): a long prompt's prefill
 runs the training path's blocked local attention, so peak memory grows linearly in the prompt
-length. Measured in child processes (peak RSS, resource.getrusage), one per prompt length."""
+length; `segment --file` streams, so its peak does not grow with the text. Measured in child
+processes (peak RSS, resource.getrusage)."""
+import base64
+import json
 import os
 import subprocess
 import sys
@@ -52,3 +55,41 @@ def test_a_100_kb_prompt_stays_small():
 def test_segment_memory_is_bounded_by_its_window():
     small, large = peak_mib(10_000, "segment"), peak_mib(40_000, "segment")
     assert large < 2 * max(small, 8.0) + 50, (small, large)      # pieces of `window` bytes: flat in the text
+
+
+SEGMENT_CHILD = """
+import os, resource, sys, torch
+from learntok.cli import main
+from learntok.model.aunet import AUNet
+from learntok.nn.config import ModelConfig
+
+torch.manual_seed(0)
+folder, paths = sys.argv[1], sys.argv[2:]
+AUNet(ModelConfig(d_model=32, n_heads=2, attn_window=64, strategy={"window": 1})).save_pretrained(folder)
+sys.stdout = open(os.devnull, "w")
+peaks = []
+for path in paths:                                               # one after the other: the peak can only grow
+    args = ["segment", folder, "--file", path, "--window", "512", "--json", path + ".json", "--html", path + ".html"]
+    assert main(args) == 0
+    peaks.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print(*peaks, file=sys.__stdout__)                               # MiB after each
+"""
+
+
+def test_segment_file_streams_with_memory_bounded_by_the_window(tmp_path):
+    """`segment --file` with --json and --html: a text 4x longer (thousands of windows long) adds
+    next to nothing to the peak (the text, its chunks, the JSON and the page are never held
+    whole; before, the peak grew by about 160 bytes a byte: 604 MiB for 2 MB)."""
+    text = ("Déjà vu: the quick brown fox 漢字 jumps over the lazy dog. " * 16000).encode()
+    paths = []
+    for name, n in (("warm", 100_000), ("small", 200_000), ("large", 800_000)):
+        paths.append(tmp_path / f"{name}.txt")
+        paths[-1].write_bytes(text[:n])
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-c", SEGMENT_CHILD, str(tmp_path / "m"), *map(str, paths)], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    _, small, large = map(float, r.stdout.split())
+    assert large - small < 40, (small, large)                    # growing with the text would add about 90 MiB
+    chunks = json.loads((tmp_path / "large.txt.json").read_text())["chunks"]
+    assert b"".join(base64.b64decode(c["bytes"]) for c in chunks) == text[:800_000]

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from learntok.cli import main
-from learntok.data import ByteData, DataConfig, DataError
-from learntok.data.prepare import PrepareOptions, prepare, split_of
+from learntok.data import ByteData, DataConfig, DataError, small_split_warnings
+from learntok.data.prepare import PrepareOptions, prepare
 from learntok.data.shards import ShardedBytes, open_split, read_index
 
 from conftest import write_jsonl
@@ -48,23 +48,25 @@ def test_jsonl_gz_parquet_text_and_folder_round_trip(tmp_path):
                                                                    val_fraction=0.1, test_fraction=0.1), progress=False)
     index2, splits = _read_all(tmp_path / "out")
     assert index == index2 and index["format"] == "learntok-shards" and index["documents"]["read"] == 300
-    expected = {s: [t.encode() for i, t in enumerate(texts) if split_of(i, 0, 0.1, 0.1) == s] for s in splits}
-    assert splits == expected                                            # order kept, split by (seed, ordinal)
-    assert 0 < len(splits["val"]) < 60 and 0 < len(splits["test"]) < 60
+    # the split training on the folder itself uses: the same documents, in order, in each split
+    raw = ByteData.from_config(DataConfig(source=str(src), text_field="body", val_fraction=0.1, test_fraction=0.1))
+    assert splits == {s: list(raw.documents(s)) for s in splits}
+    assert sorted(d for docs in splits.values() for d in docs) == sorted(t.encode() for t in texts)
+    assert len(splits["val"]) == len(splits["test"]) == 30 and index["split"]["rule"] == "permutation"
     assert len(index["splits"]["train"]["shards"]) > 1                   # rolled over at 4 KB
     assert all(size <= 4096 or size == max(map(len, splits["train"])) for _, size in index["splits"]["train"]["shards"])
 
 
 def test_filters_truncate_drop_and_pieces(tmp_path):
-    lens = [5, 50, 5000, 9000]
+    lens = [5, 50, 5000, 9000] + [100] * 60                             # enough documents not to be cut first
     write_jsonl(tmp_path / "a.jsonl", [{"text": "x" * n} for n in lens])
     opts = dict(min_doc_bytes=10, max_doc_bytes=4096, val_fraction=0.0, test_fraction=0.0)
     index = prepare([str(tmp_path / "a.jsonl")], tmp_path / "cut", PrepareOptions(**opts, truncate=True),
                     progress=False)
-    assert [len(d) for d in _read_all(tmp_path / "cut")[1]["train"]] == [50, 4096, 4096]
-    assert index["documents"] == {"read": 4, "dropped_short": 1, "dropped_long": 0, "truncated": 2}
+    assert [len(d) for d in _read_all(tmp_path / "cut")[1]["train"]] == [50, 4096, 4096] + [100] * 60
+    assert index["documents"] == {"read": 64, "dropped_short": 1, "dropped_long": 0, "truncated": 2}
     prepare([str(tmp_path / "a.jsonl")], tmp_path / "drop", PrepareOptions(**opts), progress=False)
-    assert [len(d) for d in _read_all(tmp_path / "drop")[1]["train"]] == [50]
+    assert [len(d) for d in _read_all(tmp_path / "drop")[1]["train"]] == [50] + [100] * 60
     big = b"".join(b"line %d\n" % i for i in range(3000))                # a big text file: pieces at newlines
     (tmp_path / "big.txt").write_bytes(big)
     prepare([str(tmp_path / "big.txt")], tmp_path / "pieces", PrepareOptions(piece_bytes=1000, val_fraction=0,
@@ -85,6 +87,29 @@ def test_errors(tmp_path):
     (tmp_path / "b.txt").write_text("hello")
     with pytest.raises(DataError, match="not empty"):
         prepare([str(tmp_path / "b.txt")], tmp_path / "out", progress=False)
+
+
+@pytest.mark.parametrize("size", [500, 40_000, 1_300_000])
+def test_a_prepared_file_splits_as_training_on_the_raw_file_does(tmp_path, size):
+    """Few pieces (cut further, as training cuts them) or many: the same documents in each split."""
+    text = b"".join(b"line %d of a text file, with some words.\n" % i for i in range(size // 40))
+    (tmp_path / "a.txt").write_bytes(text)
+    prepare([str(tmp_path / "a.txt")], tmp_path / "d", progress=False)
+    _, splits = _read_all(tmp_path / "d")
+    raw = ByteData.from_config(DataConfig(source=str(tmp_path / "a.txt")))
+    assert splits == {s: list(raw.documents(s)) for s in splits}
+    assert all(splits.values()) and sum(len(d) for docs in splits.values() for d in docs) == len(text)
+
+
+def test_small_held_out_splits_are_warned_about_once(tmp_path, capsys):
+    from learntok.data.split import MIN_SPLIT_BYTES
+    (tmp_path / "a.txt").write_bytes(b"a short line of text\n" * 5000)            # 105 KB: ~5 KB per held-out split
+    assert main(["prepare", str(tmp_path / "a.txt"), "--out", str(tmp_path / "d")]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning:" in line]
+    assert len(warnings) == 2 and all(f"{MIN_SPLIT_BYTES:,} bytes" in w for w in warnings)
+    assert "the val split holds" in warnings[0] and "the test split holds" in warnings[1]
+    data = ByteData.from_config(DataConfig(source="kjv"))
+    assert small_split_warnings(data) == []                                      # a built-in corpus is big enough
 
 
 def test_sharded_bytes_indexing_matches_one_array():

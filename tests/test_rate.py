@@ -154,68 +154,6 @@ def test_compare_variants_at_rates():
         parse_variant("learned@fast")
 
 
-# ---------------------------------------------------------------- the HTML page's slider
-
-PAGE_TEXT = shakespeare(600, skip=40_000).decode("utf-8", errors="replace") + " naïve café — ok"
-
-
-def test_page_terms_reproduce_the_models_greedy_decisions():
-    from learntok.segment import greedy_from_terms, page_data
-    model = tiny("learned", w=8)
-    model.strategy.proj.weight.data.mul_(100)                      # mixing weights that matter
-    view = page_data(model, PAGE_TEXT, window=200)                  # pieces: the mixing restarts after each BOS
-    assert view.base is not None and len(view.mix[0]) == 7
-    assert greedy_from_terms(view, 0.0) == view.decisions
-    counts = [sum(greedy_from_terms(view, d)) for d in (-6.0, -2.0, 0.0, 2.0, 6.0)]
-    assert counts == sorted(counts) and counts[0] < counts[-1]
-
-
-def test_page_without_a_policy_has_no_slider(tmp_path):
-    from learntok.segment import page_data, render_html, segment_text
-    model = tiny("whitespace")
-    chunks, _ = segment_text(model, PAGE_TEXT)
-    page = render_html(chunks, tmp_path / "p.html", view=page_data(model, PAGE_TEXT)).read_text()
-    assert 'id="offset"' not in page and "no slider" in page and "http" not in page.split("<script")[1]
-
-
-def chromium() -> str | None:
-    import shutil
-    return next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser")) if p), None)
-
-
-def dump_dom(browser: str, url: str, profile) -> str:
-    import subprocess
-    r = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                        "--disable-background-networking", f"--user-data-dir={profile}", "--dump-dom", url],
-                       capture_output=True, text=True, timeout=120)
-    return r.stdout
-
-
-def test_page_slider_recuts_in_headless_chromium(tmp_path):
-    """The page's script re-decides at the slider's offset (preset by #offset=D) exactly as the
-    Python reference does; the chunk count rises with the offset."""
-    import re
-
-    from learntok.segment import greedy_from_terms, page_data, render_html, segment_text
-    browser = chromium()
-    if browser is None:
-        pytest.skip("chromium is not installed (apt-get install -y chromium; scripts/test.sh tries)")
-    model = tiny("learned", w=8)
-    model.strategy.proj.weight.data.mul_(100)
-    view = page_data(model, PAGE_TEXT, window=200)
-    chunks, _ = segment_text(model, PAGE_TEXT, greedy=True, window=200)
-    page = render_html(chunks, tmp_path / "page.html", view=view)
-    counts = []
-    for delta in (-3.0, 0.0, 3.0):
-        dom = dump_dom(browser, f"{page.as_uri()}#offset={delta}", tmp_path / f"profile{delta}")
-        found = re.search(r'id="text" data-chunks="(\d+)"', dom)
-        assert found, dom[-2000:]
-        a = greedy_from_terms(view, delta)
-        assert int(found.group(1)) == 1 + sum(a[1:])              # the first byte always starts a chunk
-        counts.append(int(found.group(1)))
-    assert counts[0] < counts[1] < counts[2] and counts[1] == len(chunks)
-
-
 # ---------------------------------------------------------------- frontiers
 
 

@@ -19,28 +19,28 @@ ROOT = Path(__file__).resolve().parents[1]
 RUN = ["--preset", "tiny", "model.d_model=32", "model.n_heads=2", "train.seq_len=64", "train.batch_size=4",
        "train.steps=8", "optim.warmup_steps=2", "log.log_every=1", "checkpoint.every=2", "log.eval_every=4",
        "log.eval_bytes=512", "log.segment_every=2", "checkpoint.keep=2", "data.source=corpus.txt"]
-TIMING = {"bytes_per_s"}                                         # the one figure a rerun cannot repeat
+TIMING = {"bytes_per_s", "time"}                                 # the figures a rerun cannot repeat
 
 # A child that runs `learntok ARGS` after arranging to SIGKILL itself at one point of the run.
 KILLER = r"""
 import json, os, signal, sys
 import torch
 import learntok.checkpoint as ckpt
-import learntok.train as train
+import learntok.tracking as tracking
 from learntok.cli import main
 
 point, at, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 die = lambda: os.kill(os.getpid(), signal.SIGKILL)
 
 if point == "metrics-row":          # half a metrics row on disk, then killed
-    append = train._append_jsonl
-    def torn_row(path, record):
-        if record["step"] == at and "loss" in record:
-            with open(path, "a") as f:
-                f.write(json.dumps(record)[:25])
+    append = tracking.append_row
+    def torn_row(run_dir, kind, step, row):
+        if step == at and kind == "train":
+            with open(os.path.join(run_dir, "metrics.jsonl"), "a") as f:
+                f.write(json.dumps({"kind": kind, "step": step, **row})[:25])
             die()
-        append(path, record)
-    train._append_jsonl = torn_row
+        return append(run_dir, kind, step, row)
+    tracking.append_row = torn_row
 elif point == "checkpoint":         # killed while state.pt of checkpoint `at` is half written
     save = torch.save
     def torn_save(obj, f, *a, **k):

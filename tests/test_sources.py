@@ -71,11 +71,13 @@ def test_eval_of_all_documents_of_a_prepared_folder(sources, tmp_path):
 
 def test_prepare_refuses_a_split_it_cannot_fill(tmp_path, capsys):
     """One 1.3 MB file used to give an empty test split silently; now the split is filled (small
-    pieces by default) or prepare says why and how to fix it."""
+    pieces by default, and few pieces are cut further, as training cuts them) or prepare says
+    why and how to fix it."""
     big = tmp_path / "one.txt"
     big.write_text(_text(20000)[:1_300_000])
-    assert main(["prepare", str(big), "--out", str(tmp_path / "ok")]) == 0
-    index = json.loads((tmp_path / "ok" / "index.json").read_text())
-    assert all(index["splits"][s]["documents"] > 0 for s in ("train", "val", "test"))
-    assert main(["prepare", str(big), "--out", str(tmp_path / "bad"), "--piece-bytes", "1000000"]) == 2
-    assert "--piece-bytes" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+    for name, pieces in (("ok", []), ("big-pieces", ["--piece-bytes", "1000000"])):
+        assert main(["prepare", str(big), "--out", str(tmp_path / name), *pieces]) == 0
+        index = json.loads((tmp_path / name / "index.json").read_text())
+        assert all(index["splits"][s]["documents"] > 0 for s in ("train", "val", "test"))
+    assert main(["prepare", str(big), "--out", str(tmp_path / "bad"), "--min-doc-bytes", "100000"]) == 2
+    assert "--min-doc-bytes" in capsys.readouterr().err and not (tmp_path / "bad").exists()

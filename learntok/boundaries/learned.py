@@ -161,7 +161,7 @@ class LearnedPolicy(BoundaryStrategy):
         v = self.proj(self.norm(h.float())).float()              # (B, T, W) fp32
         offset = self.offset + self.rate_bias
         if boundaries is None:
-            u = torch.rand(x.shape, device=x.device).clamp_(1e-7, 1 - 1e-7)  # (B, T) fixed draws
+            u = self.uniforms(x)                                 # (B, T) fixed draws
             boundaries = sample_scan(v.detach(), u, opts.logit_scale, offset, opts.softcap, greedy)
         a = boundaries.float().clone()
         a[:, 0] = 1.0
@@ -169,6 +169,11 @@ class LearnedPolicy(BoundaryStrategy):
         log_prob = bernoulli_log_prob(logits, a)
         log_prob = torch.cat([torch.zeros_like(log_prob[:, :1]), log_prob[:, 1:]], dim=1)  # 0 at BOS
         return BoundaryOutput(a, logits, torch.sigmoid(logits), log_prob, torch.zeros((), device=h.device))
+
+    def uniforms(self, x: torch.Tensor) -> torch.Tensor:
+        """The draws a sampled forward makes for bytes x (B, T): u in (0, 1), a[t] = 1 iff
+        logit(u[t]) < l[t] (segment's page replays them to re-decide at any offset)."""
+        return torch.rand(x.shape, device=x.device).clamp_(1e-7, 1 - 1e-7)
 
     @property
     def rate_offset(self) -> torch.Tensor:

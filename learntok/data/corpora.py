@@ -8,9 +8,12 @@ ships with the package: the Python Library Reference's reStructuredText sources,
 same kind of text (code blocks, option lists, paths, indentation); `debref-de`, `-fr`, `-es`, `-ja`
 and `-zh` ship with the package: the Debian Reference manual in German, French, Spanish, Japanese
 and Simplified Chinese, one document per section, 0.5-0.6 MB each. Paths may be a text file, a
-folder, JSONL or parquet; any name ending in .gz is decompressed (x.txt.gz is text).
-Files are read through learntok.files: regular files only, at most files.memory_budget() bytes in
-all. Empty documents are dropped.
+folder, JSONL(.gz) or parquet, each file read by `file_documents` (the one reader that training
+and `learntok prepare` share, so both see the same documents): a JSONL record or a parquet row
+is a document, and a text file is read in pieces of about PIECE_BYTES cut after a newline. Any
+name ending in .gz is decompressed (x.txt.gz is text). Files are read through learntok.files:
+regular files only, and a source read into memory is at most files.memory_budget() bytes in all.
+Empty documents are dropped.
 """
 from __future__ import annotations
 
@@ -23,13 +26,16 @@ from importlib import resources
 from pathlib import Path
 
 from learntok.errors import DataError
-from learntok.files import check_input, memory_budget, open_input, read_input, too_large
+from learntok.files import check_input, memory_budget, open_input, too_large
 
 DEBIAN_REFERENCE = ("debref-de", "debref-fr", "debref-es", "debref-ja", "debref-zh")  # scripts/build_debian_reference.py
 BUILTINS = ("shakespeare", "kjv", "python-stdlib", "python-docs", "python-rst", *DEBIAN_REFERENCE)
 _SHIPPED = ("shakespeare", "kjv", "python-rst", *DEBIAN_REFERENCE)  # learntok/corpora/NAME.jsonl.gz
 _STDLIB_SKIP = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
 _BINARY_PROBE = 8192  # bytes read to decide whether a file is binary (contains a NUL byte)
+# A text file is read in pieces of about this many bytes (cut after a newline): a 1 MB file gives
+# ~64 documents, so val and test get several, and a file of any size streams in bounded memory.
+PIECE_BYTES = 1 << 14
 # Files `learntok prepare` writes before its index.json (learntok.data.shards: shard_name, SplitWriter)
 _PREPARE_PARTS = re.compile(r"(train|val|test)_(\d{5}\.bin|docs\.npy)|\.(train|val|test)_docs\.tmp")
 
@@ -53,7 +59,7 @@ def load_named_documents(source: str, text_field: str = "text") -> tuple[list[by
     Sources are read into memory, at most files.memory_budget() bytes (larger: `learntok prepare`)."""
     path = source_path(source)
     if source not in BUILTINS and path.is_dir():
-        return _folder_documents(path)
+        return _folder_documents(path, text_field)
     return _unnamed_documents(source, text_field), None
 
 
@@ -69,18 +75,11 @@ def _unnamed_documents(source: str, text_field: str) -> list[bytes]:
     if not path.exists() and not path.is_symlink():
         raise DataError(f"data source {source!r} is neither a built-in corpus ({', '.join(BUILTINS)}) "
                         f"nor an existing path")
-    kind = file_kind(path)
-    if kind == "jsonl":
-        with open_input(path, "data source") as f:
-            docs = _jsonl_documents(f, text_field, str(path), memory_budget())
-    elif kind == "parquet":
-        docs = list(bounded(parquet_texts(check_input(path, "data source"), text_field), "data source", path))
-    else:
-        docs = [read_input(path, "data source")]
-        if not docs[0]:
-            raise DataError(f"file {path} is empty")
+    docs = [doc for doc in bounded((d for d, _ in file_documents(path, text_field)), "data source", path) if doc]
     if not docs:
-        raise DataError(f"data source {source!r} holds no documents")
+        table = file_kind(path) != "text"
+        raise DataError(f"{path} holds no documents" if table else f"file {path} is empty" if not path.stat().st_size
+                        else f"file {path} is binary (a NUL byte in its first {_BINARY_PROBE} bytes), not text")
     return docs
 
 
@@ -99,6 +98,50 @@ def bounded(docs: Iterable[bytes], what: str, path: Path, limit: int | None = No
         if total > limit:
             raise DataError(too_large(what, path, None, limit))
         yield doc
+
+
+def file_documents(path: Path, text_field: str = "text", piece_bytes: int = PIECE_BYTES,
+                   what: str = "data source") -> Iterator[tuple[bytes, int]]:
+    """(document, bytes of the file read so far) for one file, streamed: JSONL(.gz) records
+    (field `text_field`), parquet rows (column `text_field`), or a text file in pieces of about
+    `piece_bytes` (nothing for a binary file: a NUL byte in its first 8 KB). Empty documents
+    are yielded too (as b""); readers drop them. The file must be a regular one (files.check_input)."""
+    kind = file_kind(path)
+    if kind == "parquet":
+        checked = check_input(path, what)
+        yield from ((doc, 0) for doc in parquet_texts(checked, text_field))
+        yield b"", checked.stat().st_size  # progress for the whole file at the end
+        return
+    with open_input(path, what) as f:
+        if kind == "jsonl":
+            docs = jsonl_texts(f, text_field, str(path))
+        else:
+            head = f.read(_BINARY_PROBE)
+            if is_binary(head):
+                return
+            docs = _text_pieces(f, piece_bytes, head)
+        for doc in docs:
+            yield doc, f.tell()
+
+
+def _text_pieces(f, piece_bytes: int, head: bytes = b"") -> Iterator[bytes]:
+    """The whole file (after `head`, its first bytes, already read), or pieces of about
+    piece_bytes cut just after a newline when one falls in a piece's second half
+    (data.split.cut_document, streamed)."""
+    carry = head
+    while True:
+        chunk = f.read(piece_bytes)
+        buf = carry + chunk
+        while len(buf) > piece_bytes:
+            newline = buf.rfind(b"\n", piece_bytes // 2, piece_bytes)
+            end = newline + 1 if newline >= 0 else piece_bytes
+            yield buf[:end]
+            buf = buf[end:]
+        carry = buf
+        if not chunk:
+            break
+    if carry:
+        yield carry
 
 
 def json_records(lines: Iterable[bytes | str], where: str, error: type[Exception] = None):
@@ -131,10 +174,9 @@ def jsonl_texts(lines: Iterable[bytes], text_field: str, where: str) -> Iterator
         yield text.encode("utf-8")
 
 
-def _jsonl_documents(lines: Iterable[bytes], text_field: str, where: str, limit: int | None = None) -> list[bytes]:
-    """The non-empty documents of a JSON-lines file (jsonl_texts), at most `limit` bytes of them."""
-    texts = jsonl_texts(lines, text_field, where)
-    docs = [text for text in (bounded(texts, "data source", Path(where), limit) if limit is not None else texts) if text]
+def _jsonl_documents(lines: Iterable[bytes], text_field: str, where: str) -> list[bytes]:
+    """The non-empty documents of a JSON-lines file (jsonl_texts)."""
+    docs = [text for text in jsonl_texts(lines, text_field, where) if text]
     if not docs:
         raise DataError(f"{where} holds no documents")
     return docs
@@ -176,17 +218,20 @@ def check_not_prepared(root: Path) -> None:
                         f"`learntok prepare` stopped before the end); prepare it again into an empty folder")
 
 
-def _folder_documents(root: Path) -> tuple[list[bytes], list[str]]:
-    """Every regular, non-empty, non-binary file below `root` (hidden entries skipped), sorted by
-    path, and its path relative to `root`."""
+def _folder_documents(root: Path, text_field: str = "text") -> tuple[list[bytes], list[str]]:
+    """The documents of every regular file below `root` (hidden entries skipped), sorted by path
+    (`file_documents`: binary files give none), each with its file's path relative to `root`."""
     check_not_prepared(root)
-    docs, names, budget = [], [], memory_budget()
+    docs, names, limit = [], [], memory_budget()
+    budget = limit
     for path in files_below(root):
-        data = read_input(path, "data source", budget)
-        if data and not is_binary(data):
-            docs.append(data)
-            names.append(str(path.relative_to(root)))
-            budget -= len(data)
+        for doc, _ in file_documents(path, text_field):
+            if doc:
+                if len(doc) > budget:
+                    raise DataError(too_large("data source", root, None, limit))
+                docs.append(doc)
+                names.append(str(path.relative_to(root)))
+                budget -= len(doc)
     if not docs:
         raise DataError(f"folder {root} holds no non-empty text files")
     return docs, names

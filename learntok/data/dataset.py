@@ -17,7 +17,7 @@ import torch
 
 from learntok.data import shards
 from learntok.data.corpora import DataError, load_named_documents, source_path
-from learntok.data.split import SPLITS, split_named_documents
+from learntok.data.split import SPLITS, small_split, split_named_documents
 from learntok.data.vocab import BOS, EOS, PAD
 from learntok.files import memory_budget
 
@@ -185,6 +185,21 @@ class ByteData:
         after that many bytes. Rank r of `world` gets windows r, r + world, ...; the last batch
         may have fewer than B rows.
         """
+        s, n = self._get(split), seq_len - 1
+        doc, start, scored = self._eval_windows(split, seq_len, max_bytes, rank, world)
+        for i in range(0, len(doc), batch_size):
+            b = slice(i, i + batch_size)
+            rows = _window_rows(s.data, s.offsets[doc[b]] + start[b], scored[b], n)
+            yield _with_bos(rows), torch.from_numpy(doc[b])
+
+    def n_eval_batches(self, split: str, batch_size: int, seq_len: int, max_bytes: int | None = None,
+                       rank: int = 0, world: int = 1) -> int:
+        """How many batches `eval_batches` yields with these arguments (for a progress bar)."""
+        return -(-len(self._eval_windows(split, seq_len, max_bytes, rank, world)[0]) // batch_size)
+
+    def _eval_windows(self, split: str, seq_len: int, max_bytes: int | None, rank: int,
+                      world: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(document, start offset, bytes scored) of each of rank's evaluation windows, (W,) each."""
         _check_rank(rank, world)
         s = self._get(split)
         n = seq_len - 1
@@ -201,11 +216,7 @@ class ByteData:
             before = np.cumsum(scored) - scored
             keep = before < max_bytes
             doc, start, scored = doc[keep], start[keep], np.minimum(scored[keep], max_bytes - before[keep])
-        doc, start, scored = doc[rank::world], start[rank::world], scored[rank::world]
-        for i in range(0, len(doc), batch_size):
-            b = slice(i, i + batch_size)
-            rows = _window_rows(s.data, s.offsets[doc[b]] + start[b], scored[b], n)
-            yield _with_bos(rows), torch.from_numpy(doc[b])
+        return doc[rank::world], start[rank::world], scored[rank::world]
 
     def _get(self, split: str) -> SplitBytes:
         if split not in self._splits:
@@ -270,3 +281,9 @@ def _with_bos(rows: np.ndarray) -> torch.Tensor:
     x[:, 0] = BOS
     x[:, 1:] = rows
     return torch.from_numpy(x)
+
+
+def small_split_warnings(data: ByteData) -> list[str]:
+    """A line for each held-out split of `data` too small for a useful standard error (data.split)."""
+    held_out = [s for s in ("val", "test") if s in data.split_names]
+    return [w for s in held_out if (w := small_split(s, data.n_documents(s), data.n_bytes(s)))]

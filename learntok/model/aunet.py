@@ -15,6 +15,7 @@ from torch import nn
 
 import learntok.boundaries  # noqa: F401  (registers the strategies)
 from learntok.boundaries.base import BoundaryOutput, build_strategy
+from learntok.data.vocab import encode
 from learntok.nn.config import ModelConfig
 from learntok.model.generate import generate, stream
 from learntok.nn.layers import RMSNorm, Stack
@@ -98,11 +99,11 @@ class AUNet(nn.Module):
         self.early_head.load_state_dict(self.head.state_dict())
         self.strategy.init_weights(own)
 
-    def forward(self, x: torch.Tensor, boundaries: torch.Tensor | None = None, greedy: bool = False) -> ModelOutput:
-        B, T = x.shape
-        pos = torch.arange(T, device=x.device)                   # (T,) byte positions
-        h = self.encoder(self.embed(x), pos)                     # (B, T, D)
-        early = self.early_head(h)                               # (B, T, V)
+    def forward(self, x: torch.Tensor | str | bytes, boundaries: torch.Tensor | None = None,
+                greedy: bool = False) -> ModelOutput:
+        x = self.as_ids(x)                                       # (B, T)
+        pos = torch.arange(x.size(1), device=x.device)           # (T,) byte positions
+        h, early = self.byte_level(x, pos)                       # (B, T, D), (B, T, V)
         b = self.strategy(h, x, boundaries=boundaries, early_logits=early, greedy=greedy)
         z = self.token_level(h, b)                               # (B, S, D)
         y = h + self.strategy.confidence(upsample(z, b.decisions), b)  # (B, T, D)
@@ -113,6 +114,29 @@ class AUNet(nn.Module):
             aux_loss=b.aux_loss, target_rate=self.cfg.target_rate,
             n_tokens=b.decisions.sum(1),
         )
+
+    def byte_level(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """What the boundaries are decided from: x (B, T) -> encoder output h (B, T, D) and the
+        early-exit logits (B, T, V). Nothing here draws random numbers, so the strategy called
+        on these decides as the full forward does (segment reads boundaries this way, without the
+        token level and the decoder)."""
+        pos = torch.arange(x.size(1), device=x.device) if pos is None else pos
+        h = self.encoder(self.embed(x), pos)
+        return h, self.early_head(h)
+
+    def as_ids(self, x) -> torch.Tensor:
+        """Byte ids (B, T) as given, or a str (UTF-8) / bytes as one row with BOS first
+        (learntok.data.encode), on the model's device."""
+        if isinstance(x, (str, bytes)):
+            return encode(x).unsqueeze(0).to(self.embed.weight.device)
+        if not isinstance(x, torch.Tensor) or x.is_floating_point() or x.is_complex():
+            raise TypeError(f"AUNet takes byte ids, a LongTensor (B, T) with BOS first "
+                            f"(learntok.data.encode(text).unsqueeze(0)), or a str or bytes; got {type(x).__name__}"
+                            + (f" of {x.dtype}" if isinstance(x, torch.Tensor) else ""))
+        if x.dim() != 2:
+            raise ValueError(f"byte ids must be (B, T), got shape {tuple(x.shape)} "
+                             "(one text: learntok.data.encode(text).unsqueeze(0))")
+        return x
 
     def token_level(self, h: torch.Tensor, b: BoundaryOutput) -> torch.Tensor:
         """Downsample -> mid -> dechunk on packed tokens: h (B, T, D) -> (B, S, D) padded rows.
@@ -141,12 +165,14 @@ class AUNet(nn.Module):
 
     @classmethod
     def from_pretrained(cls, path, map_location="cpu") -> "AUNet":
-        """An AUNet from a model folder, a checkpoint folder or a run folder (latest checkpoint)."""
+        """An AUNet from a model folder, a checkpoint folder or a run folder (latest checkpoint),
+        in eval mode (as transformers loads models: call .train() to train it further)."""
         return cls.from_files(read_model(path, map_location), map_location)
 
     @classmethod
     def from_files(cls, files: ModelFiles, map_location="cpu") -> "AUNet":
-        """An AUNet from a folder's files read once (learntok.model.pretrained.read_model)."""
+        """An AUNet from a folder's files read once (learntok.model.pretrained.read_model), in
+        eval mode (call .train() to train it further)."""
         model = cls(files.model)
         load_weights(model, files.weights, files.folder / WEIGHTS)
-        return model.to(map_location)
+        return model.to(map_location).eval()

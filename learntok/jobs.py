@@ -1,0 +1,96 @@
+"""Child processes that each train a run, a few at a time (`compare --jobs`), without silence.
+
+Each child's whole output (stdout and stderr, its progress as timestamped lines: it is not on a
+terminal) is appended to RUN/train.log, so a rerun that resumes a variant keeps its earlier log.
+Meanwhile the parent shows one progress line per running child, read from the child's
+metrics.jsonl every POLL_S seconds: its latest step (with tqdm's rate and time left), its latest
+validation bits per byte, and "evaluating" once every step is done and the run is not yet marked
+finished. A failed child's error names its log (`last_line` gives what it said last).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from learntok.progress import Progress
+from learntok.runfolder import LOG, METRICS
+
+POLL_S = 2.0  # seconds between looks at a running child's metrics.jsonl
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str                 # what its progress line and errors call it
+    run_dir: Path             # the run folder it trains (its log goes there)
+    steps: int                # its train.steps, the end of its progress bar
+    command: list[str]        # the child's command line
+
+    @property
+    def log(self) -> Path:
+        return self.run_dir / LOG
+
+
+def run_jobs(jobs: list[Job], at_once: int, progress: bool = True) -> list[int]:
+    """Run every job, `at_once` at a time, each child with one CPU thread; their exit codes."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    with ThreadPoolExecutor(max_workers=at_once) as pool:
+        return list(pool.map(lambda job: _run(job, env, progress), jobs))
+
+
+def _run(job: Job, env: dict, progress: bool) -> int:
+    job.run_dir.mkdir(parents=True, exist_ok=True)
+    with open(job.log, "a", encoding="utf-8") as log, \
+            Progress(desc=job.name, total=job.steps, unit="step", enabled=progress) as bar:
+        proc = subprocess.Popen(job.command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        while True:
+            try:
+                proc.wait(timeout=POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                show_state(bar, job)
+        show_state(bar, job)
+    return proc.returncode
+
+
+def show_state(bar: Progress, job: Job) -> None:
+    """Move a child's bar to its latest logged step, with its latest val bpb and, once every step
+    is done, that it is being evaluated."""
+    step, val_bpb, evaluated = latest_figures(job.run_dir)
+    figures = {"val_bpb": f"{val_bpb:.4f}"} if val_bpb is not None else {}
+    bar.set_postfix(**figures, **({"now": "evaluating"} if step >= job.steps and not evaluated else {}), refresh=False)
+    bar.update(max(0, step - bar.n))                             # displays, at most every mininterval
+
+
+def latest_figures(run_dir: Path, tail: int = 1 << 16) -> tuple[int, float | None, bool]:
+    """(latest training step, latest val bpb or None, whether a final evaluation row is there)
+    from the end of a run's metrics.jsonl, which its writer may be appending to (a torn last
+    line is skipped)."""
+    path, step, val_bpb, evaluated = run_dir / METRICS, 0, None, False
+    if not path.is_file():
+        return step, val_bpb, evaluated
+    with open(path, "rb") as f:
+        f.seek(max(0, f.seek(0, os.SEEK_END) - tail))
+        lines = f.read().splitlines()
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        kind = row.get("kind") if isinstance(row, dict) else None
+        if kind == "train":
+            step = max(step, int(row.get("step", 0)))
+        elif kind == "val":
+            val_bpb = row.get("val_bpb", val_bpb)
+        evaluated = evaluated or kind == "eval"
+    return step, val_bpb, evaluated
+
+
+def last_line(log: Path) -> str:
+    """The last non-blank line of a log: what a failed child said last (without its `learntok:
+    error:` prefix, as it goes into the parent's own error)."""
+    lines = [line for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    return lines[-1].strip().removeprefix("learntok: error: ") if lines else "no output"
