@@ -22,6 +22,7 @@ leak buys it (it also pays for the mismatch); training the causal rule is the ot
 
     python benchmarks/bpe_lookahead.py RUN_DIR [RUN_DIR ...] [--windows 64] [--seq-len 256] [--bpb]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,7 +42,7 @@ def cut_batches(x: torch.Tensor, other: torch.Tensor) -> tuple[torch.Tensor, tor
     """x, other (T,) -> (T, T) windows whose row t keeps x[<= t] and has the bytes after t
     removed (PAD) or changed (other's bytes)."""
     T = x.numel()
-    keep = torch.arange(T)[None, :] <= torch.arange(T)[:, None]   # (T, T) row t keeps positions <= t
+    keep = torch.arange(T)[None, :] <= torch.arange(T)[:, None]  # (T, T) row t keeps positions <= t
     removed = torch.where(keep, x[None, :], torch.full_like(x[None, :], PAD))
     changed = torch.where(keep, x[None, :], other[None, :])
     return removed, changed
@@ -54,26 +55,32 @@ def lookahead_stats(boundaries, windows: torch.Tensor) -> dict:
     for i in range(N):
         x, other = windows[i], windows[(i + 1) % N]
         real = (x < 256).numpy()
-        full = boundaries(x[None])[0].numpy()                     # (T,)
+        full = boundaries(x[None])[0].numpy()  # (T,)
         removed, changed = cut_batches(x, other)
         a_rm, a_ch = boundaries(removed).numpy(), boundaries(changed).numpy()  # (T, T): row t = cut at t
-        le = np.tril(np.ones((T, T), dtype=bool))                # (T, T) positions <= t
+        le = np.tril(np.ones((T, T), dtype=bool))  # (T, T) positions <= t
         diff_rm = (a_rm != full[None, :]) & le
         diff_ch = (a_ch != full[None, :]) & le
-        for t in range(1, T - 1):                                # cuts with a future to hide
+        for t in range(1, T - 1):  # cuts with a future to hide
             if real[t]:
                 final_at_t.append(diff_rm[t, t])
-                changed_removed.append(diff_rm[t, 1:t + 1][real[1:t + 1]].mean())
-                changed_changed.append(diff_ch[t, 1:t + 1][real[1:t + 1]].mean())
-        for s in range(1, T - 1):                                # bytes after s needed by a[s]
+                changed_removed.append(diff_rm[t, 1 : t + 1][real[1 : t + 1]].mean())
+                changed_changed.append(diff_ch[t, 1 : t + 1][real[1 : t + 1]].mean())
+        for s in range(1, T - 1):  # bytes after s needed by a[s]
             if real[s]:
-                cuts = np.flatnonzero(diff_rm[s:T - 1, s])        # cuts t >= s that still change a[s]
+                cuts = np.flatnonzero(diff_rm[s : T - 1, s])  # cuts t >= s that still change a[s]
                 lookahead.append(0 if cuts.size == 0 else int(cuts.max()) + 1)
     la = np.array(lookahead)
-    return {"final_at_t": float(np.mean(final_at_t)), "changed_le_t_removed": float(np.mean(changed_removed)),
-            "changed_le_t_changed": float(np.mean(changed_changed)), "lookahead_mean": float(la.mean()),
-            "lookahead_p99": float(np.percentile(la, 99)), "lookahead_max": int(la.max()),
-            "needs_future": float((la > 0).mean()), "decisions": int(la.size)}
+    return {
+        "final_at_t": float(np.mean(final_at_t)),
+        "changed_le_t_removed": float(np.mean(changed_removed)),
+        "changed_le_t_changed": float(np.mean(changed_changed)),
+        "lookahead_mean": float(la.mean()),
+        "lookahead_p99": float(np.percentile(la, 99)),
+        "lookahead_max": int(la.max()),
+        "needs_future": float((la > 0).mean()),
+        "decisions": int(la.size),
+    }
 
 
 def prefix_decisions(boundaries, x: torch.Tensor) -> torch.Tensor:
@@ -95,8 +102,12 @@ def leak_bpb(model, data: ByteData, split: str, seq_len: int) -> dict:
                 else:
                     nats_prefix += float(ce.sum())
     bits = math.log(2) * n
-    return {f"{split}_bpb_own": nats_own / bits, f"{split}_bpb_prefix": nats_prefix / bits,
-            f"{split}_leak_bpb": (nats_prefix - nats_own) / bits, f"{split}_bytes": int(n)}
+    return {
+        f"{split}_bpb_own": nats_own / bits,
+        f"{split}_bpb_prefix": nats_prefix / bits,
+        f"{split}_leak_bpb": (nats_prefix - nats_own) / bits,
+        f"{split}_bytes": int(n),
+    }
 
 
 def main() -> None:
@@ -111,7 +122,7 @@ def main() -> None:
     for run in args.runs:
         model, cfg = load_run(run)
         data = ByteData.from_config(cfg.data)
-        windows = torch.cat([x for x, _ in data.eval_batches("val", 64, args.seq_len)])[:args.windows]
+        windows = torch.cat([x for x, _ in data.eval_batches("val", 64, args.seq_len)])[: args.windows]
         with torch.no_grad():
             results[run] = {"strategy": cfg.model.boundary, **lookahead_stats(model.strategy.boundaries, windows)}
         if args.bpb:

@@ -17,6 +17,7 @@ The model is the `tiny` preset's shape (ModelConfig defaults: width 128, 4 heads
 byte window 64), learned policy w = 8, at initialisation (rate near rho* = 0.2): speed does not
 depend on the weights, only on the boundary rate.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,7 +53,7 @@ class Measure:
             torch.cuda.reset_peak_memory_stats(self.device)
             self.start = torch.cuda.memory_allocated(self.device)
         else:
-            Path("/proc/self/clear_refs").write_text("5")          # reset VmHWM to the current RSS
+            Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
             self.start = self._status("VmRSS")
         self.t0 = time.perf_counter()
         return self
@@ -80,8 +81,13 @@ def cached(model, x: torch.Tensor, n: int) -> dict:
     with Measure(x.device) as dec:
         for _ in range(n):
             logits, _ = decode_step(model, state, sample_next(logits))
-    return {"bytes_per_s": n / dec.seconds, "prefill_s": pre.seconds, "cache_mib": state.cache.nbytes() / 2**20,
-            "peak_mib": dec.peak / 2**20, "prefill_peak_mib": pre.peak / 2**20}
+    return {
+        "bytes_per_s": n / dec.seconds,
+        "prefill_s": pre.seconds,
+        "cache_mib": state.cache.nbytes() / 2**20,
+        "peak_mib": dec.peak / 2**20,
+        "prefill_peak_mib": pre.peak / 2**20,
+    }
 
 
 @torch.no_grad()
@@ -108,27 +114,36 @@ def main() -> None:
     model = AUNet(ModelConfig(boundary="learned", strategy={"window": 8})).to(device).eval()
     contexts = [int(c) for c in args.contexts.split(",")]
     full_bytes = [int(c) for c in args.full_bytes.split(",")]
-    cached(model, encode(prose(64)).unsqueeze(0).to(device), 8)      # warm-up
+    cached(model, encode(prose(64)).unsqueeze(0).to(device), 8)  # warm-up
     rows = []
     for ctx, nf in zip(contexts, full_bytes, strict=True):
-        x = encode(prose(ctx - 1)).unsqueeze(0).to(device)         # (1, ctx) with BOS
+        x = encode(prose(ctx - 1)).unsqueeze(0).to(device)  # (1, ctx) with BOS
         torch.manual_seed(1)
         c = cached(model, x, args.new_bytes)
         torch.manual_seed(1)
         f = recompute(model, x, nf)
         rows.append({"context": ctx, "cached": c, "recompute": f, "speedup": c["bytes_per_s"] / f["bytes_per_s"]})
     print(f"model {model.num_params() / 1e6:.2f}M params, {device}, {torch.get_num_threads()} thread(s)")
-    print("| context | cached bytes/s | recompute bytes/s | speed-up | prefill s | cache MiB | peak MiB: prefill | "
-          "peak MiB: cached decoding | peak MiB: recompute |")
+    print(
+        "| context | cached bytes/s | recompute bytes/s | speed-up | prefill s | cache MiB | peak MiB: prefill | "
+        "peak MiB: cached decoding | peak MiB: recompute |"
+    )
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         c, f = r["cached"], r["recompute"]
-        print(f"| {r['context']} | {c['bytes_per_s']:.0f} | {f['bytes_per_s']:.1f} | {r['speedup']:.0f}x | "
-              f"{c['prefill_s']:.2f} | {c['cache_mib']:.2f} | {c['prefill_peak_mib']:.1f} | {c['peak_mib']:.2f} | "
-              f"{f['peak_mib']:.1f} |")
+        print(
+            f"| {r['context']} | {c['bytes_per_s']:.0f} | {f['bytes_per_s']:.1f} | {r['speedup']:.0f}x | "
+            f"{c['prefill_s']:.2f} | {c['cache_mib']:.2f} | {c['prefill_peak_mib']:.1f} | {c['peak_mib']:.2f} | "
+            f"{f['peak_mib']:.1f} |"
+        )
     if args.json:
-        Path(args.json).write_text(json.dumps({"device": str(device), "threads": torch.get_num_threads(),
-                                               "params": model.num_params(), "rows": rows}, indent=2) + "\n")
+        Path(args.json).write_text(
+            json.dumps(
+                {"device": str(device), "threads": torch.get_num_threads(), "params": model.num_params(), "rows": rows},
+                indent=2,
+            )
+            + "\n"
+        )
 
 
 if __name__ == "__main__":

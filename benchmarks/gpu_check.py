@@ -15,6 +15,7 @@ whose warm-up includes the compilation and one recompile for the token count.
 `report`: merges DIR/*.json parts (tests, throughput, torchrun) into DIR/gpu_check.json and
 DIR/gpu_check.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,7 +36,7 @@ from learntok.config import load_config
 from learntok.distributed import compile_model
 from learntok.objective import loss
 
-SHAPES = {"40M": (16, 4096), "147M": (8, 4096)}               # (B, T) per step on one GPU
+SHAPES = {"40M": (16, 4096), "147M": (8, 4096)}  # (B, T) per step on one GPU
 TOY = dict(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16)
 
 
@@ -83,16 +84,31 @@ def measure(preset: str, strategy: str, compiled: bool, args, device: torch.devi
     t0 = time.perf_counter()
     step = time_steps(runner, x, device, args.warmup + (3 if compiled else 0), args.steps)
     bps = B * (T - 1) / step
-    return {"preset": preset, "strategy": strategy, "compile": compiled, "params": n_params, "B": B, "T": T,
-            "step_s": step, "bytes_per_s": bps, "mfu": flops_per_byte(cfg, T) * bps / (args.peak_tflops * 1e12),
-            "peak_mem_gib": peak_memory(device) / 2**30, "wall_s": time.perf_counter() - t0}
+    return {
+        "preset": preset,
+        "strategy": strategy,
+        "compile": compiled,
+        "params": n_params,
+        "B": B,
+        "T": T,
+        "step_s": step,
+        "bytes_per_s": bps,
+        "mfu": flops_per_byte(cfg, T) * bps / (args.peak_tflops * 1e12),
+        "peak_mem_gib": peak_memory(device) / 2**30,
+        "wall_s": time.perf_counter() - t0,
+    }
 
 
 def throughput(args) -> None:
     """Measure every configuration, rewriting DIR/throughput.json after each (a time limit keeps what was done)."""
     device = torch.device(args.device)
-    head = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-            "torch": torch.__version__, "peak_tflops": args.peak_tflops, "toy": args.toy, "rows": []}
+    head = {
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "peak_tflops": args.peak_tflops,
+        "toy": args.toy,
+        "rows": [],
+    }
     for preset in args.presets.split(","):
         for compiled in (False, True) if preset in args.compile_presets.split(",") else (False,):
             for strategy in ("learned", "uniform"):
@@ -104,23 +120,33 @@ def throughput(args) -> None:
 def markdown(parts: dict) -> str:
     lines = ["# GPU check", ""]
     tests = parts.get("tests", {})
-    lines += [f"Tests: {tests.get('summary', 'not run')} (exit {tests.get('rc', '-')}, "
-              f"{tests.get('seconds', 0):.0f} s)", ""]
+    lines += [
+        f"Tests: {tests.get('summary', 'not run')} (exit {tests.get('rc', '-')}, {tests.get('seconds', 0):.0f} s)",
+        "",
+    ]
     tp = parts.get("throughput")
     if tp:
-        lines += [f"Throughput on {tp['device']}, torch {tp['torch']}, bf16 autocast on CUDA; "
-                  f"MFU against {tp['peak_tflops']:g} TFLOP/s" + (" (toy sizes)" if tp["toy"] else ""), "",
-                  "| preset | params | boundaries | compile | B x T | step (s) | bytes/s | MFU | peak memory (GiB) |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"Throughput on {tp['device']}, torch {tp['torch']}, bf16 autocast on CUDA; "
+            f"MFU against {tp['peak_tflops']:g} TFLOP/s" + (" (toy sizes)" if tp["toy"] else ""),
+            "",
+            "| preset | params | boundaries | compile | B x T | step (s) | bytes/s | MFU | peak memory (GiB) |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in tp["rows"]:
-            lines.append(f"| {r['preset']} | {r['params'] / 1e6:.1f}M | {r['strategy']} | "
-                         f"{'on' if r['compile'] else 'off'} | "
-                         f"{r['B']} x {r['T']} | {r['step_s']:.3f} | {r['bytes_per_s']:,.0f} | {100 * r['mfu']:.1f}% | "
-                         f"{r['peak_mem_gib']:.2f} |")
+            lines.append(
+                f"| {r['preset']} | {r['params'] / 1e6:.1f}M | {r['strategy']} | "
+                f"{'on' if r['compile'] else 'off'} | "
+                f"{r['B']} x {r['T']} | {r['step_s']:.3f} | {r['bytes_per_s']:,.0f} | {100 * r['mfu']:.1f}% | "
+                f"{r['peak_mem_gib']:.2f} |"
+            )
         lines.append("")
     run = parts.get("torchrun", {})
-    lines += [f"torchrun (1 process): exit {run.get('rc', '-')}, {run.get('seconds', 0):.0f} s, "
-              f"last metrics: {json.dumps(run.get('last_metrics'))}", ""]
+    lines += [
+        f"torchrun (1 process): exit {run.get('rc', '-')}, {run.get('seconds', 0):.0f} s, "
+        f"last metrics: {json.dumps(run.get('last_metrics'))}",
+        "",
+    ]
     return "\n".join(lines)
 
 

@@ -30,6 +30,7 @@ The default models (docs/benchmarks.md's comparison, about 4M parameters):
   MEGABYTE: patch 8, global depth 4, local depth 3;
   H-Net (h-net-dynamic-chunking): encoder 2, main 3, decoder 2 x-transformers layers, target chunk 1/rate.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,8 +54,15 @@ from learntok import AUNet, ModelConfig, ObjectiveConfig  # noqa: E402
 from learntok.data import PAD, VOCAB_SIZE, ByteData, DataConfig  # noqa: E402
 from learntok.objective import LN2, loss  # noqa: E402
 
-MODELS = ("learntok-learned-1/8", "learntok-learned-0.2", "learntok-uniform-0.2", "plain",
-          "x-transformers", "megabyte", "hnet")
+MODELS = (
+    "learntok-learned-1/8",
+    "learntok-learned-0.2",
+    "learntok-uniform-0.2",
+    "plain",
+    "x-transformers",
+    "megabyte",
+    "hnet",
+)
 LEARNTOK = dict(d_model=224, n_heads=7, n_down=2, n_mid=3, n_up=2)  # the learned policy at its default w = 8
 
 
@@ -65,7 +73,7 @@ class PeerLM(nn.Module):
     def __init__(self, core: nn.Module, kind: str, d: int = 0):
         super().__init__()
         self.core, self.kind = core, kind
-        if kind == "hnet":                                        # HNet maps vectors to vectors
+        if kind == "hnet":  # HNet maps vectors to vectors
             self.embed = nn.Embedding(VOCAB_SIZE, d)
             self.norm, self.head = nn.RMSNorm(d), nn.Linear(d, VOCAB_SIZE, bias=False)
         self._aux = torch.zeros(())
@@ -94,27 +102,54 @@ def build(kind: str, d: int, T: int, rate: float, layout: dict | None = None):
     heads = max(2, d // 32)  # head size 32 (x-transformers skips the output projection at 1 head)
     if kind.startswith("learntok"):
         _, strategy, r = kind.split("-")
-        return AUNet(ModelConfig(**{**LEARNTOK, **(layout or {})}, boundary=strategy,
-                                 target_rate=1 / 8 if r == "1/8" else float(r)))
+        return AUNet(
+            ModelConfig(
+                **{**LEARNTOK, **(layout or {})}, boundary=strategy, target_rate=1 / 8 if r == "1/8" else float(r)
+            )
+        )
     if kind == "plain":
         from throughput import plain_like
+
         return PeerLM(plain_like(ModelConfig(**LEARNTOK))[0], kind)
     if kind == "x-transformers":
         from x_transformers import Decoder, TransformerWrapper
-        core = TransformerWrapper(num_tokens=VOCAB_SIZE, max_seq_len=T, attn_layers=Decoder(
-            dim=d, depth=7, heads=heads, attn_dim_head=32, rotary_pos_emb=True, rotary_emb_dim=16, attn_flash=True),
-            use_abs_pos_emb=False)
+
+        core = TransformerWrapper(
+            num_tokens=VOCAB_SIZE,
+            max_seq_len=T,
+            attn_layers=Decoder(
+                dim=d, depth=7, heads=heads, attn_dim_head=32, rotary_pos_emb=True, rotary_emb_dim=16, attn_flash=True
+            ),
+            use_abs_pos_emb=False,
+        )
         return PeerLM(core, kind)
     if kind == "megabyte":
         from MEGABYTE_pytorch import MEGABYTE
-        core = MEGABYTE(num_tokens=VOCAB_SIZE, dim=(d, d), depth=(4, 3), max_seq_len=(T // 8, 8),
-                        dim_head=32, heads=heads, pad_id=PAD, flash_attn=True)
+
+        core = MEGABYTE(
+            num_tokens=VOCAB_SIZE,
+            dim=(d, d),
+            depth=(4, 3),
+            max_seq_len=(T // 8, 8),
+            dim_head=32,
+            heads=heads,
+            pad_id=PAD,
+            flash_attn=True,
+        )
         return PeerLM(core, kind)
     if kind == "hnet":
         from h_net_dynamic_chunking.h_net import HNet
         from x_transformers import Decoder
-        layer = lambda depth: Decoder(dim=d, depth=depth, heads=heads, attn_dim_head=32, rotary_pos_emb=True,  # noqa: E731
-                                      rotary_emb_dim=16, attn_flash=True)
+
+        layer = lambda depth: Decoder(
+            dim=d,
+            depth=depth,
+            heads=heads,
+            attn_dim_head=32,
+            rotary_pos_emb=True,  # noqa: E731
+            rotary_emb_dim=16,
+            attn_flash=True,
+        )
         core = HNet(layer(2), layer(3), layer(2), dim=d, target_avg_token_length=1 / rate)
         return PeerLM(core, kind, d)
     raise ValueError(f"unknown model {kind!r}; known: {', '.join(MODELS)}")
@@ -153,6 +188,7 @@ def step_fn(model: nn.Module, data: ByteData, B: int, T: int, lr: float, warmup:
         total.backward()
         opt.step()
         return float(bpb)
+
     return run
 
 
@@ -167,8 +203,9 @@ def val_bpb(model: nn.Module, data: ByteData, B: int, T: int, max_bytes: int) ->
             n += int(m["n_bytes"])
         else:
             logits = model.logits(x)
-            ce = F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)), x[:, 1:].reshape(-1),
-                                 ignore_index=PAD, reduction="sum")
+            ce = F.cross_entropy(
+                logits[:, :-1].reshape(-1, logits.size(-1)), x[:, 1:].reshape(-1), ignore_index=PAD, reduction="sum"
+            )
             nats += float(ce)
             n += int((x[:, 1:] != PAD).sum())
     model.train()
@@ -214,8 +251,13 @@ def worker(job: dict) -> dict:
 def start_job(job: dict) -> subprocess.Popen:
     """`worker(job)` in a fresh Python process."""
     env = {**os.environ, "OMP_NUM_THREADS": str(job["threads"]), "MKL_NUM_THREADS": str(job["threads"])}
-    return subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(job)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, __file__, "--worker", json.dumps(job)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def finish_job(job: dict, p: subprocess.Popen) -> dict:
@@ -237,8 +279,14 @@ def median_round(results: list[dict]) -> dict:
         return results[-1]
     step, cpu = statistics.median(r["step_s"] for r in ok), statistics.median(r["cpu_s"] for r in ok)
     n = ok[0]["B"] * (ok[0]["T"] - 1)
-    return {**ok[0], "step_s": step, "bytes_per_s": n / step, "cpu_s": cpu, "bytes_per_cpu_s": n / cpu,
-            "round_step_s": [r["step_s"] for r in ok]}
+    return {
+        **ok[0],
+        "step_s": step,
+        "bytes_per_s": n / step,
+        "cpu_s": cpu,
+        "bytes_per_cpu_s": n / cpu,
+        "round_step_s": [r["step_s"] for r in ok],
+    }
 
 
 def shapes(spec: str) -> list[tuple[int, int]]:
@@ -273,8 +321,10 @@ def ratios(rows: list[dict], shape_list, key: str = "bytes_per_s") -> str:
             if at.get(m):
                 lines.append(f"T = {T}, B = {B}: {m} / fastest peer ({best}) = {at[m] / peers[best]:.2f}x")
         if at.get("learntok-learned-0.2") and at.get("learntok-uniform-0.2"):
-            lines.append(f"T = {T}, B = {B}: step time learned / uniform at 0.2 = "
-                         f"{at['learntok-uniform-0.2'] / at['learntok-learned-0.2']:.3f}x")
+            lines.append(
+                f"T = {T}, B = {B}: step time learned / uniform at 0.2 = "
+                f"{at['learntok-uniform-0.2'] / at['learntok-learned-0.2']:.3f}x"
+            )
     return "\n".join(lines)
 
 
@@ -284,8 +334,10 @@ def ttq_table(rows: list[dict]) -> str:
         if "error" in r:
             lines.append(f"| {r['model']} | - | - | - | error: {r['error'][:60]} |")
         else:
-            lines.append(f"| {r['model']} | {r['params'] / 1e6:.2f}M | {r['steps_done']} | {r['bytes_seen']:,} | "
-                         f"{r['val_bpb']:.3f} |")
+            lines.append(
+                f"| {r['model']} | {r['params'] / 1e6:.2f}M | {r['steps_done']} | {r['bytes_seen']:,} | "
+                f"{r['val_bpb']:.3f} |"
+            )
     return "\n".join(lines)
 
 
@@ -295,15 +347,20 @@ def main() -> None:
     p.add_argument("--target", type=float, default=4.03e6, help="parameter count to size the peers to")
     p.add_argument("--shapes", default="1024x8,4096x2", help="T x B pairs, comma-separated")
     p.add_argument("--steps", type=int, default=10, help="timed steps per model, shape and round (median)")
-    p.add_argument("--rounds", type=int, default=1,
-                   help="rounds over all models (median of rounds; a fresh process each)")
+    p.add_argument(
+        "--rounds", type=int, default=1, help="rounds over all models (median of rounds; a fresh process each)"
+    )
     p.add_argument("--minutes", type=float, default=0.0, help="time-to-quality mode: train each model this long")
     p.add_argument("--val-bytes", type=int, default=65536)
-    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                   help="time-to-quality budget in wall-clock or in the process's CPU time "
-                        "(fair under background load)")
-    p.add_argument("--parallel", action="store_true",
-                   help="time to quality: run every model at once (use with --clock cpu)")
+    p.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="time-to-quality budget in wall-clock or in the process's CPU time (fair under background load)",
+    )
+    p.add_argument(
+        "--parallel", action="store_true", help="time to quality: run every model at once (use with --clock cpu)"
+    )
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--source", default="shakespeare")
     p.add_argument("--learntok-layout", default=None, help="learntok's down-mid-up blocks, e.g. 1-4-1 (default 2-3-2)")
@@ -318,16 +375,24 @@ def main() -> None:
     if unknown:
         p.error(f"unknown models {unknown}; known: {', '.join(MODELS)}")
     shape_list = shapes(args.shapes)
-    base = dict(target=args.target, threads=args.threads, source=args.source, steps=args.steps,
-                minutes=args.minutes, val_bytes=args.val_bytes, clock=args.clock, layout=args.learntok_layout)
+    base = dict(
+        target=args.target,
+        threads=args.threads,
+        source=args.source,
+        steps=args.steps,
+        minutes=args.minutes,
+        val_bytes=args.val_bytes,
+        clock=args.clock,
+        layout=args.learntok_layout,
+    )
     rows = []
-    if args.minutes and args.parallel:                           # side by side, each on a CPU-time budget
+    if args.minutes and args.parallel:  # side by side, each on a CPU-time budget
         jobs = [{**base, "model": m, "T": T, "B": B} for T, B in shape_list for m in models]
         procs = [start_job(j) for j in jobs]
         rows = [finish_job(j, p) for j, p in zip(jobs, procs)]
     for T, B in [] if rows else shape_list:
         rounds = {m: [] for m in models}
-        for _ in range(1 if args.minutes else args.rounds):   # round-robin: load changes hit every model alike
+        for _ in range(1 if args.minutes else args.rounds):  # round-robin: load changes hit every model alike
             for m in models:
                 prev = rounds[m][-1] if rounds[m] else {}
                 r = run_job({**base, "model": m, "T": T, "B": B, "width": prev.get("width")})
@@ -338,8 +403,10 @@ def main() -> None:
     print(f"torch {torch.__version__}, {args.threads} threads, fp32 CPU, load average {load[0]:.1f} at the end\n")
     if args.minutes:
         for T, B in shape_list:
-            print(f"Validation bits per byte after {args.minutes:g} min ({args.clock} clock) of training, "
-                  f"T = {T}, B = {B}\n")
+            print(
+                f"Validation bits per byte after {args.minutes:g} min ({args.clock} clock) of training, "
+                f"T = {T}, B = {B}\n"
+            )
             print(ttq_table([r for r in rows if r["T"] == T and r["B"] == B]) + "\n")
     else:
         for key in ("bytes_per_s", "bytes_per_cpu_s"):

@@ -14,6 +14,7 @@
 Steps are interleaved (learned, prescribed, learned, ...) and the median is reported, so
 background load hits both sides alike. Results go to stdout as a Markdown table (and --json).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,17 @@ from learntok.objective import loss
 
 def make_model(w: int, d: int, heads: int, layers: tuple[int, int, int], boundary: str = "learned") -> AUNet:
     torch.manual_seed(0)
-    return AUNet(ModelConfig(d_model=d, n_heads=heads, n_down=layers[0], n_mid=layers[1], n_up=layers[2],
-                             boundary=boundary, strategy=kept_options({"window": w}, boundary)))
+    return AUNet(
+        ModelConfig(
+            d_model=d,
+            n_heads=heads,
+            n_down=layers[0],
+            n_mid=layers[1],
+            n_up=layers[2],
+            boundary=boundary,
+            strategy=kept_options({"window": w}, boundary),
+        )
+    )
 
 
 def step_fn(model, opt, x, boundaries):
@@ -44,11 +54,12 @@ def step_fn(model, opt, x, boundaries):
         opt.zero_grad(set_to_none=True)
         total.backward()
         opt.step()
+
     return run
 
 
 CLOCK = {"wall": time.perf_counter, "cpu": time.process_time}
-clock = CLOCK["wall"]                                            # set once from --clock in main()
+clock = CLOCK["wall"]  # set once from --clock in main()
 
 
 def timed(fn) -> float:
@@ -63,7 +74,7 @@ def step_ratio(w, args) -> dict:
     x = torch.randint(0, 256, (args.batch, args.seq))
     x[:, 0] = 256
     with torch.no_grad():
-        fixed = model(x).boundaries                              # same shapes and rate as sampling
+        fixed = model(x).boundaries  # same shapes and rate as sampling
     learned, prescribed = step_fn(model, opt, x, None), step_fn(model, opt, x, fixed)
     for _ in range(3):
         learned(), prescribed()
@@ -77,9 +88,11 @@ def step_ratio(w, args) -> dict:
 
 def padded(fn):
     """The same step with the token level on padded rows (the reference `token_level_padded`)."""
+
     def run():
         with mock.patch.object(AUNet, "token_level", token_level_padded):
             fn()
+
     return run
 
 
@@ -99,8 +112,15 @@ def versus_uniform(w, args) -> dict:
         for t, f in zip(times, fns):
             t.append(timed(f))
     lp, up, ld, ud = (statistics.median(t) for t in times)
-    return {"w": w, "learned_ms": 1e3 * lp, "uniform_ms": 1e3 * up, "ratio": lp / up,
-            "padded_learned_ms": 1e3 * ld, "padded_uniform_ms": 1e3 * ud, "padded_ratio": ld / ud}
+    return {
+        "w": w,
+        "learned_ms": 1e3 * lp,
+        "uniform_ms": 1e3 * up,
+        "ratio": lp / up,
+        "padded_learned_ms": 1e3 * ld,
+        "padded_uniform_ms": 1e3 * ud,
+        "padded_ratio": ld / ud,
+    }
 
 
 def sampler_ratio(w, args) -> dict:
@@ -121,8 +141,12 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--json", default=None)
-    p.add_argument("--clock", choices=sorted(CLOCK), default="wall",
-                   help="cpu: the process's CPU time (use with --threads 1 on a machine shared with other jobs)")
+    p.add_argument(
+        "--clock",
+        choices=sorted(CLOCK),
+        default="wall",
+        help="cpu: the process's CPU time (use with --threads 1 on a machine shared with other jobs)",
+    )
     args = p.parse_args()
     global clock
     clock = CLOCK[args.clock]
@@ -130,17 +154,23 @@ def main() -> None:
     steps = [step_ratio(w, args) for w in (1, 8)]
     uniform = [versus_uniform(w, args) for w in (1, 8)]
     samplers = [sampler_ratio(w, args) for w in (1, 4, 8)]
-    print(f"B={args.batch} T={args.seq} D={args.d_model}, torch {torch.__version__}, {args.threads} threads, "
-          f"{args.clock} clock\n")
+    print(
+        f"B={args.batch} T={args.seq} D={args.d_model}, torch {torch.__version__}, {args.threads} threads, "
+        f"{args.clock} clock\n"
+    )
     print("| w | learned step (ms) | prescribed step (ms) | ratio |\n|---|---|---|---|")
     for r in steps:
         print(f"| {r['w']} | {r['learned_ms']:.1f} | {r['prescribed_ms']:.1f} | {r['ratio']:.3f}x |")
-    print("\n| w | learned step (ms) | uniform step (ms) | learned / uniform | padded: learned (ms) | "
-          "padded: uniform (ms) | padded: learned / uniform |")
+    print(
+        "\n| w | learned step (ms) | uniform step (ms) | learned / uniform | padded: learned (ms) | "
+        "padded: uniform (ms) | padded: learned / uniform |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in uniform:
-        print(f"| {r['w']} | {r['learned_ms']:.1f} | {r['uniform_ms']:.1f} | {r['ratio']:.3f}x | "
-              f"{r['padded_learned_ms']:.1f} | {r['padded_uniform_ms']:.1f} | {r['padded_ratio']:.3f}x |")
+        print(
+            f"| {r['w']} | {r['learned_ms']:.1f} | {r['uniform_ms']:.1f} | {r['ratio']:.3f}x | "
+            f"{r['padded_learned_ms']:.1f} | {r['padded_uniform_ms']:.1f} | {r['padded_ratio']:.3f}x |"
+        )
     print("\n| w | sample_scan (ms) | Python loop (ms) | speed-up |\n|---|---|---|---|")
     for r in samplers:
         print(f"| {r['w']} | {r['scan_ms']:.2f} | {r['python_loop_ms']:.0f} | {r['speedup']:.0f}x |")

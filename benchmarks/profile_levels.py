@@ -15,6 +15,7 @@ should come near it (the rest is autograd bookkeeping and the glue between level
 `--token-level padded` runs the mid blocks on rows padded to the largest token count (the
 reference that packing replaced), for before/after figures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,6 +51,7 @@ def fwd_bwd(fn, *inputs):
 
     def run():
         fn(*leaves).backward(grad)
+
     return run
 
 
@@ -57,7 +59,7 @@ def level_closures(model: AUNet, x: torch.Tensor, ocfg: ObjectiveConfig) -> dict
     """name -> closure, for every level of one training step of `model` on x (B, T)."""
     B, T = x.shape
     pos = torch.arange(T)
-    with torch.no_grad():                                         # the real inputs of every level
+    with torch.no_grad():  # the real inputs of every level
         h = model.encoder(model.embed(x), pos)
         early = model.early_head(h)
         b = model.strategy(h, x, early_logits=early)
@@ -68,7 +70,7 @@ def level_closures(model: AUNet, x: torch.Tensor, ocfg: ObjectiveConfig) -> dict
 
     def policy(hh):
         o = model.strategy(hh, x, early_logits=early)
-        return o.logits + o.log_prob                            # both carry the policy's gradients
+        return o.logits + o.log_prob  # both carry the policy's gradients
 
     def loss_on_leaves(logits, early_logits):
         o = type(out)(**{**out.__dict__, "logits": logits, "early_logits": early_logits})
@@ -97,31 +99,44 @@ def full_step(model: AUNet, x: torch.Tensor, ocfg: ObjectiveConfig):
         opt.zero_grad(set_to_none=True)
         total.backward()
         opt.step()
+
     return run
 
 
 def profile(size: str, B: int, T: int, reps: int, strategy: str = "learned") -> dict:
     torch.manual_seed(0)
-    model = AUNet(ModelConfig(**SIZES[size], boundary=strategy, strategy=kept_options({"window": WINDOW[size]},
-                                                                                      strategy)))
+    model = AUNet(
+        ModelConfig(**SIZES[size], boundary=strategy, strategy=kept_options({"window": WINDOW[size]}, strategy))
+    )
     x = batch(B, T)
     ocfg = ObjectiveConfig()
     fns = level_closures(model, x, ocfg)
     fns["full step"] = full_step(model, x, ocfg)
     times = dict(zip(fns, interleaved(list(fns.values()), reps, torch.device("cpu"), clock="cpu")))
-    return {"size": size, "params": model.num_params(), "B": B, "T": T, "strategy": strategy,
-            "ms": {k: 1e3 * v for k, v in times.items()}}
+    return {
+        "size": size,
+        "params": model.num_params(),
+        "B": B,
+        "T": T,
+        "strategy": strategy,
+        "ms": {k: 1e3 * v for k, v in times.items()},
+    }
 
 
 def table(r: dict) -> str:
     ms = r["ms"]
     total = ms["full step"]
     levels = sum(v for k, v in ms.items() if k != "full step")
-    lines = [f"{r['size']} ({r['params'] / 1e6:.2f}M), {r['strategy']}, B = {r['B']}, T = {r['T']}",
-             "| level | CPU ms | share of step |", "|---|---:|---:|"]
+    lines = [
+        f"{r['size']} ({r['params'] / 1e6:.2f}M), {r['strategy']}, B = {r['B']}, T = {r['T']}",
+        "| level | CPU ms | share of step |",
+        "|---|---:|---:|",
+    ]
     lines += [f"| {k} | {v:.1f} | {100 * v / total:.0f}% |" for k, v in ms.items() if k != "full step"]
-    lines += [f"| sum of levels | {levels:.1f} | {100 * levels / total:.0f}% |",
-              f"| **full step** | **{total:.1f}** | 100% |"]
+    lines += [
+        f"| sum of levels | {levels:.1f} | {100 * levels / total:.0f}% |",
+        f"| **full step** | **{total:.1f}** | 100% |",
+    ]
     return "\n".join(lines)
 
 
@@ -141,8 +156,9 @@ def main() -> None:
     with patch or mock.patch.dict({}):
         t0 = time.perf_counter()
         r = profile(args.size, args.batch, args.seq, args.reps, args.strategy)
-    r.update(token_level=args.token_level, threads=args.threads, torch=torch.__version__,
-             seconds=time.perf_counter() - t0)
+    r.update(
+        token_level=args.token_level, threads=args.threads, torch=torch.__version__, seconds=time.perf_counter() - t0
+    )
     print(f"torch {torch.__version__}, {args.threads} threads, token level {args.token_level}\n")
     print(table(r))
     if args.json:

@@ -11,6 +11,7 @@ encoder, decoder and heads; tokens, at rate rho*, for the mid blocks) plus atten
 12 x D x (keys attended) per position and layer (forward 4 D per key, backward twice that).
 MFU is against the peak of this machine measured as the FLOP/s of a large fp32 matmul.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -88,6 +89,7 @@ def aunet_step(cfg: ModelConfig, x: torch.Tensor, device: torch.device):
         opt.zero_grad(set_to_none=True)
         total.backward()
         opt.step()
+
     return run, model.num_params()
 
 
@@ -103,6 +105,7 @@ def plain_step(model: PlainTransformer, x: torch.Tensor, device: torch.device):
         opt.zero_grad(set_to_none=True)
         ce.backward()
         opt.step()
+
     return run
 
 
@@ -134,7 +137,7 @@ def interleaved(fns: list, reps: int, device, warmup: int = 1, clock: str = "wal
 def peak_flops(device: torch.device, n: int = 2048) -> float:
     a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
     a @ b
-    return 2 * n ** 3 / min(timed(lambda: a @ b, device) for _ in range(5))
+    return 2 * n**3 / min(timed(lambda: a @ b, device) for _ in range(5))
 
 
 def preset_model(name: str, boundary: str | None = None, **kw) -> ModelConfig:
@@ -164,17 +167,31 @@ def main() -> None:
         t_learned, t_uniform = interleaved([steps["learned"], steps["uniform"]], args.reps, device)
         fpb = flops_per_byte(preset_model(name), T)
         bps = B * (T - 1) / t_learned
-        rows.append({"preset": name, "params": n_params, "B": B, "T": T, "step_ms": 1e3 * t_learned,
-                     "bytes_per_s": bps, "gflop_per_step": fpb * B * T / 1e9, "mfu": fpb * bps / peak,
-                     "uniform_ms": 1e3 * t_uniform, "learned_over_uniform": t_learned / t_uniform})
+        rows.append(
+            {
+                "preset": name,
+                "params": n_params,
+                "B": B,
+                "T": T,
+                "step_ms": 1e3 * t_learned,
+                "bytes_per_s": bps,
+                "gflop_per_step": fpb * B * T / 1e9,
+                "mfu": fpb * bps / peak,
+                "uniform_ms": 1e3 * t_uniform,
+                "learned_over_uniform": t_learned / t_uniform,
+            }
+        )
     out["presets"] = rows
-    print("| preset | params | B x T | step (ms) | bytes/s | GFLOP/step | MFU | uniform step (ms) | "
-          "learned / uniform |")
+    print(
+        "| preset | params | B x T | step (ms) | bytes/s | GFLOP/step | MFU | uniform step (ms) | learned / uniform |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['preset']} | {r['params'] / 1e6:.2f}M | {r['B']} x {r['T']} | {r['step_ms']:.0f} | "
-              f"{r['bytes_per_s']:.0f} | {r['gflop_per_step']:.2f} | {100 * r['mfu']:.1f}% | {r['uniform_ms']:.0f} | "
-              f"{r['learned_over_uniform']:.3f}x |")
+        print(
+            f"| {r['preset']} | {r['params'] / 1e6:.2f}M | {r['B']} x {r['T']} | {r['step_ms']:.0f} | "
+            f"{r['bytes_per_s']:.0f} | {r['gflop_per_step']:.2f} | {100 * r['mfu']:.1f}% | {r['uniform_ms']:.0f} | "
+            f"{r['learned_over_uniform']:.3f}x |"
+        )
 
     # 2. U-Net vs a plain byte-level transformer with the same parameter count
     cfg = preset_model("tiny")
@@ -185,21 +202,31 @@ def main() -> None:
         x = batch(1, T)
         unet, n_params = aunet_step(cfg, x, device)
         t_unet, t_plain = interleaved([unet, plain_step(plain, x, device)], max(2, args.reps // 2), device)
-        rows.append({"T": T, "unet_params": n_params, "plain_params": sum(p.numel() for p in plain.parameters()),
-                     "plain_mlp_ratio": ratio, "unet_bytes_per_s": (T - 1) / t_unet,
-                     "plain_bytes_per_s": (T - 1) / t_plain,
-                     "speedup": t_plain / t_unet, "unet_gflop_per_byte": flops_per_byte(cfg, T) / 1e9,
-                     "plain_gflop_per_byte":
-                         plain_flops_per_byte(cfg.d_model, n_layers, ratio, cfg.vocab_size, T) / 1e9})
+        rows.append(
+            {
+                "T": T,
+                "unet_params": n_params,
+                "plain_params": sum(p.numel() for p in plain.parameters()),
+                "plain_mlp_ratio": ratio,
+                "unet_bytes_per_s": (T - 1) / t_unet,
+                "plain_bytes_per_s": (T - 1) / t_plain,
+                "speedup": t_plain / t_unet,
+                "unet_gflop_per_byte": flops_per_byte(cfg, T) / 1e9,
+                "plain_gflop_per_byte": plain_flops_per_byte(cfg.d_model, n_layers, ratio, cfg.vocab_size, T) / 1e9,
+            }
+        )
     out["unet_vs_plain"] = rows
     print(f"\nU-Net (tiny) vs plain byte transformer ({n_layers} layers, D {cfg.d_model}, MLP ratio {ratio}), B = 1")
-    print("| T | params U-Net / plain | U-Net bytes/s | plain bytes/s | U-Net / plain bytes/s | "
-          "FLOP/byte U-Net / plain |")
+    print(
+        "| T | params U-Net / plain | U-Net bytes/s | plain bytes/s | U-Net / plain bytes/s | FLOP/byte U-Net / plain |"
+    )
     print("|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['T']} | {r['unet_params'] / 1e6:.3f}M / {r['plain_params'] / 1e6:.3f}M | "
-              f"{r['unet_bytes_per_s']:.0f} | {r['plain_bytes_per_s']:.0f} | {r['speedup']:.2f}x | "
-              f"{r['unet_gflop_per_byte'] / r['plain_gflop_per_byte']:.2f} |")
+        print(
+            f"| {r['T']} | {r['unet_params'] / 1e6:.3f}M / {r['plain_params'] / 1e6:.3f}M | "
+            f"{r['unet_bytes_per_s']:.0f} | {r['plain_bytes_per_s']:.0f} | {r['speedup']:.2f}x | "
+            f"{r['unet_gflop_per_byte'] / r['plain_gflop_per_byte']:.2f} |"
+        )
 
     # 3. step time against T at a fixed 8192 bytes per step (tiny)
     rows = []

@@ -10,6 +10,7 @@ only on the boundary rate.
 
     python benchmarks/tokenizer.py [--sizes 0.25,0.5,1] [--threads 1] [--json OUT]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,7 +45,7 @@ def child(n_bytes: int, threads: int) -> dict:
     torch.manual_seed(0)
     tok = Tokenizer(AUNet(load_config("tiny").model).eval())
     text = prose(n_bytes)
-    tok.encode(prose(40_000), greedy=False, seed=0)              # warm-up: a full batch's working memory
+    tok.encode(prose(40_000), greedy=False, seed=0)  # warm-up: a full batch's working memory
     base = peak_mib()
     start, cpu = time.perf_counter(), time.process_time()
     enc = tok.encode(text, greedy=False, seed=0)
@@ -55,9 +56,18 @@ def child(n_bytes: int, threads: int) -> dict:
     encs = tok.encode(lines, greedy=False, seed=0)
     lines_seconds = time.perf_counter() - start
     assert tok.decode(enc) == text and "".join(tok.decode(e) for e in encs) == "".join(lines)
-    return {"MB": n_bytes / 1e6, "seconds": seconds, "cpu_seconds": cpu, "bytes_per_s": n_bytes / seconds, "chunks": len(enc),
-            "chunks_per_s": len(enc) / seconds, "peak_growth_MiB": grown, "lines": len(lines),
-            "lines_seconds": lines_seconds, "lines_chunks_per_s": sum(map(len, encs)) / lines_seconds}
+    return {
+        "MB": n_bytes / 1e6,
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "bytes_per_s": n_bytes / seconds,
+        "chunks": len(enc),
+        "chunks_per_s": len(enc) / seconds,
+        "peak_growth_MiB": grown,
+        "lines": len(lines),
+        "lines_seconds": lines_seconds,
+        "lines_chunks_per_s": sum(map(len, encs)) / lines_seconds,
+    }
 
 
 def main() -> None:
@@ -72,15 +82,21 @@ def main() -> None:
         return
     rows = []
     for mb in map(float, args.sizes.split(",")):
-        r = subprocess.run([sys.executable, __file__, "--child", str(int(mb * 1e6)), "--threads", str(args.threads)],
-                           capture_output=True, text=True, check=True)
+        r = subprocess.run(
+            [sys.executable, __file__, "--child", str(int(mb * 1e6)), "--threads", str(args.threads)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         rows.append(json.loads(r.stdout))
     print("| MB | seconds | CPU seconds | bytes/s | chunks | chunks/s | peak growth MiB | lines | lines: chunks/s |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
-        print(f"| {r['MB']:.2f} | {r['seconds']:.2f} | {r['cpu_seconds']:.2f} | {r['bytes_per_s']:,.0f} | {r['chunks']:,} "
-              f"| {r['chunks_per_s']:,.0f} "
-              f"| {r['peak_growth_MiB']:.1f} | {r['lines']:,} | {r['lines_chunks_per_s']:,.0f} |")
+        print(
+            f"| {r['MB']:.2f} | {r['seconds']:.2f} | {r['cpu_seconds']:.2f} | {r['bytes_per_s']:,.0f} | {r['chunks']:,} "
+            f"| {r['chunks_per_s']:,.0f} "
+            f"| {r['peak_growth_MiB']:.1f} | {r['lines']:,} | {r['lines_chunks_per_s']:,.0f} |"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
 

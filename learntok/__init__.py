@@ -1,4 +1,5 @@
 """learntok: byte-level language models that learn their own tokenization end to end."""
+
 __version__ = "0.1.0"
 
 from learntok.model.aunet import AUNet, ModelOutput

@@ -8,6 +8,7 @@ a chunk starts there is decided by where the window was cut, not by the text.
 
 Shapes: B batch, T bytes (BOS at t = 0).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -86,10 +87,10 @@ def chunk_lengths(x: torch.Tensor, a: torch.Tensor) -> np.ndarray:
     x, a = x.cpu().numpy(), a.detach().cpu().numpy() > 0.5
     lengths = []
     for row_x, row_a in zip(x, a):
-        n = int(is_byte(row_x[1:]).sum())                         # real bytes after BOS (they come first)
+        n = int(is_byte(row_x[1:]).sum())  # real bytes after BOS (they come first)
         if n == 0:
             continue
-        starts = np.flatnonzero(row_a[1:n + 1])                  # byte offsets where chunks start
+        starts = np.flatnonzero(row_a[1 : n + 1])  # byte offsets where chunks start
         starts = np.union1d([0], starts)
         lengths.append(np.diff(np.append(starts, n)))
     return np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64)
@@ -99,16 +100,16 @@ def chunk_length_histogram(x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
     """(HIST_MAX + 1,) int64 on the device, no host sync: `length_histogram(chunk_lengths(x, a))`
     (the plain reference, tested equal). A chunk starts at t = 1 and at each boundary t >= 2 on a
     real byte; it ends at the next start or after the row's last real byte."""
-    real = decision_mask(x)                                      # (B, T); real bytes come first after BOS
+    real = decision_mask(x)  # (B, T); real bytes come first after BOS
     starts = real & (a > 0.5)
-    starts[:, 1] = real[:, 1]                                    # (B, T)
+    starts[:, 1] = real[:, 1]  # (B, T)
     T = x.size(1)
-    pos = torch.arange(T, device=x.device).expand_as(x)          # (B, T)
-    end = real.sum(1, keepdim=True) + 1                          # (B, 1) one past the last real byte
-    at = torch.where(starts, pos, torch.full_like(pos, T + 1))   # (B, T) start positions, T + 1 elsewhere
+    pos = torch.arange(T, device=x.device).expand_as(x)  # (B, T)
+    end = real.sum(1, keepdim=True) + 1  # (B, 1) one past the last real byte
+    at = torch.where(starts, pos, torch.full_like(pos, T + 1))  # (B, T) start positions, T + 1 elsewhere
     following = torch.full_like(at, T + 1)
     following[:, :-1] = at.flip(1).cummin(1).values.flip(1)[:, 1:]  # (B, T) first start after t
-    length = torch.minimum(following, end) - pos                 # (B, T) chunk length at start positions
+    length = torch.minimum(following, end) - pos  # (B, T) chunk length at start positions
     bins = (length.clamp(min=1, max=HIST_MAX + 1) - 1).flatten()  # (B T,) histogram bin at start positions
     # a sum of the starts into their bins: selecting them, or bincount's data-dependent size, is a host sync
     return torch.zeros(HIST_MAX + 1, dtype=torch.long, device=x.device).scatter_add_(0, bins, starts.flatten().long())
@@ -116,7 +117,7 @@ def chunk_length_histogram(x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
 
 def length_histogram(lengths: np.ndarray) -> np.ndarray:
     """(HIST_MAX + 1,) counts: [i] = chunks of length i + 1, the last bin = longer than HIST_MAX."""
-    return np.bincount(np.minimum(lengths, HIST_MAX + 1) - 1, minlength=HIST_MAX + 1)[:HIST_MAX + 1]
+    return np.bincount(np.minimum(lengths, HIST_MAX + 1) - 1, minlength=HIST_MAX + 1)[: HIST_MAX + 1]
 
 
 # ---------------------------------------------------------------- BPE reference
@@ -130,13 +131,14 @@ def reference_bpe(docs: list[bytes], vocab_size: int = 4096, max_bytes: int = FI
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(r" ?[^\s]+|\s+"), behavior="isolated")
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=[chr(i) for i in range(256)],
-                                  show_progress=False, special_tokens=[])
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, initial_alphabet=[chr(i) for i in range(256)], show_progress=False, special_tokens=[]
+    )
     texts, total = [], 0
     for d in docs:
         if total >= max_bytes:
             break
-        texts.append(d[:max_bytes - total].decode("latin-1"))
+        texts.append(d[: max_bytes - total].decode("latin-1"))
         total += len(texts[-1])
     tok.train_from_iterator(texts, trainer=trainer)
     return tok

@@ -7,6 +7,7 @@ A training checkpoint `RUN/checkpoints/step_NNNNNNN/`: `model.safetensors`, `sta
 renamed into place, and `RUN/checkpoints/latest` names the newest one (also replaced
 atomically), so a crash never leaves a half-written checkpoint behind the pointer.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -21,8 +22,18 @@ from learntok.config import RunConfig
 from learntok.errors import CheckpointError, ConfigError
 from learntok.files import write_text_atomic
 from learntok.model.aunet import AUNet
-from learntok.model.pretrained import (LATEST, WEIGHTS, atomic_dir, commit, one_line, read_config, read_model,
-                                       read_weights, resolve, write_model_files)
+from learntok.model.pretrained import (
+    LATEST,
+    WEIGHTS,
+    atomic_dir,
+    commit,
+    one_line,
+    read_config,
+    read_model,
+    read_weights,
+    resolve,
+    write_model_files,
+)
 from learntok.runtime import rng_state
 
 STATE = "state.pt"
@@ -55,15 +66,22 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
 
 @dataclass
 class Checkpoint:
-    path: Path                           # the checkpoint folder
-    step: int                            # optimizer steps completed
+    path: Path  # the checkpoint folder
+    step: int  # optimizer steps completed
     model_state: dict[str, torch.Tensor]  # weights, for model.load_state_dict
-    state: dict[str, Any]                # state.pt: optimizer, rng and the loop's extra state
-    config: dict[str, Any]               # the resolved RunConfig as a dict
+    state: dict[str, Any]  # state.pt: optimizer, rng and the loop's extra state
+    config: dict[str, Any]  # the resolved RunConfig as a dict
 
 
-def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                    run_cfg, extra: dict[str, Any] | None = None, keep: int = 3) -> Path:
+def save_checkpoint(
+    run_dir: str | Path,
+    step: int,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    run_cfg,
+    extra: dict[str, Any] | None = None,
+    keep: int = 3,
+) -> Path:
     """Write RUN/checkpoints/step_{step:07d} atomically, point `latest` at it, keep the newest
     `keep` checkpoints. The RNG states are captured here, so call it at a step boundary."""
     ckpts = Path(run_dir) / "checkpoints"
@@ -118,7 +136,7 @@ def trained_steps(path: str | Path) -> int | None:
     """The optimizer steps behind a run or checkpoint folder (its checkpoint's name says them);
     None for a model folder, which does not record them."""
     name = resolve(path).name
-    return int(name[len("step_"):]) if name.startswith("step_") and name[len("step_"):].isdigit() else None
+    return int(name[len("step_") :]) if name.startswith("step_") and name[len("step_") :].isdigit() else None
 
 
 def short_run_hint(path: str | Path) -> str | None:
@@ -130,5 +148,7 @@ def short_run_hint(path: str | Path) -> str | None:
     boundary = read_config(resolve(path)).get("model", {}).get("boundary")
     if boundary not in strategy_names() or not strategy_class(boundary).has_policy:
         return None
-    return (f"hint: this run has trained {steps} steps; a learned boundary policy needs about {SETTLE_STEPS} "
-            f"to settle, so its boundaries (and whitespace rate) may still be moving")
+    return (
+        f"hint: this run has trained {steps} steps; a learned boundary policy needs about {SETTLE_STEPS} "
+        f"to settle, so its boundaries (and whitespace rate) may still be moving"
+    )

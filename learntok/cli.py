@@ -5,6 +5,7 @@ of the parsed args returning an exit code or None), and list it in COMMANDS. Exp
 mistakes (bad config, data, checkpoint, a diverged run, a missing file) print one line
 `learntok: error: ...` and exit 2; anything else is a bug and keeps its traceback.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,11 +22,13 @@ from learntok.files import input_data, input_file, input_run, output_file, outpu
 
 def set_threads(n: int) -> None:
     from learntok.runtime import set_threads as set_torch_threads
+
     set_torch_threads(n)
 
 
 def launch_rank() -> int:
     from learntok.runtime import launch_rank as rank
+
     return rank()
 
 
@@ -35,6 +38,7 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     from learntok.data import DataError
     from learntok.errors import OutputError
     from learntok.train import TrainingDiverged
+
     return ConfigError, DataError, CheckpointError, OutputError, TrainingDiverged, FileNotFoundError
 
 
@@ -45,12 +49,13 @@ class _Parser(argparse.ArgumentParser):
     """Usage mistakes, like every expected error, are one line on stderr and exit 2."""
 
     def error(self, message: str):
-        command = self.prog.removeprefix("learntok").strip()    # "" for the top level, else the subcommand
+        command = self.prog.removeprefix("learntok").strip()  # "" for the top level, else the subcommand
         self.exit(2, f"{ERROR}{command + ': ' if command else ''}{message} (see {self.prog} --help)\n")
 
 
 def _bounded(kind: type, low: float, above: bool = False, high: float | None = None):
     """An argparse type: a `kind` number >= low (> low with `above`; <= high if given)."""
+
     def parse(text: str):
         try:
             value = kind(text)
@@ -60,6 +65,7 @@ def _bounded(kind: type, low: float, above: bool = False, high: float | None = N
             rng = f"{'> ' if above else '>= '}{low}" + (f" and <= {high}" if high is not None else "")
             raise argparse.ArgumentTypeError(f"{text} must be {rng}")
         return value
+
     return parse
 
 
@@ -113,17 +119,24 @@ def short_run_hint(path: str) -> None:
 
 
 def add_train(sub) -> None:
-    p = sub.add_parser("train", help="train a model (or resume a run)",
-                       description="Config layers: defaults <- --preset (default tiny) <- --config FILE "
-                                   "<- key.sub=value.")
-    p.add_argument("--preset", type=str,
-                   help="packaged preset: tiny, 20M, 40M, 90M, 147M (default: tiny, unless --config or --resume)")
+    p = sub.add_parser(
+        "train",
+        help="train a model (or resume a run)",
+        description="Config layers: defaults <- --preset (default tiny) <- --config FILE <- key.sub=value.",
+    )
+    p.add_argument(
+        "--preset",
+        type=str,
+        help="packaged preset: tiny, 20M, 40M, 90M, 147M (default: tiny, unless --config or --resume)",
+    )
     p.add_argument("--config", type=input_file, help="a TOML (or JSON) file of config sections")
     p.add_argument("--out", type=output_folder, help="run folder (default: runs/<preset>-<strategy>-<timestamp>)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
     p.add_argument("--steps", type=POSITIVE, help="optimizer steps (train.steps)")
     p.add_argument("--json", type=output_file, help="also write the summary to this JSON file")
-    p.add_argument("overrides", nargs="*", type=str, metavar="key.sub=value", help="config overrides, e.g. train.steps=100")
+    p.add_argument(
+        "overrides", nargs="*", type=str, metavar="key.sub=value", help="config overrides, e.g. train.steps=100"
+    )
     p.set_defaults(func=cmd_train)
 
 
@@ -143,7 +156,7 @@ def cmd_train(args) -> None:
     cfg = load_config(preset, base, with_steps(args))
     out = args.out or f"runs/{preset or Path(base).stem}-{cfg.model.boundary}-{time.strftime('%Y%m%d-%H%M%S')}"
     summary = train(cfg, out, resume=args.resume)
-    if launch_rank() == 0:                                       # under torchrun, one summary
+    if launch_rank() == 0:  # under torchrun, one summary
         print(json.dumps(summary, indent=2))
         write_json(args.json, summary)
 
@@ -152,16 +165,29 @@ def cmd_train(args) -> None:
 
 
 def add_config(sub) -> None:
-    p = sub.add_parser("config", help="show the resolved config with each key's source, every key, or a per-GPU plan",
-                       description="The config `learntok train` would run with the same --preset, --config and "
-                                   "overrides (default preset tiny), as TOML; nothing is run.")
-    p.add_argument("--preset", type=str, help="packaged preset: tiny, 20M, 40M, 90M, 147M (default: tiny, unless --config)")
+    p = sub.add_parser(
+        "config",
+        help="show the resolved config with each key's source, every key, or a per-GPU plan",
+        description="The config `learntok train` would run with the same --preset, --config and "
+        "overrides (default preset tiny), as TOML; nothing is run.",
+    )
+    p.add_argument(
+        "--preset", type=str, help="packaged preset: tiny, 20M, 40M, 90M, 147M (default: tiny, unless --config)"
+    )
     p.add_argument("--config", type=input_file, help="a TOML (or JSON) file of config sections")
     p.add_argument("--keys", action="store_true", help="list every key instead: type, default and meaning")
-    p.add_argument("--plan", action="store_true", help="per GPU: parameters, peak memory, FLOPs, GPU-hours and the "
-                   "micro-batch that fits 24/40/80/141 GB, with DDP and FSDP (docs/reproduce.md)")
-    p.add_argument("--mfu", type=PROBABILITY, default=0.4, help="with --plan: model FLOPs utilisation for the GPU-hours")
-    p.add_argument("overrides", nargs="*", type=str, metavar="key.sub=value", help="config overrides, e.g. train.steps=100")
+    p.add_argument(
+        "--plan",
+        action="store_true",
+        help="per GPU: parameters, peak memory, FLOPs, GPU-hours and the "
+        "micro-batch that fits 24/40/80/141 GB, with DDP and FSDP (docs/reproduce.md)",
+    )
+    p.add_argument(
+        "--mfu", type=PROBABILITY, default=0.4, help="with --plan: model FLOPs utilisation for the GPU-hours"
+    )
+    p.add_argument(
+        "overrides", nargs="*", type=str, metavar="key.sub=value", help="config overrides, e.g. train.steps=100"
+    )
     p.set_defaults(func=cmd_config)
 
 
@@ -184,20 +210,28 @@ def cmd_config(args) -> None:
 
 def add_segment(sub) -> None:
     p = sub.add_parser("segment", help="show how a model cuts text into tokens")
-    p.add_argument("model", type=input_run, metavar="RUN_OR_CKPT",
-                   help="run folder (latest checkpoint) or model/checkpoint folder")
+    p.add_argument(
+        "model", type=input_run, metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder"
+    )
     p.add_argument("text", nargs="?", type=str, help="text to segment (or --file, or --held-out)")
     p.add_argument("--file", type=input_file, help="read the text from this file (bytes as they are)")
-    p.add_argument("--held-out", action="store_true",
-                   help="a passage of the run's test split, with the run's validation figures")
-    p.add_argument("--html", type=output_file, metavar="OUT",
-                   help="also write an HTML page (with the learned policy: a compression slider)")
+    p.add_argument(
+        "--held-out", action="store_true", help="a passage of the run's test split, with the run's validation figures"
+    )
+    p.add_argument(
+        "--html",
+        type=output_file,
+        metavar="OUT",
+        help="also write an HTML page (with the learned policy: a compression slider)",
+    )
     p.add_argument("--greedy", action="store_true", help="decide p > 0.5 instead of sampling")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
-    p.add_argument("--window", type=WINDOW, default=4096,
-                   help="read long texts in pieces of this many bytes (BOS included)")
-    p.add_argument("--rate", type=PROBABILITY,
-                   help="cut at this boundary rate, calibrated on the run's val split (docs/rate.md)")
+    p.add_argument(
+        "--window", type=WINDOW, default=4096, help="read long texts in pieces of this many bytes (BOS included)"
+    )
+    p.add_argument(
+        "--rate", type=PROBABILITY, help="cut at this boundary rate, calibrated on the run's val split (docs/rate.md)"
+    )
     p.add_argument("--json", type=output_file, help="write chunks and stats to this JSON file")
     p.set_defaults(func=cmd_segment)
 
@@ -223,22 +257,41 @@ def cmd_segment(args) -> None:
         data, run_figures = held_out_passage(ByteData.from_config(run_cfg.data)), last_validation(args.model)
     if args.held_out:
         print("-- a held-out passage (test split), cut into the model's chunks --")
-    if args.file:                                                # streamed, window by window
+    if args.file:  # streamed, window by window
         rows, head = file_rows(args.file, args.window), next(read_pieces(args.file, CALIBRATION_BYTES), b"")
     else:
         data = data if args.held_out else os.fsencode(args.text)  # the argument's own bytes
         rows, head = text_rows([data], args.window), data[:CALIBRATION_BYTES]
-    figures = segment_to(Tokenizer(model, run_cfg, window=args.window), rows, head, args.greedy, args.seed, args.rate,
-                         sys.stdout, sys.stderr, args.json, args.html, run_figures)
+    figures = segment_to(
+        Tokenizer(model, run_cfg, window=args.window),
+        rows,
+        head,
+        args.greedy,
+        args.seed,
+        args.rate,
+        sys.stdout,
+        sys.stderr,
+        args.json,
+        args.html,
+        run_figures,
+    )
     if args.held_out:
-        print(f"-- this passage: boundary rate {figures['boundary_rate']:.3f}, whitespace rate "
-              f"{figures['whitespace_rate']:.3f} | the run at step {run_figures.get('step', '?')}: validation "
-              f"bits per byte {run_figures.get('val_bpb', float('nan')):.3f}, boundary rate "
-              f"{run_figures.get('val_boundary_rate', float('nan')):.3f}, whitespace rate "
-              f"{run_figures.get('val_whitespace_rate', float('nan')):.3f}")
+        print(
+            f"-- this passage: boundary rate {figures['boundary_rate']:.3f}, whitespace rate "
+            f"{figures['whitespace_rate']:.3f} | the run at step {run_figures.get('step', '?')}: validation "
+            f"bits per byte {run_figures.get('val_bpb', float('nan')):.3f}, boundary rate "
+            f"{run_figures.get('val_boundary_rate', float('nan')):.3f}, whitespace rate "
+            f"{run_figures.get('val_whitespace_rate', float('nan')):.3f}"
+        )
     else:
-        print(" ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in figures.items()
-                       if k != "rate_setting"), file=sys.stderr)
+        print(
+            " ".join(
+                f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+                for k, v in figures.items()
+                if k != "rate_setting"
+            ),
+            file=sys.stderr,
+        )
     if args.html:
         print(f"wrote {args.html}", file=sys.stderr)
     short_run_hint(args.model)
@@ -249,24 +302,35 @@ def cmd_segment(args) -> None:
 
 def add_eval(sub) -> None:
     p = sub.add_parser("eval", help="bits per byte (with error bars) and boundary quality")
-    p.add_argument("model", type=input_run, metavar="RUN_OR_CKPT",
-                   help="run folder (latest checkpoint) or model/checkpoint folder")
-    p.add_argument("--split", default="test", choices=["train", "val", "test", "all"],
-                   help="split of the data (all: unsplit)")
+    p.add_argument(
+        "model", type=input_run, metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder"
+    )
+    p.add_argument(
+        "--split", default="test", choices=["train", "val", "test", "all"], help="split of the data (all: unsplit)"
+    )
     p.add_argument("--source", type=input_data, help="another data.source (built-in name or path) instead of the run's")
-    p.add_argument("--samples", type=POSITIVE, default=1,
-                   help="K sampled segmentations: mean bpb and log-mean-exp bound")
+    p.add_argument(
+        "--samples", type=POSITIVE, default=1, help="K sampled segmentations: mean bpb and log-mean-exp bound"
+    )
     p.add_argument("--greedy", action="store_true", help="decide p > 0.5 instead of sampling")
     p.add_argument("--batch-size", type=POSITIVE, help="rows per batch (default: the run's)")
     p.add_argument("--seq-len", type=WINDOW, help="bytes per row, BOS included (default: the run's)")
     p.add_argument("--max-bytes", type=POSITIVE, help="score at most this many bytes")
-    p.add_argument("--bpe-vocab", type=POSITIVE, default=4096,
-                   help="vocabulary of the BPE reference trained on the fly")
+    p.add_argument(
+        "--bpe-vocab", type=POSITIVE, default=4096, help="vocabulary of the BPE reference trained on the fly"
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
-    p.add_argument("--rate", type=PROBABILITY, help="run at this boundary rate, calibrated on the val split (docs/rate.md)")
-    p.add_argument("--boundaries-from", type=input_run, metavar="OTHER_RUN", help="score the model with another run's boundary decisions "
-                   "on the same windows, or 'uniform' (random at its target rate); also reports its own, paired "
-                   "(docs/compare.md)")
+    p.add_argument(
+        "--rate", type=PROBABILITY, help="run at this boundary rate, calibrated on the val split (docs/rate.md)"
+    )
+    p.add_argument(
+        "--boundaries-from",
+        type=input_run,
+        metavar="OTHER_RUN",
+        help="score the model with another run's boundary decisions "
+        "on the same windows, or 'uniform' (random at its target rate); also reports its own, paired "
+        "(docs/compare.md)",
+    )
     p.add_argument("--device", default="cpu", type=device_arg)
     p.add_argument("--json", type=output_file, help="write every figure to this JSON file")
     p.set_defaults(func=cmd_eval)
@@ -275,8 +339,21 @@ def add_eval(sub) -> None:
 def cmd_eval(args) -> None:
     from learntok.evaluate import format_report, run_eval
 
-    report = run_eval(args.model, args.split, args.source, args.samples, args.greedy, args.batch_size,
-                      args.seq_len, args.max_bytes, args.seed, args.bpe_vocab, args.device, args.rate, args.boundaries_from)
+    report = run_eval(
+        args.model,
+        args.split,
+        args.source,
+        args.samples,
+        args.greedy,
+        args.batch_size,
+        args.seq_len,
+        args.max_bytes,
+        args.seed,
+        args.bpe_vocab,
+        args.device,
+        args.rate,
+        args.boundaries_from,
+    )
     print(format_report(report))
     write_json(args.json, report)
     short_run_hint(args.model)
@@ -285,14 +362,20 @@ def cmd_eval(args) -> None:
 def add_eval_tasks(sub) -> None:
     p = sub.add_parser("eval-tasks", help="zero-shot tasks from JSONL(.gz) files")
     p.add_argument("model", type=input_run, metavar="RUN_OR_CKPT")
-    p.add_argument("--task", type=input_file, action="append", required=True, metavar="FILE", help="task file (repeatable)")
+    p.add_argument(
+        "--task", type=input_file, action="append", required=True, metavar="FILE", help="task file (repeatable)"
+    )
     p.add_argument("--batch-size", type=POSITIVE, default=16)
     p.add_argument("--seq-len", type=WINDOW, help="bytes per row, BOS included (default: the run's)")
     p.add_argument("--greedy", action="store_true", help="greedy boundaries (p > 0.5) instead of sampled ones")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
     p.add_argument("--limit", type=POSITIVE, help="first N examples of each task")
-    p.add_argument("--delimiter", type=str, default=" ",
-                   help="between context and continuation (unless the context ends in whitespace)")
+    p.add_argument(
+        "--delimiter",
+        type=str,
+        default=" ",
+        help="between context and continuation (unless the context ends in whitespace)",
+    )
     p.add_argument("--device", default="cpu", type=device_arg)
     p.add_argument("--json", type=output_file, help="write the results to this JSON file")
     p.set_defaults(func=cmd_eval_tasks)
@@ -301,8 +384,17 @@ def add_eval_tasks(sub) -> None:
 def cmd_eval_tasks(args) -> None:
     from learntok.eval_tasks import format_tasks, run_tasks
 
-    report = run_tasks(args.model, args.task, args.batch_size, args.seq_len, args.greedy, args.seed,
-                       args.limit, args.delimiter, args.device)
+    report = run_tasks(
+        args.model,
+        args.task,
+        args.batch_size,
+        args.seq_len,
+        args.greedy,
+        args.seed,
+        args.limit,
+        args.delimiter,
+        args.device,
+    )
     print(format_tasks(report))
     write_json(args.json, report)
 
@@ -324,8 +416,9 @@ def add_diagnose(sub) -> None:
 def cmd_diagnose(args) -> None:
     from learntok.diagnose import markdown_table, run_diagnose
 
-    report = run_diagnose(args.model, args.batches, args.samples, args.batch_size, args.seq_len, args.seed,
-                          args.out, args.device)
+    report = run_diagnose(
+        args.model, args.batches, args.samples, args.batch_size, args.seq_len, args.seed, args.out, args.device
+    )
     print(markdown_table(report["estimators"]))
     print("wrote " + ", ".join(report["files"]), file=sys.stderr)
     write_json(args.json, report)
@@ -334,7 +427,9 @@ def cmd_diagnose(args) -> None:
 def add_plot(sub) -> None:
     p = sub.add_parser("plot", help="training and validation curves of runs (PNG)")
     p.add_argument("runs", nargs="+", type=input_run, metavar="RUN")
-    p.add_argument("--out", type=output_folder, help="output folder (default: RUN/plots for one run, plots/ for several)")
+    p.add_argument(
+        "--out", type=output_folder, help="output folder (default: RUN/plots for one run, plots/ for several)"
+    )
     p.add_argument("--x", default="step", choices=["step", "bytes_seen"], help="x axis")
     p.set_defaults(func=cmd_plot)
 
@@ -352,22 +447,33 @@ def cmd_plot(args) -> None:
 
 def add_sample(sub) -> None:
     p = sub.add_parser("sample", help="stream a model's continuation of a prompt (cached decoding)")
-    p.add_argument("model", type=input_run, metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder")
+    p.add_argument(
+        "model", type=input_run, metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder"
+    )
     p.add_argument("--prompt", type=str, required=True, help="text to continue")
     p.add_argument("--max-bytes", type=POSITIVE, default=256, help="bytes to generate (fewer if EOS is drawn)")
     p.add_argument("--temperature", type=NONNEGATIVE, default=1.0, help="0: argmax")
     p.add_argument("--top-k", type=POSITIVE, help="sample from the k likeliest bytes")
-    p.add_argument("--top-p", type=PROBABILITY,
-                   help="nucleus sampling: the smallest set of bytes with probability >= p")
+    p.add_argument(
+        "--top-p", type=PROBABILITY, help="nucleus sampling: the smallest set of bytes with probability >= p"
+    )
     p.add_argument("--seed", type=int, help="seed of the sampled bytes and boundaries")
-    p.add_argument("--boundaries", choices=["sample", "greedy"], default="sample",
-                   help="sample boundaries or take p > 0.5")
+    p.add_argument(
+        "--boundaries", choices=["sample", "greedy"], default="sample", help="sample boundaries or take p > 0.5"
+    )
     p.add_argument("--show-boundaries", action="store_true", help="mark chunks: colours on a terminal, | otherwise")
-    p.add_argument("--rate", type=PROBABILITY,
-                   help="generate at this boundary rate, calibrated on the run's val split (docs/rate.md)")
+    p.add_argument(
+        "--rate",
+        type=PROBABILITY,
+        help="generate at this boundary rate, calibrated on the run's val split (docs/rate.md)",
+    )
     p.add_argument("--device", default="cpu", type=device_arg)
-    p.add_argument("--json", type=output_file, help="write the prompt, the generated text (and its bytes in base64), "
-                   "bytes/s and boundary rate to this JSON file")
+    p.add_argument(
+        "--json",
+        type=output_file,
+        help="write the prompt, the generated text (and its bytes in base64), "
+        "bytes/s and boundary rate to this JSON file",
+    )
     p.set_defaults(func=cmd_sample)
 
 
@@ -378,15 +484,30 @@ def cmd_sample(args) -> None:
 
     model, run_cfg = load_run(args.model, args.device)
     if args.rate is not None:
-        print(set_rate_for_run(model, run_cfg, args.rate, args.prompt, args.boundaries == "greedy",
-                               args.seed or 0).describe(),
-              file=sys.stderr)
+        print(
+            set_rate_for_run(
+                model, run_cfg, args.rate, args.prompt, args.boundaries == "greedy", args.seed or 0
+            ).describe(),
+            file=sys.stderr,
+        )
     if isinstance(sys.stdout, io.TextIOWrapper):
-        sys.stdout.reconfigure(errors="replace")                 # a non-UTF-8 terminal shows "?", no crash
-    stats = sample(model, args.prompt, args.max_bytes, args.temperature, args.top_k, args.top_p, args.seed,
-                   args.boundaries, args.show_boundaries)
-    print(f"{stats['bytes']} bytes in {stats['seconds']:.2f}s ({stats['bytes_per_s']:.0f} bytes/s), "
-          f"boundary rate {stats['boundary_rate']:.3f}", file=sys.stderr)
+        sys.stdout.reconfigure(errors="replace")  # a non-UTF-8 terminal shows "?", no crash
+    stats = sample(
+        model,
+        args.prompt,
+        args.max_bytes,
+        args.temperature,
+        args.top_k,
+        args.top_p,
+        args.seed,
+        args.boundaries,
+        args.show_boundaries,
+    )
+    print(
+        f"{stats['bytes']} bytes in {stats['seconds']:.2f}s ({stats['bytes_per_s']:.0f} bytes/s), "
+        f"boundary rate {stats['boundary_rate']:.3f}",
+        file=sys.stderr,
+    )
     write_json(args.json, stats)
 
 
@@ -394,28 +515,55 @@ def cmd_sample(args) -> None:
 
 
 def add_compare(sub) -> None:
-    p = sub.add_parser("compare", help="train and evaluate several boundary strategies on one backbone and budget",
-                       description="Variants: STRATEGY[+key=value...], e.g. learned+gamma=1.0; finished variants are skipped. "
-                       "Or --runs: finished runs side by side on the same windows.")
+    p = sub.add_parser(
+        "compare",
+        help="train and evaluate several boundary strategies on one backbone and budget",
+        description="Variants: STRATEGY[+key=value...], e.g. learned+gamma=1.0; finished variants are skipped. "
+        "Or --runs: finished runs side by side on the same windows.",
+    )
     p.add_argument("--preset", type=str, help="packaged preset shared by every variant (default tiny)")
     p.add_argument("--strategies", type=str, help="comma-separated variants, e.g. learned,uniform,bpe,learned+w=1")
-    p.add_argument("--runs", nargs="+", type=input_run, metavar="RUN", help="instead of training: evaluate these finished "
-                   "run folders on the first one's windows, with each one's difference from it paired by window "
-                   "(docs/compare.md)")
+    p.add_argument(
+        "--runs",
+        nargs="+",
+        type=input_run,
+        metavar="RUN",
+        help="instead of training: evaluate these finished "
+        "run folders on the first one's windows, with each one's difference from it paired by window "
+        "(docs/compare.md)",
+    )
     p.add_argument("--steps", type=POSITIVE, help="optimizer steps per variant (train.steps)")
     p.add_argument("--out", type=output_folder, help="results folder (default runs/compare-<preset>-<timestamp>)")
-    p.add_argument("--ablations", action="store_true", help="add the learned policy's ablations (gamma=1, no batch "
-                   "baseline, no early-exit reward, w=1, no rate loss)")
+    p.add_argument(
+        "--ablations",
+        action="store_true",
+        help="add the learned policy's ablations (gamma=1, no batch baseline, no early-exit reward, w=1, no rate loss)",
+    )
     p.add_argument("--eval-bytes", type=POSITIVE, help="cap on bytes per split in the final evaluation (default: all)")
     p.add_argument("--jobs", type=POSITIVE, default=1, help="train this many variants at once, one CPU thread each")
-    p.add_argument("--seeds", type=str, help="train every variant at every seed: a count (3 = seeds 0,1,2) or a list (0,4,5); "
-                   "runs in OUT/<variant>/seed<k>, table over seeds with differences paired by seed")
-    p.add_argument("--rates", type=str, help="comma-separated target rates: every variant at every rate (variant@rate), "
-                   "plus the bpb-vs-rate frontier (docs/rate.md)")
-    p.add_argument("--sweep", type=str, metavar="VARIANT", help="with --rates: run this variant's model at every rate by "
-                   "calibration, against the models trained at each rate")
+    p.add_argument(
+        "--seeds",
+        type=str,
+        help="train every variant at every seed: a count (3 = seeds 0,1,2) or a list (0,4,5); "
+        "runs in OUT/<variant>/seed<k>, table over seeds with differences paired by seed",
+    )
+    p.add_argument(
+        "--rates",
+        type=str,
+        help="comma-separated target rates: every variant at every rate (variant@rate), "
+        "plus the bpb-vs-rate frontier (docs/rate.md)",
+    )
+    p.add_argument(
+        "--sweep",
+        type=str,
+        metavar="VARIANT",
+        help="with --rates: run this variant's model at every rate by "
+        "calibration, against the models trained at each rate",
+    )
     p.add_argument("--json", type=output_file, help="also write the results to this JSON file")
-    p.add_argument("overrides", nargs="*", type=str, metavar="key.sub=value", help="config overrides shared by every variant")
+    p.add_argument(
+        "overrides", nargs="*", type=str, metavar="key.sub=value", help="config overrides shared by every variant"
+    )
     p.set_defaults(func=cmd_compare)
 
 
@@ -431,9 +579,8 @@ def cmd_compare(args) -> None:
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
     out = args.out or f"runs/compare-{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
     variants = variants_from_args(args.strategies, args.ablations, args.rates)
-    records = compare(variants, out, preset, overrides, args.eval_bytes, jobs=args.jobs, sweep=args.sweep,
-                      seeds=seeds)
-    if launch_rank() == 0:                                       # under torchrun, one table
+    records = compare(variants, out, preset, overrides, args.eval_bytes, jobs=args.jobs, sweep=args.sweep, seeds=seeds)
+    if launch_rank() == 0:  # under torchrun, one table
         print(format_seed_table(seed_summary(records, variants)) if seeds is not None else format_table(records))
         print(f"results in {out}", file=sys.stderr)
         write_json(args.json, {"results": records})
@@ -442,10 +589,18 @@ def cmd_compare(args) -> None:
 def cmd_compare_runs(args) -> None:
     from learntok.compare_runs import compare_runs, format_runs
 
-    training = {"--strategies": args.strategies, "--preset": args.preset, "--steps": args.steps, "--out": args.out,
-                "--ablations": args.ablations or None, "--jobs": None if args.jobs == 1 else args.jobs,
-                "--seeds": args.seeds, "--rates": args.rates, "--sweep": args.sweep,
-                "key=value overrides": [o for o in args.overrides if not o.startswith("system.threads=")] or None}  # main adds --threads
+    training = {
+        "--strategies": args.strategies,
+        "--preset": args.preset,
+        "--steps": args.steps,
+        "--out": args.out,
+        "--ablations": args.ablations or None,
+        "--jobs": None if args.jobs == 1 else args.jobs,
+        "--seeds": args.seeds,
+        "--rates": args.rates,
+        "--sweep": args.sweep,
+        "key=value overrides": [o for o in args.overrides if not o.startswith("system.threads=")] or None,
+    }  # main adds --threads
     given = [name for name, value in training.items() if value is not None]
     if given:
         raise ConfigError(f"--runs evaluates finished runs: drop the training options ({', '.join(given)})")
@@ -458,9 +613,14 @@ def cmd_compare_runs(args) -> None:
 
 
 def add_prepare(sub) -> None:
-    p = sub.add_parser("prepare", help="text, folders, JSONL(.gz), parquet -> memory-mapped byte shards",
-                       description="Streams the sources into DATA_DIR; train from it with data.source=DATA_DIR.")
-    p.add_argument("sources", nargs="+", type=input_data, metavar="SOURCE", help="text file, folder, .jsonl(.gz) or .parquet")
+    p = sub.add_parser(
+        "prepare",
+        help="text, folders, JSONL(.gz), parquet -> memory-mapped byte shards",
+        description="Streams the sources into DATA_DIR; train from it with data.source=DATA_DIR.",
+    )
+    p.add_argument(
+        "sources", nargs="+", type=input_data, metavar="SOURCE", help="text file, folder, .jsonl(.gz) or .parquet"
+    )
     p.add_argument("--out", type=output_folder, required=True, metavar="DATA_DIR", help="output folder (new or empty)")
     p.add_argument("--text-field", type=str, default="text", help="JSONL field / parquet column of the text")
     p.add_argument("--min-doc-bytes", type=int, default=1, help="drop shorter documents")
@@ -470,8 +630,9 @@ def add_prepare(sub) -> None:
     p.add_argument("--test-fraction", type=float, default=0.05, help="expected fraction of documents in test")
     p.add_argument("--seed", type=int, default=0, help="seed of the split hash")
     p.add_argument("--shard-mb", type=POSITIVE, default=256, help="target shard size (MiB)")
-    p.add_argument("--piece-bytes", type=POSITIVE, default=1 << 14,
-                   help="read text files as documents of about this many bytes")
+    p.add_argument(
+        "--piece-bytes", type=POSITIVE, default=1 << 14, help="read text files as documents of about this many bytes"
+    )
     p.add_argument("--json", type=output_file, help="also write the index to this JSON file")
     p.set_defaults(func=cmd_prepare)
 
@@ -479,19 +640,41 @@ def add_prepare(sub) -> None:
 def cmd_prepare(args) -> None:
     from learntok.data.prepare import PrepareOptions, prepare
 
-    opts = PrepareOptions(args.text_field, args.min_doc_bytes, args.max_doc_bytes, args.truncate,
-                          args.val_fraction, args.test_fraction, args.seed, args.shard_mb << 20, args.piece_bytes)
+    opts = PrepareOptions(
+        args.text_field,
+        args.min_doc_bytes,
+        args.max_doc_bytes,
+        args.truncate,
+        args.val_fraction,
+        args.test_fraction,
+        args.seed,
+        args.shard_mb << 20,
+        args.piece_bytes,
+    )
     index = prepare(args.sources, args.out, opts)
     mb = index["input_bytes"] / 1e6
-    print(" ".join(f"{s} {v['documents']} docs {v['bytes']} bytes" for s, v in index["splits"].items()) +
-          f"; {mb:.1f} MB in {index['seconds']:.1f}s ({mb / max(index['seconds'], 1e-9):.1f} MB/s)", file=sys.stderr)
+    print(
+        " ".join(f"{s} {v['documents']} docs {v['bytes']} bytes" for s, v in index["splits"].items())
+        + f"; {mb:.1f} MB in {index['seconds']:.1f}s ({mb / max(index['seconds'], 1e-9):.1f} MB/s)",
+        file=sys.stderr,
+    )
     write_json(args.json, index)
 
 
 # ---------------------------------------------------------------- entry point
 
-COMMANDS = [add_train, add_config, add_segment, add_eval, add_eval_tasks, add_diagnose, add_plot, add_sample,
-            add_compare, add_prepare]
+COMMANDS = [
+    add_train,
+    add_config,
+    add_segment,
+    add_eval,
+    add_eval_tasks,
+    add_diagnose,
+    add_plot,
+    add_sample,
+    add_compare,
+    add_prepare,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -501,9 +684,13 @@ def build_parser() -> argparse.ArgumentParser:
     for add in COMMANDS:
         add(sub)
     for p in sub.choices.values():
-        p.add_argument("--threads", type=COUNT, default=0,
-                       help="CPU threads for torch (default: all cores; give 1 to runs that share a machine)")
-        p.set_defaults(command_parser=p)                         # its options' types name its inputs and outputs
+        p.add_argument(
+            "--threads",
+            type=COUNT,
+            default=0,
+            help="CPU threads for torch (default: all cores; give 1 to runs that share a machine)",
+        )
+        p.set_defaults(command_parser=p)  # its options' types name its inputs and outputs
     return parser
 
 
@@ -532,7 +719,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(argv)
-    except SystemExit as e:                                      # --help, or a usage error already printed
+    except SystemExit as e:  # --help, or a usage error already printed
         return e.code
     try:
         check_outputs(args)
@@ -541,6 +728,6 @@ def main(argv: list[str] | None = None) -> int:
         set_threads(args.threads)
         return args.func(args) or 0
     except _expected_errors() as e:
-        message = " ".join(str(e).split()).replace(ERROR, "")     # a quoted child's error line keeps no prefix of its own
+        message = " ".join(str(e).split()).replace(ERROR, "")  # a quoted child's error line keeps no prefix of its own
         print(ERROR + message, file=sys.stderr)
         return 2

@@ -9,6 +9,7 @@ mean over documents); a `done.json` marker holds its figures, so a rerun skips f
 variants and resumes unfinished ones from their latest checkpoint. OUT/ gets results.md,
 results.json and curves.png (validation bpb against bytes seen, one curve a variant).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -43,8 +44,13 @@ ALIASES = {  # short override names for variants
 }
 
 # The paper's ablations of the learned policy (§4's tricks, the window, the rate loss).
-ABLATIONS = ["learned+gamma=1.0", "learned+baseline=none", "learned+early=false", "learned+w=1",
-             "learned+lambda_rate=0"]
+ABLATIONS = [
+    "learned+gamma=1.0",
+    "learned+baseline=none",
+    "learned+early=false",
+    "learned+w=1",
+    "learned+lambda_rate=0",
+]
 
 DONE = "done.json"
 
@@ -106,11 +112,13 @@ def variant_config(spec: str, preset: str | None, overrides: list[str]) -> RunCo
     `strategy.tokenizer=PATH` to `bpe` alone (check_strategy_options refuses one that none has)."""
     strategy, own = parse_variant(spec)
     if strategy not in strategy_names():
-        raise ConfigError(f"variant {spec!r}: unknown boundary strategy {strategy!r}; "
-                          f"known: {', '.join(strategy_names())}")
+        raise ConfigError(
+            f"variant {spec!r}: unknown boundary strategy {strategy!r}; known: {', '.join(strategy_names())}"
+        )
     options = option_types(strategy)
-    shared = [o for o in overrides
-              if not o.startswith(f"{STRATEGY}.") or o.partition("=")[0][len(STRATEGY) + 1:] in options]
+    shared = [
+        o for o in overrides if not o.startswith(f"{STRATEGY}.") or o.partition("=")[0][len(STRATEGY) + 1 :] in options
+    ]
     return load_config(preset, None, [*shared, *own])
 
 
@@ -120,27 +128,41 @@ def check_strategy_options(variants: list[str], overrides: list[str]) -> None:
     known = set().union(*map(option_types, strategies))
     for o in overrides:
         key = o.partition("=")[0]
-        if key.startswith(f"{STRATEGY}.") and key[len(STRATEGY) + 1:] not in known:
-            raise ConfigError(f"{key}: no variant's strategy has the option {key[len(STRATEGY) + 1:]!r}")
+        if key.startswith(f"{STRATEGY}.") and key[len(STRATEGY) + 1 :] not in known:
+            raise ConfigError(f"{key}: no variant's strategy has the option {key[len(STRATEGY) + 1 :]!r}")
 
 
-def evaluate_run(run_dir: Path, cfg: RunConfig, max_bytes: int | None, env: DistEnv, progress: bool = False,
-                 name: str = "") -> dict:
+def evaluate_run(
+    run_dir: Path, cfg: RunConfig, max_bytes: int | None, env: DistEnv, progress: bool = False, name: str = ""
+) -> dict:
     """Validation and test bits per byte of a run's latest checkpoint, with the per-document
     standard error; boundary and whitespace rates on the test split. Under torchrun the ranks
     share the windows (the same figures as one process). With `progress`, a bar per split."""
     model, _ = load_run(run_dir, env.device)
     data = ByteData.from_config(cfg.data)
     tc, out = cfg.train, {}
-    opts = EvalOptions(tc.batch_size, tc.seq_len, max_bytes, seed=tc.seed,
-                       amp=resolve_dtype(cfg.system.dtype, env.device),
-                       per_document=True)
+    opts = EvalOptions(
+        tc.batch_size,
+        tc.seq_len,
+        max_bytes,
+        seed=tc.seed,
+        amp=resolve_dtype(cfg.system.dtype, env.device),
+        per_document=True,
+    )
     for split in ("val", "test"):
         bar = f"{name or run_dir.name} {split}" if progress else None
         r = evaluate_bpb(model, data, split, dataclasses.replace(opts, progress=bar), env)
-        out.update({f"{split}_bpb": r["bpb"], f"{split}_doc_bpb": r["doc_bpb_mean"], f"{split}_doc_se": r["doc_bpb_se"],
-                    f"{split}_docs": r["n_docs"], f"{split}_bytes": r["n_bytes"],
-                    f"{split}_boundary_rate": r["boundary_rate"], f"{split}_whitespace_rate": r["whitespace_rate"]})
+        out.update(
+            {
+                f"{split}_bpb": r["bpb"],
+                f"{split}_doc_bpb": r["doc_bpb_mean"],
+                f"{split}_doc_se": r["doc_bpb_se"],
+                f"{split}_docs": r["n_docs"],
+                f"{split}_bytes": r["n_bytes"],
+                f"{split}_boundary_rate": r["boundary_rate"],
+                f"{split}_whitespace_rate": r["whitespace_rate"],
+            }
+        )
     return out
 
 
@@ -157,8 +179,9 @@ def parse_seeds(text: str) -> list[int]:
     try:
         values = [int(p) for p in parts if p]
     except ValueError:
-        raise ConfigError(f"--seeds {text!r}: expected a count (3) or a comma-separated list of integers "
-                          "(0,1,2)") from None
+        raise ConfigError(
+            f"--seeds {text!r}: expected a count (3) or a comma-separated list of integers (0,1,2)"
+        ) from None
     if "," not in text:
         if len(values) != 1 or not 1 <= values[0] <= 1000:
             raise ConfigError(f"--seeds {text!r}: a count of seeds must be in 1..1000")
@@ -173,8 +196,16 @@ def run_name(spec: str, seed: int | None) -> str:
     return spec if seed is None else f"{spec}/seed{seed}"
 
 
-def run_variant(spec: str, preset: str | None, overrides: list[str], out: Path, eval_bytes: int | None,
-                env: DistEnv, progress: bool = True, seed: int | None = None) -> dict:
+def run_variant(
+    spec: str,
+    preset: str | None,
+    overrides: list[str],
+    out: Path,
+    eval_bytes: int | None,
+    env: DistEnv,
+    progress: bool = True,
+    seed: int | None = None,
+) -> dict:
     """Train (or resume) and evaluate one variant (at `seed` when given); skip it when its done
     marker exists. Every rank calls it under torchrun; rank 0 writes."""
     run_dir = out / run_name(spec, seed)
@@ -182,13 +213,20 @@ def run_variant(spec: str, preset: str | None, overrides: list[str], out: Path, 
         return json.loads((run_dir / DONE).read_text(encoding="utf-8"))
     cfg = variant_config(spec, preset, [*overrides, *([f"train.seed={seed}"] if seed is not None else [])])
     resume = latest_checkpoint(run_dir) is not None
-    barrier(env)                                                 # every rank has looked before rank 0 writes
+    barrier(env)  # every rank has looked before rank 0 writes
     summary = train(cfg, run_dir, resume=resume, progress=progress)
     figures = evaluate_run(run_dir, cfg, eval_bytes, env, progress, run_name(spec, seed))
-    record = {"variant": spec, "run": run_name(spec, seed), "seed": cfg.train.seed,
-              "strategy": cfg.model.boundary, "steps": cfg.train.steps,
-              "params": summary.get("params"), "bytes_per_s": train_speed(run_dir),
-              "paper": paper_figure(spec, preset, cfg), **figures}
+    record = {
+        "variant": spec,
+        "run": run_name(spec, seed),
+        "seed": cfg.train.seed,
+        "strategy": cfg.model.boundary,
+        "steps": cfg.train.steps,
+        "params": summary.get("params"),
+        "bytes_per_s": train_speed(run_dir),
+        "paper": paper_figure(spec, preset, cfg),
+        **figures,
+    }
     if env.is_main:
         append_row(run_dir, "eval", summary["step"], figures)
         write_text_atomic(run_dir / DONE, json.dumps(record, indent=2) + "\n")
@@ -212,16 +250,22 @@ def format_table(records: list[dict]) -> str:
     reached, the whitespace rate, and (for paper presets on FineWeb-like data only) the paper's
     figure; then the validation figures, the per-document standard errors and the step time."""
     paper = any(r.get("paper") for r in records)
-    head = ("| variant | test bpb | boundary rate | whitespace rate | " + ("paper (147M / 40M, FineWeb) | " if paper else "")
-            + "test doc bpb (s.e.) | val bpb | step time vs uniform |\n|---|---|---|---|" + ("---|" if paper else "")
-            + "---|---|---|\n")
+    head = (
+        "| variant | test bpb | boundary rate | whitespace rate | "
+        + ("paper (147M / 40M, FineWeb) | " if paper else "")
+        + "test doc bpb (s.e.) | val bpb | step time vs uniform |\n|---|---|---|---|"
+        + ("---|" if paper else "")
+        + "---|---|---|\n"
+    )
     rows = []
     for r in records:
         rel = f"{r['step_time_rel']:.2f}x" if r.get("step_time_rel") else "n/a"
         cell = f"{r.get('paper') or '-'} | " if paper else ""
-        rows.append(f"| {r.get('run', r['variant'])} | {r['test_bpb']:.4f} | {r['test_boundary_rate']:.3f} | "
-                    f"{r['test_whitespace_rate']:.3f} | {cell}"
-                    f"{r['test_doc_bpb']:.4f} ({r['test_doc_se']:.4f}) | {r['val_bpb']:.4f} | {rel} |")
+        rows.append(
+            f"| {r.get('run', r['variant'])} | {r['test_bpb']:.4f} | {r['test_boundary_rate']:.3f} | "
+            f"{r['test_whitespace_rate']:.3f} | {cell}"
+            f"{r['test_doc_bpb']:.4f} ({r['test_doc_se']:.4f}) | {r['val_bpb']:.4f} | {rel} |"
+        )
     return head + "\n".join(rows) + "\n"
 
 
@@ -257,14 +301,15 @@ def seed_summary(records: list[dict], variants: list[str]) -> list[dict]:
     rows = []
     for spec in variants:
         mine = sorted((r for r in records if r["variant"] == spec), key=lambda r: r["seed"])
-        if not mine:                                             # a variant with no finished seed yet
+        if not mine:  # a variant with no finished seed yet
             continue
         row = {"variant": spec, "seeds": [r["seed"] for r in mine]}
         for key in ("test_bpb", "val_bpb", "test_boundary_rate", "test_whitespace_rate"):
             row[key], row[f"{key}_se"] = mean_se([r[key] for r in mine])
         ref = reference_variant(variants, spec)
-        pairs = [(r["test_bpb"], by[(ref, r["seed"])]["test_bpb"])
-                 for r in mine if (ref, r["seed"]) in by] if ref else []
+        pairs = (
+            [(r["test_bpb"], by[(ref, r["seed"])]["test_bpb"]) for r in mine if (ref, r["seed"]) in by] if ref else []
+        )
         if pairs:
             diff, se = mean_se([a - b for a, b in pairs])
             half = t95(len(pairs) - 1) * se if len(pairs) > 1 else math.inf
@@ -275,8 +320,10 @@ def seed_summary(records: list[dict], variants: list[str]) -> list[dict]:
 
 def format_seed_table(rows: list[dict]) -> str:
     """results.md's table over seeds: mean (s.e. over seeds) and the paired difference."""
-    head = ("| variant | seeds | test bpb (s.e.) | val bpb (s.e.) | boundary rate | whitespace rate (s.e.) | "
-            "test bpb - reference, paired by seed (s.e.) |\n|---|---|---|---|---|---|---|\n")
+    head = (
+        "| variant | seeds | test bpb (s.e.) | val bpb (s.e.) | boundary rate | whitespace rate (s.e.) | "
+        "test bpb - reference, paired by seed (s.e.) |\n|---|---|---|---|---|---|---|\n"
+    )
     lines = []
     for r in rows:
         if "diff" in r:
@@ -284,9 +331,11 @@ def format_seed_table(rows: list[dict]) -> str:
             vs = f"{r['diff']:+.4f} ({r['diff_se']:.4f}) vs {r['reference']}, {r['diff_n']} seeds: {verdict}"
         else:
             vs = "reference"
-        lines.append(f"| {r['variant']} | {len(r['seeds'])} | {r['test_bpb']:.4f} ({r['test_bpb_se']:.4f}) | "
-                     f"{r['val_bpb']:.4f} ({r['val_bpb_se']:.4f}) | {r['test_boundary_rate']:.3f} | "
-                     f"{r['test_whitespace_rate']:.3f} ({r['test_whitespace_rate_se']:.3f}) | {vs} |")
+        lines.append(
+            f"| {r['variant']} | {len(r['seeds'])} | {r['test_bpb']:.4f} ({r['test_bpb_se']:.4f}) | "
+            f"{r['val_bpb']:.4f} ({r['val_bpb_se']:.4f}) | {r['test_boundary_rate']:.3f} | "
+            f"{r['test_whitespace_rate']:.3f} ({r['test_whitespace_rate_se']:.3f}) | {vs} |"
+        )
     return head + "\n".join(lines) + "\n"
 
 
@@ -299,34 +348,76 @@ def plot_curves(out: Path, variants: list[str], seeds: list[int] | None = None) 
             _, val = read_metrics(out / run_name(spec, seed))
             xs, ys = series(val, "val_bpb", "bytes_seen")
             if xs:
-                ax.plot(xs, ys, marker="o", ms=3, color=f"C{i % 10}", ls="-" if i < 10 else "--", alpha=0.8,
-                        label=spec if j == 0 else None)
+                ax.plot(
+                    xs,
+                    ys,
+                    marker="o",
+                    ms=3,
+                    color=f"C{i % 10}",
+                    ls="-" if i < 10 else "--",
+                    alpha=0.8,
+                    label=spec if j == 0 else None,
+                )
     ax.set_xlabel("bytes seen")
     ax.set_ylabel("validation bits per byte")
     return save_curves(fig, ax, out / "curves.png")
 
 
-def run_parallel(units: list[tuple[str, int | None]], out: Path, preset: str | None, overrides: list[str],
-                 eval_bytes: int | None, jobs: int, progress: bool = True) -> None:
+def run_parallel(
+    units: list[tuple[str, int | None]],
+    out: Path,
+    preset: str | None,
+    overrides: list[str],
+    eval_bytes: int | None,
+    jobs: int,
+    progress: bool = True,
+) -> None:
     """Train and evaluate unfinished (variant, seed) runs `jobs` at a time, each in its own process
     with one CPU thread (processes that each take every core thrash: a step runs up to 10x slower),
     its whole output in its run folder's train.log, one progress line each (learntok.jobs). Each
     leaves its done marker; `compare` then reads them back."""
     todo = [(spec, seed) for spec, seed in units if not (out / run_name(spec, seed) / DONE).is_file()]
-    children = [Job(run_name(spec, seed), out / run_name(spec, seed), variant_config(spec, preset, overrides).train.steps,
-                    [sys.executable, "-m", "learntok", "compare", "--strategies", spec, "--out", str(out),
-                     *(["--seeds", f"{seed},"] if seed is not None else []), *(["--preset", preset] if preset else []),
-                     *(["--eval-bytes", str(eval_bytes)] if eval_bytes else []), *overrides, "system.threads=1"])
-                for spec, seed in todo]
+    children = [
+        Job(
+            run_name(spec, seed),
+            out / run_name(spec, seed),
+            variant_config(spec, preset, overrides).train.steps,
+            [
+                sys.executable,
+                "-m",
+                "learntok",
+                "compare",
+                "--strategies",
+                spec,
+                "--out",
+                str(out),
+                *(["--seeds", f"{seed},"] if seed is not None else []),
+                *(["--preset", preset] if preset else []),
+                *(["--eval-bytes", str(eval_bytes)] if eval_bytes else []),
+                *overrides,
+                "system.threads=1",
+            ],
+        )
+        for spec, seed in todo
+    ]
     for job, code in zip(children, run_jobs(children, jobs, progress)):
         if code != 0:
-            raise ConfigError(f"variant {job.name} failed (exit {code}): {last_line(job.log)}; "
-                              f"its whole log: {job.log}")
+            raise ConfigError(
+                f"variant {job.name} failed (exit {code}): {last_line(job.log)}; its whole log: {job.log}"
+            )
 
 
-def compare(variants: list[str], out: str | Path, preset: str | None = "tiny", overrides: list[str] = (),
-            eval_bytes: int | None = None, progress: bool = True, jobs: int = 1, sweep: str | None = None,
-            seeds: list[int] | None = None) -> list[dict]:
+def compare(
+    variants: list[str],
+    out: str | Path,
+    preset: str | None = "tiny",
+    overrides: list[str] = (),
+    eval_bytes: int | None = None,
+    progress: bool = True,
+    jobs: int = 1,
+    sweep: str | None = None,
+    seeds: list[int] | None = None,
+) -> list[dict]:
     """Run every variant (skipping finished ones) and write results.md, results.json, curves.png;
     with variants at rates (`variant@rate`), also the frontier (`write_frontier`), and with
     `sweep` (a finished variant) that one model run at every rate by calibration. Under torchrun
@@ -351,31 +442,54 @@ def compare(variants: list[str], out: str | Path, preset: str | None = "tiny", o
             raise ConfigError("--jobs runs variants as separate processes: use it without torchrun")
         run_parallel(units, out, preset, list(overrides), eval_bytes, jobs, progress)
     try:
-        records = [run_variant(spec, preset, list(overrides), out, eval_bytes, env, progress, seed)
-                   for spec, seed in units]
+        records = [
+            run_variant(spec, preset, list(overrides), out, eval_bytes, env, progress, seed) for spec, seed in units
+        ]
     finally:
         shutdown(env)
     relative_step_time(records)
     if not env.is_main:
         return records
     if any("@" in spec for spec in variants):
-        write_frontier(out, records, [variant_config(spec, preset, list(overrides)) for spec in variants],
-                       eval_bytes, sweep, progress)
-    command = " ".join(["learntok compare", f"--preset {preset}" if preset else "",
-                        f"--strategies {','.join(variants)}", f"--seeds {','.join(map(str, seeds))}" if seeds else "",
-                        *overrides]).replace("  ", " ")
+        write_frontier(
+            out,
+            records,
+            [variant_config(spec, preset, list(overrides)) for spec in variants],
+            eval_bytes,
+            sweep,
+            progress,
+        )
+    command = " ".join(
+        [
+            "learntok compare",
+            f"--preset {preset}" if preset else "",
+            f"--strategies {','.join(variants)}",
+            f"--seeds {','.join(map(str, seeds))}" if seeds else "",
+            *overrides,
+        ]
+    ).replace("  ", " ")
     summary = seed_summary(records, variants) if seeds is not None else None
-    write_text_atomic(out / "results.json", json.dumps({"command": command, "results": records, "over_seeds": summary},
-                                                       indent=2) + "\n")
-    plot_curves(out, variants, seeds)
-    over_seeds = (f"## Over seeds\n\n{format_seed_table(summary)}\n"
-                  "Mean over seeds (standard error over seeds); the difference is paired by seed (same initial "
-                  "backbone, data and windows), with a tie where its 95% t-interval includes 0.\n\n"
-                  "## Every run\n\n") if summary else ""
     write_text_atomic(
-        out / "results.md", f"# learntok compare\n\n`{command}`\n\n{over_seeds}{format_table(records)}\n"
+        out / "results.json",
+        json.dumps({"command": command, "results": records, "over_seeds": summary}, indent=2) + "\n",
+    )
+    plot_curves(out, variants, seeds)
+    over_seeds = (
+        (
+            f"## Over seeds\n\n{format_seed_table(summary)}\n"
+            "Mean over seeds (standard error over seeds); the difference is paired by seed (same initial "
+            "backbone, data and windows), with a tie where its 95% t-interval includes 0.\n\n"
+            "## Every run\n\n"
+        )
+        if summary
+        else ""
+    )
+    write_text_atomic(
+        out / "results.md",
+        f"# learntok compare\n\n`{command}`\n\n{over_seeds}{format_table(records)}\n"
         "bpb: corpus-level bits per byte (sampled boundaries, seeded); doc bpb: mean over documents "
-        "with its standard error. Rates on the test split.\n\n![validation bpb](curves.png)\n")
+        "with its standard error. Rates on the test split.\n\n![validation bpb](curves.png)\n",
+    )
     return records
 
 

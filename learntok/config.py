@@ -5,6 +5,7 @@ any file) <- `section.key=value` overrides. Unknown sections or keys and values 
 type fail at start-up with the offending name and value. The resolved config is dumped to
 TOML (run folder) or JSON (checkpoints).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,24 +29,28 @@ from learntok.objective import ObjectiveConfig
 @dataclass
 class TrainConfig:
     """What is trained on: the budget, the batch and the seed."""
-    steps: int = 10000                 # optimizer steps in the run (0: from train_bytes)
-    train_bytes: float = 0.0           # budget in bytes (batch_size x seq_len per step) when steps = 0, e.g. 8.3e8
-    batch_size: int = 32               # sequences per step (global: summed over ranks and micro-batches)
+
+    steps: int = 10000  # optimizer steps in the run (0: from train_bytes)
+    train_bytes: float = 0.0  # budget in bytes (batch_size x seq_len per step) when steps = 0, e.g. 8.3e8
+    batch_size: int = 32  # sequences per step (global: summed over ranks and micro-batches)
     # sequences per forward/backward; batch_size / world / this = accumulation steps (0 = no accumulation)
     micro_batch_size: int = 0
-    seq_len: int = 4096                # T: bytes per sequence, BOS included
-    seed: int = 0                      # seed of the init, the batch order and the boundary samples
+    seq_len: int = 4096  # T: bytes per sequence, BOS included
+    seed: int = 0  # seed of the init, the batch order and the boundary samples
 
     def __post_init__(self) -> None:
         if self.steps == 0 and self.train_bytes > 0:
             self.steps = math.ceil(self.train_bytes / (self.batch_size * self.seq_len))
         for name in ("steps", "batch_size"):
             if getattr(self, name) < 1:
-                raise ValueError(f"train.{name} {getattr(self, name)} must be >= 1"
-                                 + (" (or set train.train_bytes)" if name == "steps" else ""))
+                raise ValueError(
+                    f"train.{name} {getattr(self, name)} must be >= 1"
+                    + (" (or set train.train_bytes)" if name == "steps" else "")
+                )
         if self.micro_batch_size < 0 or (self.micro_batch_size and self.batch_size % self.micro_batch_size):
-            raise ValueError(f"train.micro_batch_size {self.micro_batch_size} does not divide "
-                             f"train.batch_size {self.batch_size}")
+            raise ValueError(
+                f"train.micro_batch_size {self.micro_batch_size} does not divide train.batch_size {self.batch_size}"
+            )
         if self.seq_len < 2:
             raise ValueError(f"train.seq_len {self.seq_len} must be >= 2 (BOS and one byte)")
 
@@ -57,18 +62,19 @@ class TrainConfig:
 @dataclass
 class OptimConfig:
     """AdamW and its learning-rate schedule (linear warm-up, cosine decay)."""
-    lr: float = 3e-3                   # peak learning rate (after warm-up)
-    min_lr_ratio: float = 0.1          # final learning rate of the cosine decay, as a fraction of lr
-    warmup_steps: int = 500            # linear warm-up steps from 0 to lr (0: from warmup_bytes)
-    warmup_bytes: float = 0.0          # warm-up in bytes when warmup_steps = 0, e.g. 6.2e7
-    warmup_start: float = 0.0          # the warm-up rises linearly from warmup_start x lr (the authors' code: 0.1)
-    weight_decay: float = 0.1          # AdamW decoupled weight decay
+
+    lr: float = 3e-3  # peak learning rate (after warm-up)
+    min_lr_ratio: float = 0.1  # final learning rate of the cosine decay, as a fraction of lr
+    warmup_steps: int = 500  # linear warm-up steps from 0 to lr (0: from warmup_bytes)
+    warmup_bytes: float = 0.0  # warm-up in bytes when warmup_steps = 0, e.g. 6.2e7
+    warmup_start: float = 0.0  # the warm-up rises linearly from warmup_start x lr (the authors' code: 0.1)
+    weight_decay: float = 0.1  # AdamW decoupled weight decay
     # decay every parameter (the authors' code: PyTorch's AdamW on all) instead of matrices only
     # (not norms, biases, embeddings)
     decay_all: bool = False
     betas: tuple[float, float] = (0.9, 0.95)  # AdamW (beta1, beta2)
-    eps: float = 1e-8                  # AdamW epsilon
-    grad_clip: float = 1.0             # max global gradient norm (0 = no clipping)
+    eps: float = 1e-8  # AdamW epsilon
+    grad_clip: float = 1.0  # max global gradient norm (0 = no clipping)
     # learning-rate multiplier of the learned policy's parameters (strategies with a score-function policy only)
     policy_lr_mult: float = 1.0
 
@@ -84,12 +90,15 @@ class OptimConfig:
 @dataclass
 class LogConfig:
     """What the run records and how often (each record is one host sync)."""
-    log_every: int = 10                # steps between metrics.jsonl lines (and host syncs)
-    eval_every: int = 500              # steps between validations (0 = only at the end)
-    eval_bytes: int = 1_000_000        # cap on validation bytes per periodic evaluation
-    segment_every: int = 500           # steps between sample segmentations in segments.txt (0 = never)
-    tensorboard: bool = False          # also write TensorBoard event files into the run folder (package `tensorboard`)
-    wandb: str | None = None           # also log to this Weights & Biases project (extra `wandb`; WANDB_MODE=offline: no network)
+
+    log_every: int = 10  # steps between metrics.jsonl lines (and host syncs)
+    eval_every: int = 500  # steps between validations (0 = only at the end)
+    eval_bytes: int = 1_000_000  # cap on validation bytes per periodic evaluation
+    segment_every: int = 500  # steps between sample segmentations in segments.txt (0 = never)
+    tensorboard: bool = False  # also write TensorBoard event files into the run folder (package `tensorboard`)
+    wandb: str | None = (
+        None  # also log to this Weights & Biases project (extra `wandb`; WANDB_MODE=offline: no network)
+    )
 
     def __post_init__(self) -> None:
         if self.log_every < 1:
@@ -98,8 +107,8 @@ class LogConfig:
 
 @dataclass
 class CheckpointConfig:
-    every: int = 1000                  # steps between checkpoints (0 = only at the end)
-    keep: int = 3                      # how many of the latest checkpoints to keep on disk
+    every: int = 1000  # steps between checkpoints (0 = only at the end)
+    keep: int = 3  # how many of the latest checkpoints to keep on disk
 
     def __post_init__(self) -> None:
         if self.keep < 1:
@@ -109,9 +118,10 @@ class CheckpointConfig:
 @dataclass
 class SystemConfig:
     """Where and how the run executes; none of it changes the result on CPU."""
-    device: str = "auto"               # auto | cpu | cuda | cuda:N
-    dtype: str = "auto"                # autocast dtype: auto (bf16 on CUDA, fp32 on CPU) | fp32 | bf16
-    compile: bool = False              # wrap the model in torch.compile (automatic dynamic shapes for the token count)
+
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    dtype: str = "auto"  # autocast dtype: auto (bf16 on CUDA, fp32 on CPU) | fp32 | bf16
+    compile: bool = False  # wrap the model in torch.compile (automatic dynamic shapes for the token count)
     fsdp: bool = False  # under torchrun: shard parameters, gradients and optimizer state (FSDP2) instead of DDP
     threads: int = 0  # CPU threads for torch (0: torch's default, all cores); 1 when runs share a machine
 
@@ -145,9 +155,16 @@ class RunConfig:
         return build(merge(defaults(), d, "config"))
 
 
-SECTIONS: dict[str, type] = {"model": ModelConfig, "objective": ObjectiveConfig, "data": DataConfig,
-                             "train": TrainConfig, "optim": OptimConfig, "log": LogConfig,
-                             "checkpoint": CheckpointConfig, "system": SystemConfig}
+SECTIONS: dict[str, type] = {
+    "model": ModelConfig,
+    "objective": ObjectiveConfig,
+    "data": DataConfig,
+    "train": TrainConfig,
+    "optim": OptimConfig,
+    "log": LogConfig,
+    "checkpoint": CheckpointConfig,
+    "system": SystemConfig,
+}
 
 
 def defaults() -> dict[str, dict[str, Any]]:
@@ -177,8 +194,11 @@ def build(d: dict[str, dict[str, Any]]) -> RunConfig:
 def as_sections(update: dict[str, Any]) -> dict[str, Any]:
     """A table of sections; a model's config.json nests the strategy's options in [model]: moved to [strategy]."""
     if isinstance(update.get("model"), dict) and STRATEGY in update["model"]:
-        return {**update, "model": {k: v for k, v in update["model"].items() if k != STRATEGY},
-                STRATEGY: update["model"][STRATEGY]}
+        return {
+            **update,
+            "model": {k: v for k, v in update["model"].items() if k != STRATEGY},
+            STRATEGY: update["model"][STRATEGY],
+        }
     return update
 
 
@@ -196,13 +216,13 @@ def merge(base: dict[str, dict[str, Any]], update: dict[str, Any], source: str) 
             model, options = move_old_keys(update["model"], update.get(STRATEGY, {}), boundary)
             update = {**update, "model": model, STRATEGY: options}
     if boundary != out["model"]["boundary"]:
-        out[STRATEGY] = kept_options(out[STRATEGY], boundary)     # another strategy: the options it lacks go
+        out[STRATEGY] = kept_options(out[STRATEGY], boundary)  # another strategy: the options it lacks go
     for section, values in update.items():
         if section not in SECTIONS and section != STRATEGY:
             raise ConfigError(f"{source}: unknown section [{section}]; known: {', '.join([*SECTIONS, STRATEGY])}")
         if not isinstance(values, dict):
             raise ConfigError(f"{source}: [{section}] must be a table, got {values!r}")
-        if section == STRATEGY:                                  # checked against the strategy in build()
+        if section == STRATEGY:  # checked against the strategy in build()
             out[STRATEGY].update(values)
         else:
             out[section].update(check_fields(SECTIONS[section], values, section, source))
@@ -225,15 +245,18 @@ def parse_overrides(base: dict[str, dict[str, Any]], overrides: list[str]) -> di
             boundary = update.get("model", {}).get("boundary", base["model"]["boundary"])
             hints = option_types(boundary)
             if name not in hints:
-                if moved_key(key) != key:                        # an old key this strategy never read
+                if moved_key(key) != key:  # an old key this strategy never read
                     continue
-                raise ConfigError(f"override {item!r}: {name!r} is not an option of strategy {boundary!r} "
-                                  f"(its options: {', '.join(hints) or 'none'})")
+                raise ConfigError(
+                    f"override {item!r}: {name!r} is not an option of strategy {boundary!r} "
+                    f"(its options: {', '.join(hints) or 'none'})"
+                )
             update.setdefault(section, {})[name] = parse_value(text.strip(), hints[name], key)
             continue
         if section not in SECTIONS:
-            raise ConfigError(f"override {item!r}: unknown section {section!r}; "
-                              f"known: {', '.join([*SECTIONS, STRATEGY])}")
+            raise ConfigError(
+                f"override {item!r}: unknown section {section!r}; known: {', '.join([*SECTIONS, STRATEGY])}"
+            )
         hints = field_types(SECTIONS[section])
         if name not in hints:
             raise ConfigError(f"override {item!r}: unknown key {section}.{name}")
@@ -258,7 +281,7 @@ CONFIG_BYTES = 16 << 20  # a config file larger than this is not a config (read 
 
 def read_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
-    data = read_input(path, "config file", CONFIG_BYTES, ConfigError)   # a regular file, bounded
+    data = read_input(path, "config file", CONFIG_BYTES, ConfigError)  # a regular file, bounded
     try:
         if path.name.removesuffix(".gz").endswith(".json"):
             return json.loads(data.decode("utf-8"))
@@ -272,8 +295,9 @@ def read_file(path: str | Path) -> dict[str, Any]:
 Layer = tuple[str, dict[str, dict[str, Any]], dict[str, dict[str, Any]]]  # (source, what it gives, the config after it)
 
 
-def layers(preset: str | None = None, file: str | Path | None = None,
-           overrides: list[str] | tuple[str, ...] = ()) -> list[Layer]:
+def layers(
+    preset: str | None = None, file: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()
+) -> list[Layer]:
     """defaults <- preset <- file <- overrides, checked at each layer: for each layer, its source
     (default, preset, file, override), the sections and keys it gives, and the sections after it."""
     d = defaults()
@@ -287,8 +311,9 @@ def layers(preset: str | None = None, file: str | Path | None = None,
     return out + [("override", given, merge(d, given, "override"))]
 
 
-def load_config(preset: str | None = None, file: str | Path | None = None,
-                overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+def load_config(
+    preset: str | None = None, file: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()
+) -> RunConfig:
     """defaults <- preset <- file <- overrides, checked at each layer."""
     return build(layers(preset, file, overrides)[-1][2])
 
@@ -313,7 +338,9 @@ def to_toml(cfg: RunConfig, comments: dict[str, str] | None = None) -> str:
     `comments`: a trailing comment for some keys ("section.key"), aligned within each section."""
     lines, comments = [], comments or {}
     for section, values in cfg.to_dict().items():
-        pairs = [(f"{k} = {_toml_value(v)}", comments.get(f"{section}.{k}")) for k, v in values.items() if v is not None]
+        pairs = [
+            (f"{k} = {_toml_value(v)}", comments.get(f"{section}.{k}")) for k, v in values.items() if v is not None
+        ]
         width = max((len(p) for p, _ in pairs), default=0)
         lines += [f"[{section}]", *(f"{p:<{width}}  # {c}" if c else p for p, c in pairs), ""]
     return "\n".join(lines)

@@ -4,6 +4,7 @@ resolved config comes from, and every key with its type, default and help.
 A key's help is the one-line comment after its dataclass field (every field of a component
 config has one), read from the class's source; the layering is learntok.config's own.
 """
+
 from __future__ import annotations
 
 import ast
@@ -21,8 +22,9 @@ from learntok.boundaries import strategy_class, strategy_names
 from learntok.config import SECTIONS, STRATEGY, RunConfig, build, layers
 
 
-def resolve(preset: str | None = None, file: str | Path | None = None,
-            overrides: list[str] | tuple[str, ...] = ()) -> tuple[RunConfig, dict[str, str]]:
+def resolve(
+    preset: str | None = None, file: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()
+) -> tuple[RunConfig, dict[str, str]]:
     """load_config's config, and where each key's value comes from: "section.key" -> default,
     preset, file or override (the last layer that gives it), or "derived (...)" where the
     config's own rules computed the value from the one given (train.steps from train.train_bytes)."""
@@ -30,7 +32,7 @@ def resolve(preset: str | None = None, file: str | Path | None = None,
     given: dict[str, str] = {}
     before = steps[0][2]
     for source, update, after in steps:
-        if after["model"]["boundary"] != before["model"]["boundary"]:   # another strategy: its options start afresh
+        if after["model"]["boundary"] != before["model"]["boundary"]:  # another strategy: its options start afresh
             given = {k: v for k, v in given.items() if not k.startswith(f"{STRATEGY}.")}
         given.update({f"{section}.{key}": source for section, values in update.items() for key in values})
         before = after
@@ -48,11 +50,17 @@ def resolve(preset: str | None = None, file: str | Path | None = None,
 def field_help(cls: type) -> dict[str, str]:
     """The trailing comment of each field of a dataclass, read from its source ("" where none)."""
     source = textwrap.dedent(inspect.getsource(cls))
-    comments = {tok.start[0]: tok.string.lstrip("#").strip()
-                for tok in tokenize.generate_tokens(io.StringIO(source).readline) if tok.type == tokenize.COMMENT}
+    comments = {
+        tok.start[0]: tok.string.lstrip("#").strip()
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+        if tok.type == tokenize.COMMENT
+    }
     body = ast.parse(source).body[0].body
-    return {node.target.id: comments.get(node.end_lineno, "") for node in body
-            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)}
+    return {
+        node.target.id: comments.get(node.end_lineno, "")
+        for node in body
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+    }
 
 
 def type_name(tp: Any) -> str:
@@ -61,17 +69,20 @@ def type_name(tp: Any) -> str:
 
 @dataclasses.dataclass
 class Key:
-    name: str           # section.key
-    type: str           # the field's type, as written
-    default: Any        # the dataclass default
-    help: str           # the field's comment: meaning and unit
+    name: str  # section.key
+    type: str  # the field's type, as written
+    default: Any  # the dataclass default
+    help: str  # the field's comment: meaning and unit
     strategy: str = ""  # for [strategy] keys: the strategy (model.boundary) whose option it is
 
 
 def _keys_of(cls: type, section: str, strategy: str = "") -> list[Key]:
     hints, helps, defaults = typing.get_type_hints(cls), field_help(cls), cls()
-    return [Key(f"{section}.{f.name}", type_name(hints[f.name]), getattr(defaults, f.name), helps.get(f.name, ""), strategy)
-            for f in dataclasses.fields(cls) if not (section == "model" and f.name == STRATEGY)]
+    return [
+        Key(f"{section}.{f.name}", type_name(hints[f.name]), getattr(defaults, f.name), helps.get(f.name, ""), strategy)
+        for f in dataclasses.fields(cls)
+        if not (section == "model" and f.name == STRATEGY)
+    ]
 
 
 def all_keys() -> list[Key]:
@@ -82,6 +93,8 @@ def all_keys() -> list[Key]:
 
 def format_keys(keys: list[Key]) -> str:
     """One key a line: name, type, default, help (a strategy's option says whose)."""
-    rows = [(k.name, k.type, repr(k.default), f"(model.boundary={k.strategy}) " * bool(k.strategy) + k.help) for k in keys]
+    rows = [
+        (k.name, k.type, repr(k.default), f"(model.boundary={k.strategy}) " * bool(k.strategy) + k.help) for k in keys
+    ]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     return "\n".join(f"{a:<{widths[0]}}  {b:<{widths[1]}}  {c:<{widths[2]}}  {d}" for a, b, c, d in rows)

@@ -18,6 +18,7 @@ flag bias (discounting; the `mean` baseline by O(1/B)) or noise left after K sam
 
 Shapes: B batch, T bytes, K samples, P policy parameters.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,8 +50,9 @@ VARIANTS: dict[str, tuple[bool, float, str]] = {
 
 
 def variant_config(early: bool, gamma: float, baseline: str) -> ObjectiveConfig:
-    return ObjectiveConfig(gamma=gamma, lambda_pi=1.0, lambda_rate=0.0, lambda_early=0.0,
-                           batch_baseline=baseline, early_baseline=early)
+    return ObjectiveConfig(
+        gamma=gamma, lambda_pi=1.0, lambda_rate=0.0, lambda_early=0.0, batch_baseline=baseline, early_baseline=early
+    )
 
 
 def policy_gradients(model, x: torch.Tensor, samples: int, variants: dict = VARIANTS) -> dict[str, torch.Tensor]:
@@ -66,8 +68,11 @@ def policy_gradients(model, x: torch.Tensor, samples: int, variants: dict = VARI
         for name, cfg in configs.items():
             total, _ = loss(out, x, cfg)
             g = torch.autograd.grad(total, params, retain_graph=True, allow_unused=True)
-            grads[name].append(torch.cat([(gi if gi is not None else torch.zeros_like(p)).flatten()
-                                          for gi, p in zip(g, params)]).double())
+            grads[name].append(
+                torch.cat(
+                    [(gi if gi is not None else torch.zeros_like(p)).flatten() for gi, p in zip(g, params)]
+                ).double()
+            )
     return {name: torch.stack(g) for name, g in grads.items()}
 
 
@@ -76,19 +81,25 @@ def gradient_stats(g: torch.Tensor) -> dict[str, float]:
     K = g.size(0)
     if K < 2:
         raise ConfigError("the variance needs at least 2 samples (--samples)")
-    mean = g.mean(0)                                             # (P,)
+    mean = g.mean(0)  # (P,)
     variance = float(g.var(0, unbiased=True).sum())
     signal = max(float(mean.pow(2).sum()) - variance / K, 0.0)
     return {"variance": variance, "signal": signal, "snr": signal / variance if variance > 0 else float("inf")}
 
 
-def diagnose(model, batches: list[torch.Tensor], samples: int = 16, seed: int = 0,
-             variants: dict = VARIANTS, progress: bool = False) -> dict[str, dict[str, float]]:
+def diagnose(
+    model,
+    batches: list[torch.Tensor],
+    samples: int = 16,
+    seed: int = 0,
+    variants: dict = VARIANTS,
+    progress: bool = False,
+) -> dict[str, dict[str, float]]:
     """Per variant: variance, signal, snr (means over batches), variance_vs_raw and cos_to_loo;
     with `progress`, a progress bar over the batches."""
-    raw, ref = "raw (-CE)", "+ batch loo"                      # variance and direction references
+    raw, ref = "raw (-CE)", "+ batch loo"  # variance and direction references
     per_batch, means = {n: [] for n in variants}, {n: [] for n in variants}
-    with eval_mode(model), isolated_rng(seed):                  # no dropout; boundaries are still sampled
+    with eval_mode(model), isolated_rng(seed):  # no dropout; boundaries are still sampled
         for x in Progress(batches, desc="diagnose", unit="batch", enabled=progress):
             for name, g in policy_gradients(model, x, samples, variants).items():
                 per_batch[name].append(gradient_stats(g))
@@ -99,8 +110,9 @@ def diagnose(model, batches: list[torch.Tensor], samples: int = 16, seed: int = 
         m = torch.cat(means[name])
         row = {k: sum(s[k] for s in per_batch[name]) / len(batches) for k in ("variance", "signal", "snr")}
         row["cos_to_loo"] = float(torch.nn.functional.cosine_similarity(m, ref_mean, dim=0))
-        row["variance_vs_raw"] = row["variance"] / max(sum(s["variance"] for s in per_batch[raw]) / len(batches),
-                                                       1e-300)
+        row["variance_vs_raw"] = row["variance"] / max(
+            sum(s["variance"] for s in per_batch[raw]) / len(batches), 1e-300
+        )
         table[name] = row
     return table
 
@@ -108,14 +120,22 @@ def diagnose(model, batches: list[torch.Tensor], samples: int = 16, seed: int = 
 def markdown_table(table: dict[str, dict[str, float]]) -> str:
     lines = ["| estimator | variance | variance / raw | SNR | cos to loo mean |", "| --- | ---: | ---: | ---: | ---: |"]
     for name, r in table.items():
-        lines.append(f"| {name} | {r['variance']:.3e} | {r['variance_vs_raw']:.3g} | {r['snr']:.3g} | "
-                     f"{r['cos_to_loo']:.3f} |")
+        lines.append(
+            f"| {name} | {r['variance']:.3e} | {r['variance_vs_raw']:.3g} | {r['snr']:.3g} | {r['cos_to_loo']:.3f} |"
+        )
     return "\n".join(lines)
 
 
-def run_diagnose(path, batches: int = 4, samples: int = 16, batch_size: int | None = None,
-                 seq_len: int | None = None, seed: int = 0, out: str | Path | None = None,
-                 device: str = "cpu") -> dict:
+def run_diagnose(
+    path,
+    batches: int = 4,
+    samples: int = 16,
+    batch_size: int | None = None,
+    seq_len: int | None = None,
+    seed: int = 0,
+    out: str | Path | None = None,
+    device: str = "cpu",
+) -> dict:
     """`learntok diagnose`: fixed training batches of the run's data; writes diagnose.md,
     diagnose.json and diagnose.png into `out` (default RUN/diagnose)."""
     model, run_cfg = load_run(path, device)
@@ -129,8 +149,15 @@ def run_diagnose(path, batches: int = 4, samples: int = 16, batch_size: int | No
     table = diagnose(model, xs, samples, seed, progress=True)
     out = Path(out) if out else Path(path) / "diagnose"
     out.mkdir(parents=True, exist_ok=True)
-    report = {"checkpoint": str(path), "batches": batches, "samples": samples, "batch_size": batch_size,
-              "seq_len": seq_len, "seed": seed, "estimators": table}
+    report = {
+        "checkpoint": str(path),
+        "batches": batches,
+        "samples": samples,
+        "batch_size": batch_size,
+        "seq_len": seq_len,
+        "seed": seed,
+        "estimators": table,
+    }
     write_text_atomic(out / "diagnose.json", json.dumps(report, indent=2) + "\n")
     write_text_atomic(out / "diagnose.md", markdown_table(table) + "\n")
     plot_diagnose(table, out / "diagnose.png")

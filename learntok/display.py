@@ -12,6 +12,7 @@ display strings from (bytes, chunk starts): the terminal, the JSON, the tokenize
 Terminal output also passes through `escape_controls`: a control character of the text (ESC
 above all, which would drive the terminal) shows as its visible picture.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -20,9 +21,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-SPLIT_END = "\u25b8"    # after a character whose bytes continue in the next chunk
+SPLIT_END = "\u25b8"  # after a character whose bytes continue in the next chunk
 SPLIT_START = "\u25c2"  # in place of the bytes that finish a character begun in an earlier chunk
-CONTEXT = 3             # bytes beyond either end of a chunk its display may read (a character has at most 4)
+CONTEXT = 3  # bytes beyond either end of a chunk its display may read (a character has at most 4)
 
 # 256-colour terminal backgrounds, alternated chunk by chunk (readable with the default foreground)
 _BACKGROUNDS = (24, 58, 53, 22)
@@ -50,30 +51,31 @@ def char_spans(data: bytes) -> tuple[np.ndarray, np.ndarray]:
     """Per byte i, (lead[i], end[i]): the byte span of the character that holds it. Python's
     strict UTF-8 decoder decides what a character is; a byte that is not part of one is a span
     of its own. Both arrays (len(data),) int64."""
-    text = data.decode("utf-8", "surrogateescape")               # a byte that is not UTF-8 -> U+DC80..U+DCFF
+    text = data.decode("utf-8", "surrogateescape")  # a byte that is not UTF-8 -> U+DC80..U+DCFF
     cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     escaped = (cps >= 0xDC80) & (cps <= 0xDCFF)
     width = np.where(escaped, 1, 1 + (cps >= 0x80) + (cps >= 0x800) + (cps >= 0x10000)).astype(np.int64)
-    lead = np.repeat(np.cumsum(width) - width, width)            # (len(data),)
+    lead = np.repeat(np.cumsum(width) - width, width)  # (len(data),)
     return lead, lead + np.repeat(width, width)
 
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    start: int          # byte offset of the chunk's first byte in the text
-    end: int            # byte offset just past its last byte
-    data: bytes         # its bytes: text[start:end]
-    text: str           # display string (see the module docstring)
-    starts_mid: bool    # its first byte continues a character begun in the previous chunk
-    ends_mid: bool      # its last character continues in the next chunk
+    start: int  # byte offset of the chunk's first byte in the text
+    end: int  # byte offset just past its last byte
+    data: bytes  # its bytes: text[start:end]
+    text: str  # display string (see the module docstring)
+    starts_mid: bool  # its first byte continues a character begun in the previous chunk
+    ends_mid: bool  # its last character continues in the next chunk
 
 
 def _decode(data: bytes) -> str:
     return data.decode("utf-8", "backslashreplace")
 
 
-def display_chunks(data: bytes, starts: Sequence[int], lo: int = 0, hi: int | None = None,
-                   base: int = 0) -> list[Chunk]:
+def display_chunks(
+    data: bytes, starts: Sequence[int], lo: int = 0, hi: int | None = None, base: int = 0
+) -> list[Chunk]:
     """The chunks of data[lo:hi] that begin at `starts` (sorted offsets into data, starts[0] ==
     lo; each chunk ends where the next begins, the last at hi). data[:lo] and data[hi:] are
     context only (CONTEXT bytes each side suffice; the text's own ends need none). Offsets in
@@ -85,12 +87,13 @@ def display_chunks(data: bytes, starts: Sequence[int], lo: int = 0, hi: int | No
     a = np.asarray(starts, dtype=np.int64)
     b = np.append(a[1:], hi)
     chunks = []
-    for s, e, lead_s, end_s, lead_l, end_l in zip(a.tolist(), b.tolist(), lead[a].tolist(), end[a].tolist(),
-                                                  lead[b - 1].tolist(), end[b - 1].tolist()):
+    for s, e, lead_s, end_s, lead_l, end_l in zip(
+        a.tolist(), b.tolist(), lead[a].tolist(), end[a].tolist(), lead[b - 1].tolist(), end[b - 1].tolist()
+    ):
         text, i, j, tail = "", s, e, ""
-        if lead_s < s:                                           # finishes a character begun before
+        if lead_s < s:  # finishes a character begun before
             text, i = SPLIT_START, min(end_s, e)
-        if end_l > e:                                            # its last character goes on after it
+        if end_l > e:  # its last character goes on after it
             j = lead_l if lead_l >= i else i
             tail = (_decode(data[lead_l:end_l]) if lead_l >= i else "") + SPLIT_END
         chunks.append(Chunk(base + s, base + e, data[s:e], text + _decode(data[i:j]) + tail, lead_s < s, end_l > e))
@@ -103,14 +106,14 @@ class ChunkStream:
     context, so memory is bounded by the longest chunk, not the text."""
 
     def __init__(self):
-        self.buf = b""          # bytes from the first unfinished chunk's start - CONTEXT to the newest
-        self.base = 0           # offset in the text of buf[0]
+        self.buf = b""  # bytes from the first unfinished chunk's start - CONTEXT to the newest
+        self.base = 0  # offset in the text of buf[0]
         self.starts: list[int] = []  # text offsets of the chunks not given out yet (the last is open)
 
     def feed(self, data: bytes, starts: Iterable[int]) -> list[Chunk]:
         """Append `data` (the next bytes of the text) with the text offsets among them where chunks
         start (the text's first byte always starts one). Returns the chunks now complete."""
-        first = self.base + len(self.buf)                        # text offset of data[0]
+        first = self.base + len(self.buf)  # text offset of data[0]
         self.buf += data
         new = sorted(set(starts) | ({first} if data and not self.starts else set()))
         self.starts += [s for s in new if not self.starts or s > self.starts[-1]]
@@ -127,11 +130,12 @@ class ChunkStream:
         if n == 0:
             return []
         stop = self.base + len(self.buf) if final else self.starts[n]
-        out = display_chunks(self.buf, [s - self.base for s in self.starts[:n]], self.starts[0] - self.base,
-                             stop - self.base, self.base)
+        out = display_chunks(
+            self.buf, [s - self.base for s in self.starts[:n]], self.starts[0] - self.base, stop - self.base, self.base
+        )
         self.starts = self.starts[n:]
         keep = max(self.starts[0] - CONTEXT, self.base) if self.starts else self.base + len(self.buf)
-        self.buf, self.base = self.buf[keep - self.base:], keep
+        self.buf, self.base = self.buf[keep - self.base :], keep
         return out
 
 

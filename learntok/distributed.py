@@ -12,6 +12,7 @@ micro-batches per rank (gradient accumulation). Micro-batch k's rows and its bou
 pure function of (seed, step, k): a run gives the same batches, and the same samples, whatever
 the world size, as long as micro_batch_size is the same.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -28,10 +29,10 @@ from learntok.runtime import launch_rank, resolve_device
 
 @dataclass(frozen=True)
 class DistEnv:
-    rank: int                # this process's rank in [0, world)
-    world: int               # number of processes
-    local_rank: int          # rank on this node (selects the GPU)
-    device: torch.device     # this rank's device
+    rank: int  # this process's rank in [0, world)
+    world: int  # number of processes
+    local_rank: int  # rank on this node (selects the GPU)
+    device: torch.device  # this rank's device
 
     @property
     def is_main(self) -> bool:
@@ -50,8 +51,9 @@ def init_distributed(device_name: str = "auto") -> DistEnv:
         device = torch.device("cuda", local)
         torch.cuda.set_device(device)
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
-                                device_id=device if device.type == "cuda" else None)
+        dist.init_process_group(
+            "nccl" if device.type == "cuda" else "gloo", device_id=device if device.type == "cuda" else None
+        )
     return DistEnv(rank, world, local, device)
 
 
@@ -72,8 +74,10 @@ def micro_plan(batch_size: int, micro_batch_size: int | None, world: int) -> tup
     if batch_size % world:
         raise ConfigError(f"train.batch_size {batch_size} is not a multiple of world size {world}")
     if micro < 1 or (batch_size // world) % micro:
-        raise ConfigError(f"train.micro_batch_size {micro} does not divide the per-rank batch "
-                          f"{batch_size // world} (train.batch_size {batch_size} / world size {world})")
+        raise ConfigError(
+            f"train.micro_batch_size {micro} does not divide the per-rank batch "
+            f"{batch_size // world} (train.batch_size {batch_size} / world size {world})"
+        )
     return micro, batch_size // world // micro
 
 
@@ -90,6 +94,7 @@ def wrap_model(model: nn.Module, env: DistEnv, fsdp: bool) -> nn.Module:
         return model
     if fsdp:
         from torch.distributed.fsdp import fully_shard
+
         for stack in (model.encoder, model.mid, model.decoder):
             for block in stack.blocks:
                 fully_shard(block)
@@ -104,7 +109,7 @@ def no_grad_sync(wrapped: nn.Module, last: bool):
     """Skip the gradient all-reduce on all but the last micro-batch of a step."""
     if isinstance(wrapped, nn.parallel.DistributedDataParallel) and not last:
         return wrapped.no_sync()
-    if hasattr(wrapped, "set_requires_gradient_sync"):                # FSDP2
+    if hasattr(wrapped, "set_requires_gradient_sync"):  # FSDP2
         wrapped.set_requires_gradient_sync(last)
     return contextlib.nullcontext()
 
@@ -146,8 +151,9 @@ def checkpoint_views(model: nn.Module, optimizer: torch.optim.Optimizer, fsdp: b
     return FullState(model_sd, model.cfg), FullState({**optim_sd, "format": "fqn"})
 
 
-def load_state(model: nn.Module, optimizer: torch.optim.Optimizer, weights: dict, optim_state: dict,
-               fsdp: bool) -> None:
+def load_state(
+    model: nn.Module, optimizer: torch.optim.Optimizer, weights: dict, optim_state: dict, fsdp: bool
+) -> None:
     """Weights and optimizer state from a checkpoint into a plain, DDP or FSDP model. The
     optimizer state is the plain format, or the name-keyed one an FSDP run writes."""
     if not fsdp and optim_state.get("format") != "fqn":
@@ -156,12 +162,18 @@ def load_state(model: nn.Module, optimizer: torch.optim.Optimizer, weights: dict
         return
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
 
-    if optim_state.get("format") != "fqn":                      # a plain checkpoint resumed under FSDP
-        raise ConfigError("resuming a non-FSDP checkpoint with system.fsdp=true is not supported; "
-                          "resume it without FSDP")
+    if optim_state.get("format") != "fqn":  # a plain checkpoint resumed under FSDP
+        raise ConfigError(
+            "resuming a non-FSDP checkpoint with system.fsdp=true is not supported; resume it without FSDP"
+        )
     optim_state = {k: v for k, v in optim_state.items() if k != "format"}
-    set_state_dict(model, optimizer, model_state_dict=weights, optim_state_dict=optim_state,
-                   options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=False))
+    set_state_dict(
+        model,
+        optimizer,
+        model_state_dict=weights,
+        optim_state_dict=optim_state,
+        options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=False),
+    )
 
 
 def compile_model(model: nn.Module, backend: str = "inductor") -> nn.Module:

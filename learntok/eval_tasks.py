@@ -21,6 +21,7 @@ with sampled ones each row draws its own cut, which adds a little noise to accur
 
 Shapes: B batch, T bytes (BOS at t = 0), V vocabulary.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ class TaskError(DataError):
 @dataclass
 class Example:
     context: str
-    choices: list[str]     # one entry for continuation tasks
+    choices: list[str]  # one entry for continuation tasks
     gold: int
 
 
@@ -57,7 +58,7 @@ def read_task(path: str | Path) -> tuple[str, list[Example]]:
     """(form, examples) from a JSONL or JSONL.gz file."""
     path = Path(path)
     form, examples = None, []
-    with open_input(path, "task file", TaskError) as f:          # a regular file; .gz decompressed
+    with open_input(path, "task file", TaskError) as f:  # a regular file; .gz decompressed
         for lineno, rec in json_records(f, str(path), TaskError):
             if form is None:
                 form = "continuation" if "continuation" in rec or "context" in rec else "multiple_choice"
@@ -70,8 +71,9 @@ def read_task(path: str | Path) -> tuple[str, list[Example]]:
 def _example(rec: dict, form: str, where: str) -> Example:
     for name in FORMS[form]:
         if name not in rec:
-            raise TaskError(f"{where}: missing field {name!r} ({form.replace('_', ' ')} needs "
-                            f"{', '.join(FORMS[form])})")
+            raise TaskError(
+                f"{where}: missing field {name!r} ({form.replace('_', ' ')} needs {', '.join(FORMS[form])})"
+            )
     if form == "continuation":
         if not isinstance(rec["context"], str) or not isinstance(rec["continuation"], str):
             raise TaskError(f"{where}: fields 'context' and 'continuation' must be strings")
@@ -92,9 +94,17 @@ def join(context: str, continuation: str, delimiter: str = " ") -> tuple[bytes, 
     return ctx, (sep + continuation).encode("utf-8")
 
 
-def score_requests(model, requests: list[tuple[bytes, bytes]], batch_size: int = 16, seq_len: int = 1024,
-                   greedy: bool = False, seed: int = 0, device: torch.device | None = None,
-                   amp_dtype: torch.dtype | None = None, progress: str | None = None) -> list[tuple[float, int, bool]]:
+def score_requests(
+    model,
+    requests: list[tuple[bytes, bytes]],
+    batch_size: int = 16,
+    seq_len: int = 1024,
+    greedy: bool = False,
+    seed: int = 0,
+    device: torch.device | None = None,
+    amp_dtype: torch.dtype | None = None,
+    progress: str | None = None,
+) -> list[tuple[float, int, bool]]:
     """For each (context, continuation) in bytes: (log-likelihood of the continuation in nats,
     its bytes, whether every byte is the argmax). Rows are BOS + context + continuation, cut from
     the left to seq_len (the continuation is kept whole when it fits), PAD on the right; batches
@@ -106,14 +116,14 @@ def score_requests(model, requests: list[tuple[bytes, bytes]], batch_size: int =
     bar = Progress(desc=progress, total=len(requests), unit="request", enabled=progress is not None)
     with inference(model, seed, device), bar:
         for i in range(0, len(order), batch_size):
-            idx = order[i:i + batch_size]
+            idx = order[i : i + batch_size]
             x, cont = _rows([requests[j] for j in idx], seq_len)  # (B, T), (B, T-1) bool
             x, cont = x.to(device), cont.to(device)
             with autocast(device, amp_dtype):
                 out = model(x, greedy=greedy)
-            logp = torch.log_softmax(out.logits[:, :-1].float(), dim=-1)      # (B, T-1, V)
-            target = x[:, 1:]                                                  # (B, T-1)
-            ll = logp.gather(-1, target.unsqueeze(-1)).squeeze(-1) * cont      # (B, T-1)
+            logp = torch.log_softmax(out.logits[:, :-1].float(), dim=-1)  # (B, T-1, V)
+            target = x[:, 1:]  # (B, T-1)
+            ll = logp.gather(-1, target.unsqueeze(-1)).squeeze(-1) * cont  # (B, T-1)
             hit = (logp.argmax(-1) == target) | ~cont
             for j, s, n, g in zip(idx, ll.sum(1).tolist(), cont.sum(1).tolist(), hit.all(1).tolist()):
                 results[j] = (s, int(n), bool(g))
@@ -126,7 +136,9 @@ def rolling_windows(data: bytes, seq_len: int) -> list[tuple[bytes, bytes]]:
     (seq_len - 1) // 2 bytes after up to seq_len - 1 - len(window) bytes of context."""
     row = seq_len - 1
     step = max(1, row // 2)
-    return [(data[max(0, i - (row - len(data[i:i + step]))):i], data[i:i + step]) for i in range(0, len(data), step)]
+    return [
+        (data[max(0, i - (row - len(data[i : i + step]))) : i], data[i : i + step]) for i in range(0, len(data), step)
+    ]
 
 
 def _rows(pairs: list[tuple[bytes, bytes]], seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -134,13 +146,13 @@ def _rows(pairs: list[tuple[bytes, bytes]], seq_len: int) -> tuple[torch.Tensor,
     seqs, n_cont = [], []
     for ctx, cont in pairs:
         keep = seq_len - 1
-        cont = cont[-keep:]                                      # a continuation longer than a row: its tail
+        cont = cont[-keep:]  # a continuation longer than a row: its tail
         seqs.append((ctx + cont)[-keep:])
         n_cont.append(len(cont))
-    x = bos_rows(seqs)                                           # (B, T)
+    x = bos_rows(seqs)  # (B, T)
     cont = torch.zeros(len(seqs), x.size(1) - 1, dtype=torch.bool)
     for b, (s, n) in enumerate(zip(seqs, n_cont)):
-        cont[b, len(s) - n:len(s)] = True                        # targets t predict x[t+1]
+        cont[b, len(s) - n : len(s)] = True  # targets t predict x[t+1]
     return x, cont
 
 
@@ -171,13 +183,30 @@ def evaluate_task(model, form: str, examples: list[Example], delimiter: str = " 
     per_example = bits_per_byte(nats, nbytes)
     bpb_mean, bpb_se = mean_and_se(per_example)
     acc_mean, acc_se = mean_and_se(np.array(acc))
-    return {"form": form, "n": len(examples), "accuracy": acc_mean, "accuracy_se": acc_se,
-            "accuracy_norm": float(np.mean(acc_norm)), "gold_bpb": bpb_mean, "gold_bpb_se": bpb_se,
-            "gold_bpb_corpus": float(bits_per_byte(nats.sum(), nbytes.sum())), "gold_bytes": int(nbytes.sum())}
+    return {
+        "form": form,
+        "n": len(examples),
+        "accuracy": acc_mean,
+        "accuracy_se": acc_se,
+        "accuracy_norm": float(np.mean(acc_norm)),
+        "gold_bpb": bpb_mean,
+        "gold_bpb_se": bpb_se,
+        "gold_bpb_corpus": float(bits_per_byte(nats.sum(), nbytes.sum())),
+        "gold_bytes": int(nbytes.sum()),
+    }
 
 
-def run_tasks(path, tasks: list[str], batch_size: int = 16, seq_len: int | None = None, greedy: bool = False,
-              seed: int = 0, limit: int | None = None, delimiter: str = " ", device: str = "cpu") -> dict:
+def run_tasks(
+    path,
+    tasks: list[str],
+    batch_size: int = 16,
+    seq_len: int | None = None,
+    greedy: bool = False,
+    seed: int = 0,
+    limit: int | None = None,
+    delimiter: str = " ",
+    device: str = "cpu",
+) -> dict:
     """`learntok eval-tasks`: every task file, by its name without .jsonl(.gz)."""
     model, run_cfg = load_run(path, device)
     seq_len = seq_len or (run_cfg.train.seq_len if run_cfg is not None else 1024)
@@ -185,17 +214,27 @@ def run_tasks(path, tasks: list[str], batch_size: int = 16, seq_len: int | None 
     for task in tasks:
         form, examples = read_task(task)
         name = Path(task).name.removesuffix(".gz").removesuffix(".jsonl")
-        report["tasks"][name] = evaluate_task(model, form, examples[:limit], delimiter, batch_size=batch_size,
-                                              seq_len=seq_len, greedy=greedy, seed=seed, device=torch.device(device),
-                                              progress=name)
+        report["tasks"][name] = evaluate_task(
+            model,
+            form,
+            examples[:limit],
+            delimiter,
+            batch_size=batch_size,
+            seq_len=seq_len,
+            greedy=greedy,
+            seed=seed,
+            device=torch.device(device),
+            progress=name,
+        )
     return report
 
 
 def format_tasks(report: dict) -> str:
     lines = [f"{'task':<20} {'n':>6} {'acc':>14} {'acc_norm':>9} {'gold bpb':>16}"]
     for name, r in report["tasks"].items():
-        lines.append(f"{name:<20} {r['n']:>6} {r['accuracy']:>7.4f}±{r['accuracy_se']:.4f} {r['accuracy_norm']:>9.4f} "
-                     f"{r['gold_bpb']:>8.4f}±{r['gold_bpb_se']:.4f}")
+        lines.append(
+            f"{name:<20} {r['n']:>6} {r['accuracy']:>7.4f}±{r['accuracy_se']:.4f} {r['accuracy_norm']:>9.4f} "
+            f"{r['gold_bpb']:>8.4f}±{r['gold_bpb_se']:.4f}"
+        )
     lines.append(f"boundaries: {report['boundaries']}")
     return "\n".join(lines)
-

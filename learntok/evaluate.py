@@ -12,6 +12,7 @@ Everything runs under its own seed (`runtime.inference`): the same seed gives th
 
 Shapes: B batch, T bytes (BOS at t = 0), K samples.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -62,22 +63,23 @@ def mean_and_se(values: np.ndarray) -> tuple[float, float]:
 @dataclass
 class EvalOptions:
     """How `evaluate_bpb` scores a split."""
-    batch_size: int                      # rows per forward
-    seq_len: int                         # T: bytes per row, BOS included
-    max_bytes: int | None = None         # score at most this many bytes (None: the whole split)
-    samples: int = 1                     # K sampled segmentations per window (1 when greedy)
-    greedy: bool = False                 # decide p > 0.5 instead of sampling
-    seed: int = 0                        # batch i draws its boundaries from seed + i, on any world size
-    amp: torch.dtype | None = None       # autocast dtype: the run's (bf16 on CUDA), so that training's
-                                         # periodic figures and `eval`/`compare` agree
-    per_document: bool = False           # per-document bpb (mean and standard error)
-    quality: bool = False                # chunk lengths and P/R/F1 against word and space starts
+
+    batch_size: int  # rows per forward
+    seq_len: int  # T: bytes per row, BOS included
+    max_bytes: int | None = None  # score at most this many bytes (None: the whole split)
+    samples: int = 1  # K sampled segmentations per window (1 when greedy)
+    greedy: bool = False  # decide p > 0.5 instead of sampling
+    seed: int = 0  # batch i draws its boundaries from seed + i, on any world size
+    amp: torch.dtype | None = None  # autocast dtype: the run's (bf16 on CUDA), so that training's
+    # periodic figures and `eval`/`compare` agree
+    per_document: bool = False  # per-document bpb (mean and standard error)
+    quality: bool = False  # chunk lengths and P/R/F1 against word and space starts
     # each window's CE nats and scored bytes (pairs two models on the same windows; one process)
     per_window: bool = False
     reference_starts: Callable[[torch.Tensor], torch.Tensor] | None = None  # x -> (B, T) bool, e.g. BPE starts
     boundaries_from: Callable[[torch.Tensor], torch.Tensor] | None = None  # x -> (B, T) decisions the model is scored
-                                         # with instead of its own (the boundary swap: `decision_source`)
-    progress: str | None = None          # show a progress bar (stderr) under this name; None: silent
+    # with instead of its own (the boundary swap: `decision_source`)
+    progress: str | None = None  # show a progress bar (stderr) under this name; None: silent
 
 
 def position_bytes(cfg) -> int:
@@ -100,21 +102,28 @@ def evaluate_bpb(model, data: ByteData, split: str, opts: EvalOptions, env: Dist
     K = 1 if opts.greedy else opts.samples
     rank, world = (env.rank, env.world) if env is not None else (0, 1)
     n_docs = data.n_documents(split) if opts.per_document else 0
-    sizes = {"nats": K,                                          # CE nats per sample
-             "bound": 1,                                         # the K-sample bound's nats
-             "counts": 4,                                        # boundary_counts
-             "bytes": 1,                                         # scored target bytes
-             "doc_nats": n_docs, "doc_bytes": n_docs,            # per document (per_document)
-             "quality": QUALITY_REFS * 3 + bq.HIST_MAX + 1}      # P/R/F1 counts per reference; histogram
+    sizes = {
+        "nats": K,  # CE nats per sample
+        "bound": 1,  # the K-sample bound's nats
+        "counts": 4,  # boundary_counts
+        "bytes": 1,  # scored target bytes
+        "doc_nats": n_docs,
+        "doc_bytes": n_docs,  # per document (per_document)
+        "quality": QUALITY_REFS * 3 + bq.HIST_MAX + 1,
+    }  # P/R/F1 counts per reference; histogram
     sums = {name: torch.zeros(n, dtype=torch.float64, device=device) for name, n in sizes.items()}
-    windows: list[torch.Tensor] = []                             # per_window: (2, B) nats and bytes per batch
+    windows: list[torch.Tensor] = []  # per_window: (2, B) nats and bytes per batch
     if opts.per_window and world > 1:
         raise ConfigError("per-window figures are for one process (they pair two models' windows)")
     with inference(model, opts.seed, device):
         batches = data.eval_batches(split, opts.batch_size, opts.seq_len, max_bytes=opts.max_bytes)
         if opts.progress is not None:
-            batches = Progress(batches, desc=opts.progress, unit="batch",
-                               total=data.n_eval_batches(split, opts.batch_size, opts.seq_len, opts.max_bytes))
+            batches = Progress(
+                batches,
+                desc=opts.progress,
+                unit="batch",
+                total=data.n_eval_batches(split, opts.batch_size, opts.seq_len, opts.max_bytes),
+            )
         for i, (x, doc_ids) in enumerate(batches):
             if i % world != rank:
                 continue
@@ -124,14 +133,14 @@ def evaluate_bpb(model, data: ByteData, split: str, opts: EvalOptions, env: Dist
             for k in range(K):
                 with autocast(device, opts.amp):
                     out = decide_and_forward(model, x, opts)
-                ce, mask = token_ce(out.logits, x)               # (B, T-1)
-                ce_k.append(ce.double().sum(1))                  # (B,)
+                ce, mask = token_ce(out.logits, x)  # (B, T-1)
+                ce_k.append(ce.double().sum(1))  # (B,)
                 if k == 0:
-                    a = out.boundaries                           # (B, T) the first sample's decisions
-            ce_k = torch.stack(ce_k)                             # (K, B)
+                    a = out.boundaries  # (B, T) the first sample's decisions
+            ce_k = torch.stack(ce_k)  # (K, B)
             sums["nats"] += ce_k.sum(1)
             sums["bound"] += window_bound_nats(ce_k).sum()
-            n_row = mask.double().sum(1)                         # (B,) scored bytes
+            n_row = mask.double().sum(1)  # (B,) scored bytes
             sums["bytes"] += n_row.sum()
             sums["counts"] += boundary_counts(x, a).double()
             if opts.per_document:
@@ -142,10 +151,10 @@ def evaluate_bpb(model, data: ByteData, split: str, opts: EvalOptions, env: Dist
                 sums["quality"] += _quality_counts(x, a, opts.reference_starts)
             if opts.per_window:
                 windows.append(torch.stack([ce_k.mean(0), n_row]))
-    flat = torch.cat(list(sums.values()))                        # one all-reduce for every sum
+    flat = torch.cat(list(sums.values()))  # one all-reduce for every sum
     if world > 1:
         flat = all_reduce(flat, env)
-    values = flat.cpu().numpy()                                  # the one host sync
+    values = flat.cpu().numpy()  # the one host sync
     totals = dict(zip(sums, np.split(values, np.cumsum(list(sizes.values()))[:-1])))
     result = _report(totals, K, opts)
     if opts.per_window:
@@ -161,7 +170,7 @@ def decide_and_forward(model, x: torch.Tensor, opts: EvalOptions):
     a source that is the model itself gives the model's own evaluation exactly, at every sample k."""
     if opts.boundaries_from is None:
         return model(x, greedy=opts.greedy)
-    given = opts.boundaries_from(x)                              # (B, T) float 0/1
+    given = opts.boundaries_from(x)  # (B, T) float 0/1
     with torch.random.fork_rng(devices=[x.device] if x.device.type == "cuda" else []):
         return model(x, boundaries=given, greedy=opts.greedy)
 
@@ -171,8 +180,13 @@ def window_nats(model, data: ByteData, split: str, opts: EvalOptions) -> dict[st
     figures, so their totals give its bpb), with the bpb and the boundary and whitespace rates.
     They pair two models (or one model's two sources of decisions) on the same windows."""
     r = evaluate_bpb(model, data, split, dataclasses.replace(opts, per_window=True))
-    return {"nats": r["window_nats"], "bytes": r["window_bytes"], "bpb": r["bpb"], "rate": r["boundary_rate"],
-            "whitespace_rate": r["whitespace_rate"]}
+    return {
+        "nats": r["window_nats"],
+        "bytes": r["window_bytes"],
+        "bpb": r["bpb"],
+        "rate": r["boundary_rate"],
+        "whitespace_rate": r["whitespace_rate"],
+    }
 
 
 def paired_difference(a: dict, b: dict) -> tuple[float, float]:
@@ -203,23 +217,40 @@ def _report(v: dict[str, np.ndarray], K: int, opts: EvalOptions) -> dict:
     counts, n, doc_nats, doc_bytes, quality = v["counts"], v["bytes"][0], v["doc_nats"], v["doc_bytes"], v["quality"]
     per_sample = bits_per_byte(v["nats"], n).tolist()
     rates = boundary_rates(torch.from_numpy(counts))
-    result = {"bpb": float(np.mean(per_sample)), "bpb_per_sample": per_sample, "samples": K, "greedy": opts.greedy,
-              "bpb_bound": float(bits_per_byte(v["bound"][0], n)), "n_bytes": int(n),
-              "boundary_rate": float(rates["boundary_rate"]), "whitespace_rate": float(rates["whitespace_rate"])}
+    result = {
+        "bpb": float(np.mean(per_sample)),
+        "bpb_per_sample": per_sample,
+        "samples": K,
+        "greedy": opts.greedy,
+        "bpb_bound": float(bits_per_byte(v["bound"][0], n)),
+        "n_bytes": int(n),
+        "boundary_rate": float(rates["boundary_rate"]),
+        "whitespace_rate": float(rates["whitespace_rate"]),
+    }
     if opts.per_document:
         seen = doc_bytes > 0
         doc_mean, doc_se = mean_and_se(bits_per_byte(doc_nats[seen], doc_bytes[seen]))
-        result.update(doc_bpb_mean=doc_mean, doc_bpb_se=doc_se, n_docs=int(seen.sum()),
-                      doc_nats=doc_nats, doc_bytes=doc_bytes.astype(np.int64))
+        result.update(
+            doc_bpb_mean=doc_mean,
+            doc_bpb_se=doc_se,
+            n_docs=int(seen.sum()),
+            doc_nats=doc_nats,
+            doc_bytes=doc_bytes.astype(np.int64),
+        )
     if opts.quality:
-        hist = quality[3 * QUALITY_REFS:].astype(np.int64)
+        hist = quality[3 * QUALITY_REFS :].astype(np.int64)
         n_chunks = int(hist.sum())
-        result.update(mean_chunk_length=float(counts[1] / max(n_chunks, 1)), n_chunks=n_chunks,
-                      chunk_length_hist={"bins": [str(i) for i in range(1, bq.HIST_MAX + 1)] + [f">{bq.HIST_MAX}"],
-                                         "counts": hist.tolist()},
-                      **{name: bq.prf(quality[3 * i:3 * i + 3]) for i, name in enumerate(bq.WORD_REFERENCES)})
+        result.update(
+            mean_chunk_length=float(counts[1] / max(n_chunks, 1)),
+            n_chunks=n_chunks,
+            chunk_length_hist={
+                "bins": [str(i) for i in range(1, bq.HIST_MAX + 1)] + [f">{bq.HIST_MAX}"],
+                "counts": hist.tolist(),
+            },
+            **{name: bq.prf(quality[3 * i : 3 * i + 3]) for i, name in enumerate(bq.WORD_REFERENCES)},
+        )
         if opts.reference_starts is not None:
-            result["bpe_starts"] = bq.prf(quality[3 * QUALITY_REFS - 3:3 * QUALITY_REFS])
+            result["bpe_starts"] = bq.prf(quality[3 * QUALITY_REFS - 3 : 3 * QUALITY_REFS])
     return result
 
 
@@ -232,10 +263,16 @@ def breakdown(names: list[str], doc_nats: np.ndarray, doc_bytes: np.ndarray) -> 
     for i, name in enumerate(names):
         groups["per_file"].setdefault(name, []).append(i)
         groups["per_extension"].setdefault(Path(name).suffix or "(none)", []).append(i)
-    return {kind: {key: {"bytes": int(doc_bytes[idx].sum()),
-                         "bpb": float(bits_per_byte(doc_nats[idx].sum(), doc_bytes[idx].sum()))}
-                   for key, idx in sorted(g.items())}
-            for kind, g in groups.items()}
+    return {
+        kind: {
+            key: {
+                "bytes": int(doc_bytes[idx].sum()),
+                "bpb": float(bits_per_byte(doc_nats[idx].sum(), doc_bytes[idx].sum())),
+            }
+            for key, idx in sorted(g.items())
+        }
+        for kind, g in groups.items()
+    }
 
 
 def reference_starts_for(model, data: ByteData, vocab_size: int) -> tuple[Callable, dict]:
@@ -247,8 +284,10 @@ def reference_starts_for(model, data: ByteData, vocab_size: int) -> tuple[Callab
     fit_split = ALL if ALL in data.split_names else "train"
     note(f"training a reference BPE ({vocab_size} tokens) on the {fit_split} split")
     tok = bq.reference_bpe(data.sample_documents(fit_split, FIT_BYTES), vocab_size)
-    return (lambda x: bq.bpe_starts(tok, x)), {"tokenizer": f"trained on the {fit_split} split",
-                                               "vocab_size": tok.get_vocab_size()}
+    return (lambda x: bq.bpe_starts(tok, x)), {
+        "tokenizer": f"trained on the {fit_split} split",
+        "vocab_size": tok.get_vocab_size(),
+    }
 
 
 UNIFORM = "uniform"  # `--boundaries-from uniform`: the rule, not a folder (write ./uniform for one)
@@ -261,8 +300,11 @@ def decision_source(spec: str, model, greedy: bool, device: torch.device) -> tup
     seeded stream (`decide_and_forward`). A non-causal source (`bpe`) is fine: nothing is generated."""
     if spec == UNIFORM:
         rule = build_strategy(dataclasses.replace(model.cfg, boundary=UNIFORM, strategy={}))  # reads no encoder output
-        return (lambda x: rule(None, x).decisions), {"source": UNIFORM, "strategy": UNIFORM,
-                                                     "target_rate": model.cfg.target_rate}
+        return (lambda x: rule(None, x).decisions), {
+            "source": UNIFORM,
+            "strategy": UNIFORM,
+            "target_rate": model.cfg.target_rate,
+        }
     if not Path(spec).exists():
         raise ConfigError(f"--boundaries-from {spec}: no such run or model folder (or give '{UNIFORM}')")
     try:
@@ -270,17 +312,34 @@ def decision_source(spec: str, model, greedy: bool, device: torch.device) -> tup
     except CheckpointError as e:
         raise CheckpointError(f"--boundaries-from {spec}: {e}") from None
     if other.cfg.vocab_size != model.cfg.vocab_size:
-        raise ConfigError(f"--boundaries-from {spec}: its byte vocabulary has {other.cfg.vocab_size} ids, this "
-                          f"model's {model.cfg.vocab_size}: they do not read the same windows")
-    info = {"source": str(resolve(spec)), "strategy": other.cfg.boundary, "target_rate": other.cfg.target_rate,
-            "data_source": other_cfg.data.source if other_cfg is not None else None}
+        raise ConfigError(
+            f"--boundaries-from {spec}: its byte vocabulary has {other.cfg.vocab_size} ids, this "
+            f"model's {model.cfg.vocab_size}: they do not read the same windows"
+        )
+    info = {
+        "source": str(resolve(spec)),
+        "strategy": other.cfg.boundary,
+        "target_rate": other.cfg.target_rate,
+        "data_source": other_cfg.data.source if other_cfg is not None else None,
+    }
     return (lambda x: other(x, greedy=greedy).boundaries), info
 
 
-def run_eval(path: str | Path, split: str = "test", source: str | None = None, samples: int = 1,
-             greedy: bool = False, batch_size: int | None = None, seq_len: int | None = None,
-             max_bytes: int | None = None, seed: int = 0, bpe_vocab: int = 4096,
-             device: str = "cpu", rate: float | None = None, boundaries_from: str | None = None) -> dict:
+def run_eval(
+    path: str | Path,
+    split: str = "test",
+    source: str | None = None,
+    samples: int = 1,
+    greedy: bool = False,
+    batch_size: int | None = None,
+    seq_len: int | None = None,
+    max_bytes: int | None = None,
+    seed: int = 0,
+    bpe_vocab: int = 4096,
+    device: str = "cpu",
+    rate: float | None = None,
+    boundaries_from: str | None = None,
+) -> dict:
     """Everything `learntok eval` reports, as one JSON-ready dict. The data is the run's own
     (`data.source`, its split), read through ByteData as training read it, or `source`. With
     `rate`, the model runs at that boundary rate, calibrated on the val split (learntok.rate).
@@ -289,7 +348,9 @@ def run_eval(path: str | Path, split: str = "test", source: str | None = None, s
     if samples < 1:
         raise ConfigError(f"--samples {samples} must be >= 1")
     if rate is not None and boundaries_from is not None:
-        raise ConfigError("--rate sets the model's own boundary rate, which --boundaries-from replaces: give one of them")
+        raise ConfigError(
+            "--rate sets the model's own boundary rate, which --boundaries-from replaces: give one of them"
+        )
     dev = resolve_device(device)
     model, run_cfg, folder = load_run_folder(path, dev)
     decide, swap = decision_source(boundaries_from, model, greedy, dev) if boundaries_from is not None else (None, None)
@@ -303,10 +364,20 @@ def run_eval(path: str | Path, split: str = "test", source: str | None = None, s
     batch_size = batch_size or (run_cfg.train.batch_size if run_cfg else 16)
     data.check_window(split, seq_len, batch_size, position_bytes(model.cfg))  # rows that cannot fit, before allocating
     reference, bpe_info = reference_starts_for(model, data, bpe_vocab)
-    opts = EvalOptions(batch_size, seq_len, max_bytes, samples, greedy, seed,
-                       amp=resolve_dtype(run_cfg.system.dtype if run_cfg else "auto", dev),
-                       per_document=True, quality=True, reference_starts=reference, boundaries_from=decide,
-                       progress=f"eval {split}")
+    opts = EvalOptions(
+        batch_size,
+        seq_len,
+        max_bytes,
+        samples,
+        greedy,
+        seed,
+        amp=resolve_dtype(run_cfg.system.dtype if run_cfg else "auto", dev),
+        per_document=True,
+        quality=True,
+        reference_starts=reference,
+        boundaries_from=decide,
+        progress=f"eval {split}",
+    )
     setting = None
     if rate is not None:
         calibration = held_out_batches(data, opts.seq_len, split="val" if "val" in data.split_names else split)
@@ -315,16 +386,30 @@ def run_eval(path: str | Path, split: str = "test", source: str | None = None, s
     if setting is not None:
         result["rate_setting"] = setting
     if decide is not None:
-        own = window_nats(model, data, split, dataclasses.replace(opts, boundaries_from=None, per_document=False,
-                                                                   quality=False))
+        own = window_nats(
+            model, data, split, dataclasses.replace(opts, boundaries_from=None, per_document=False, quality=False)
+        )
         swapped = {"nats": result.pop("window_nats"), "bytes": result.pop("window_bytes")}
         diff, se = paired_difference(swapped, own)
-        result.update(boundaries_from=swap, swap_minus_own=diff, swap_minus_own_se=se, n_windows=len(own["nats"]),
-                      own={k: own[k] for k in ("bpb", "rate", "whitespace_rate")})
+        result.update(
+            boundaries_from=swap,
+            swap_minus_own=diff,
+            swap_minus_own_se=se,
+            n_windows=len(own["nats"]),
+            own={k: own[k] for k in ("bpb", "rate", "whitespace_rate")},
+        )
     doc_nats, doc_bytes = result.pop("doc_nats"), result.pop("doc_bytes")
-    report = {"checkpoint": str(folder), "split": split, "source": data_cfg.source,
-              "strategy": model.cfg.boundary, "seq_len": opts.seq_len, "batch_size": opts.batch_size, "seed": seed,
-              "bpe_reference": bpe_info, **result}
+    report = {
+        "checkpoint": str(folder),
+        "split": split,
+        "source": data_cfg.source,
+        "strategy": model.cfg.boundary,
+        "seq_len": opts.seq_len,
+        "batch_size": opts.batch_size,
+        "seed": seed,
+        "bpe_reference": bpe_info,
+        **result,
+    }
     names = data.names(split)
     if names is not None:
         report.update(breakdown(names, doc_nats, doc_bytes))
@@ -333,22 +418,28 @@ def run_eval(path: str | Path, split: str = "test", source: str | None = None, s
 
 def format_report(r: dict) -> str:
     """A short human-readable summary of `run_eval`'s dict."""
-    lines = [f"{r['checkpoint']}  split {r['split']}  {r['n_bytes']:,} bytes, {r['n_docs']} documents",
-             f"bpb {r['bpb']:.4f}  (per document {r['doc_bpb_mean']:.4f} +- {r['doc_bpb_se']:.4f} s.e.)"]
+    lines = [
+        f"{r['checkpoint']}  split {r['split']}  {r['n_bytes']:,} bytes, {r['n_docs']} documents",
+        f"bpb {r['bpb']:.4f}  (per document {r['doc_bpb_mean']:.4f} +- {r['doc_bpb_se']:.4f} s.e.)",
+    ]
     if r["samples"] > 1:
         lines.append(f"K = {r['samples']} samples: mean bpb {r['bpb']:.4f}, log-mean-exp bound {r['bpb_bound']:.4f}")
     if "rate_setting" in r:
         lines.append(RateSetting(**r["rate_setting"]).describe().replace("held-out", "val"))
-    lines.append(f"boundaries{' (greedy)' if r['greedy'] else ''}: rate {r['boundary_rate']:.3f}  whitespace rate "
-                 f"{r['whitespace_rate']:.3f}  mean chunk {r['mean_chunk_length']:.2f} bytes")
+    lines.append(
+        f"boundaries{' (greedy)' if r['greedy'] else ''}: rate {r['boundary_rate']:.3f}  whitespace rate "
+        f"{r['whitespace_rate']:.3f}  mean chunk {r['mean_chunk_length']:.2f} bytes"
+    )
     if "boundaries_from" in r:
         src, own = r["boundaries_from"], r["own"]
-        lines[1:1] = [f"boundaries from {src['source']} ({src['strategy']}): the figures below are this model's with "
-                      f"those decisions",
-                      f"own boundaries on the same windows: bpb {own['bpb']:.4f}, rate {own['rate']:.3f}, whitespace rate "
-                      f"{own['whitespace_rate']:.3f}; swapped - own {r['swap_minus_own']:+.4f} bpb "
-                      f"({r['swap_minus_own_se']:.4f} s.e. over {r['n_windows']} windows): what its own boundaries are "
-                      f"worth to it"]
+        lines[1:1] = [
+            f"boundaries from {src['source']} ({src['strategy']}): the figures below are this model's with "
+            f"those decisions",
+            f"own boundaries on the same windows: bpb {own['bpb']:.4f}, rate {own['rate']:.3f}, whitespace rate "
+            f"{own['whitespace_rate']:.3f}; swapped - own {r['swap_minus_own']:+.4f} bpb "
+            f"({r['swap_minus_own_se']:.4f} s.e. over {r['n_windows']} windows): what its own boundaries are "
+            f"worth to it",
+        ]
     for ref in (*bq.WORD_REFERENCES, "bpe_starts"):
         if ref in r:
             m = r[ref]

@@ -3,6 +3,7 @@ type, an override's text parsed by it, and a section's keys checked against a da
 config layer (the run config, a model folder's config.json, a strategy's options) reads through
 these, so a wrong name or type fails the same way everywhere: a ConfigError naming it.
 """
+
 from __future__ import annotations
 
 import types

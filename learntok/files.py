@@ -11,6 +11,7 @@ makes, so a huge or endless input says so instead of growing until the kernel ki
 Outputs are written whole (`write_text_atomic`): a temporary file beside the target, flushed
 and renamed over it; a failure leaves the old file and no temporary one.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,8 +31,15 @@ _GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
 
 
 def _kind(mode: int) -> str:
-    return ("a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
-            else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+    return (
+        "a device"
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "a FIFO (named pipe)"
+        if stat.S_ISFIFO(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "not a regular file"
+    )
 
 
 def check_input(path: str | Path, what: str, folder: bool = False, error: type[Exception] = DataError) -> Path:
@@ -41,9 +49,11 @@ def check_input(path: str | Path, what: str, folder: bool = False, error: type[E
         raise error(f"{what} is empty: give a file name")
     p = Path(path).expanduser()
     try:
-        mode = p.stat().st_mode                                  # follows symlinks; opens nothing
+        mode = p.stat().st_mode  # follows symlinks; opens nothing
     except FileNotFoundError:
-        raise error(f"{what} {p} does not exist" + (" (a symlink to a missing file)" if p.is_symlink() else "")) from None
+        raise error(
+            f"{what} {p} does not exist" + (" (a symlink to a missing file)" if p.is_symlink() else "")
+        ) from None
     except OSError as e:
         raise error(f"{what} {p}: {e.strerror or e}") from None
     if stat.S_ISDIR(mode):
@@ -69,8 +79,10 @@ class InputFile:
         try:
             return read(*args)
         except _GZIP_ERRORS as e:
-            raise DataError(f"{self.path}: cannot be read as gzip ({' '.join(str(e).split()) or type(e).__name__}; "
-                            f"cut short, or not compressed?)") from None
+            raise DataError(
+                f"{self.path}: cannot be read as gzip ({' '.join(str(e).split()) or type(e).__name__}; "
+                f"cut short, or not compressed?)"
+            ) from None
 
     def read(self, n: int = -1) -> bytes:
         return self._checked(self.stream.read, n)
@@ -112,21 +124,26 @@ def read_input(path: str | Path, what: str, limit: int | None = None, error: typ
         if size is not None and size <= bound:
             return f.read()
         chunks, total = [], 0
-        while size is None and total <= bound and (chunk := f.read(READ_CHUNK)):   # decompressed: size unknown
+        while size is None and total <= bound and (chunk := f.read(READ_CHUNK)):  # decompressed: size unknown
             chunks.append(chunk)
             total += len(chunk)
     if (size or total) > bound:
-        raise error(too_large(what, f.path, size, bound) if limit is None else
-                    f"{what} {f.path} holds more than {bound:,} bytes, more than one can be")
+        raise error(
+            too_large(what, f.path, size, bound)
+            if limit is None
+            else f"{what} {f.path} holds more than {bound:,} bytes, more than one can be"
+        )
     return b"".join(chunks)
 
 
 def too_large(what: str, path: Path, size: int | None, budget: int) -> str:
     """Why a source is not read into memory, and what to do instead."""
     held = f"holds {size / 1e9:.2f} GB" if size is not None else f"holds more than {budget / 1e9:.2f} GB (decompressed)"
-    return (f"{what} {path} {held}, more than is read into memory here ({budget / 1e9:.2f} GB, 1/{READ_COPIES} of "
-            f"the memory this process can use): prepare it into memory-mapped shards with `learntok prepare` "
-            f"(streamed) and train from that folder")
+    return (
+        f"{what} {path} {held}, more than is read into memory here ({budget / 1e9:.2f} GB, 1/{READ_COPIES} of "
+        f"the memory this process can use): prepare it into memory-mapped shards with `learntok prepare` "
+        f"(streamed) and train from that folder"
+    )
 
 
 def memory_budget() -> int:
@@ -137,7 +154,7 @@ def memory_budget() -> int:
     try:
         limit, used = (int(Path("/sys/fs/cgroup", n).read_text().split()[0]) for n in ("memory.max", "memory.current"))
         free.append(limit - used)
-    except (OSError, ValueError):                                # no cgroup v2, or "max"
+    except (OSError, ValueError):  # no cgroup v2, or "max"
         pass
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     if soft != resource.RLIM_INFINITY:
@@ -178,7 +195,7 @@ def write_output(path: str | Path, text: str) -> None:
     path = Path(path if special else os.path.realpath(path))
     try:
         if special:
-            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)      # ENXIO for a FIFO nobody reads
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO for a FIFO nobody reads
             os.set_blocking(fd, True)
             with open(fd, "w", encoding="utf-8") as f:
                 f.write(text)

@@ -2,6 +2,7 @@
 `learntok compare --rates ...` reached, with error bars from paired per-window differences
 against `uniform` at the same target rate, and against training FLOPs per byte; and one model
 run at every rate by calibration (`--sweep`) against the models trained at each rate."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,8 +26,6 @@ from learntok.runtime import resolve_device, resolve_dtype
 REFERENCE = "uniform"  # the control every comparison is measured against: the same rate, no information
 
 
-
-
 def _windows(run_dir: Path, cfg: RunConfig, data: ByteData, opts: EvalOptions, rate: float | None = None) -> dict:
     """window_nats on the test split of a run's model (at `rate` by calibration on val when
     given), cached in the run folder."""
@@ -44,8 +43,14 @@ def _windows(run_dir: Path, cfg: RunConfig, data: ByteData, opts: EvalOptions, r
     return w
 
 
-def write_frontier(out: Path, records: list[dict], cfgs: list[RunConfig], eval_bytes: int | None,
-                   sweep: str | None = None, progress: bool = True) -> list[dict]:
+def write_frontier(
+    out: Path,
+    records: list[dict],
+    cfgs: list[RunConfig],
+    eval_bytes: int | None,
+    sweep: str | None = None,
+    progress: bool = True,
+) -> list[dict]:
     """frontier.md / .json / .png and flops.png: test bpb against the rate each variant reached,
     with the paired difference from `uniform` at the same target rate (per-window s.e.), and
     against training FLOPs per byte; with `sweep`, that one model at every rate (calibrated)
@@ -53,23 +58,45 @@ def write_frontier(out: Path, records: list[dict], cfgs: list[RunConfig], eval_b
     cfg0 = cfgs[0]
     data = ByteData.from_config(cfg0.data)
     tc = cfg0.train
-    opts = EvalOptions(tc.batch_size, tc.seq_len, eval_bytes, seed=tc.seed,
-                       amp=resolve_dtype(cfg0.system.dtype, resolve_device(cfg0.system.device)),
-                       progress="frontier" if progress else None)  # _windows names each bar by its run
+    opts = EvalOptions(
+        tc.batch_size,
+        tc.seq_len,
+        eval_bytes,
+        seed=tc.seed,
+        amp=resolve_dtype(cfg0.system.dtype, resolve_device(cfg0.system.device)),
+        progress="frontier" if progress else None,
+    )  # _windows names each bar by its run
     run = lambda r: r.get("run", r["variant"])  # noqa: E731  (the run folder under OUT)
     windows = {run(r): _windows(out / run(r), c, data, opts) for r, c in zip(records, cfgs)}
     rows = []
     for r, c in zip(records, cfgs):
         name, _, _ = r["variant"].partition("@")
         rate = c.model.target_rate
-        ref = next((v for v, cc in zip(records, cfgs)
-                    if cc.model.boundary == REFERENCE and v.get("seed") == r.get("seed")
-                    and cc.model.target_rate == rate and "+" not in v["variant"]), None)
+        ref = next(
+            (
+                v
+                for v, cc in zip(records, cfgs)
+                if cc.model.boundary == REFERENCE
+                and v.get("seed") == r.get("seed")
+                and cc.model.target_rate == rate
+                and "+" not in v["variant"]
+            ),
+            None,
+        )
         diff, se = paired_difference(windows[run(r)], windows[run(ref)]) if ref else (math.nan, math.nan)
-        rows.append({"variant": r["variant"], "seed": r.get("seed"), "family": name, "target_rate": rate,
-                     "rate": r["test_boundary_rate"], "test_bpb": r["test_bpb"],
-                     "vs_uniform": diff, "vs_uniform_se": se,
-                     "flops_per_byte": flops_per_byte(c.model, c.train.seq_len, rate)})
+        rows.append(
+            {
+                "variant": r["variant"],
+                "seed": r.get("seed"),
+                "family": name,
+                "target_rate": rate,
+                "rate": r["test_boundary_rate"],
+                "test_bpb": r["test_bpb"],
+                "vs_uniform": diff,
+                "vs_uniform_se": se,
+                "flops_per_byte": flops_per_byte(c.model, c.train.seq_len, rate),
+            }
+        )
     if len({run(r) for r in records}) > len({r["variant"] for r in records}):  # several seeds a variant
         if sweep:
             raise ConfigError("--sweep runs one model: use it without --seeds")
@@ -89,10 +116,17 @@ def over_seeds(rows: list[dict]) -> list[dict]:
         mine = [r for r in rows if r["variant"] == variant]
         diffs = np.array([r["vs_uniform"] for r in mine if not math.isnan(r["vs_uniform"])])
         se = float(diffs.std(ddof=1) / math.sqrt(len(diffs))) if len(diffs) > 1 else math.nan
-        out.append({**mine[0], "seed": None, "seeds": len(mine),
-                    "rate": float(np.mean([r["rate"] for r in mine])),
-                    "test_bpb": float(np.mean([r["test_bpb"] for r in mine])),
-                    "vs_uniform": float(diffs.mean()) if len(diffs) else math.nan, "vs_uniform_se": se})
+        out.append(
+            {
+                **mine[0],
+                "seed": None,
+                "seeds": len(mine),
+                "rate": float(np.mean([r["rate"] for r in mine])),
+                "test_bpb": float(np.mean([r["test_bpb"] for r in mine])),
+                "vs_uniform": float(diffs.mean()) if len(diffs) else math.nan,
+                "vs_uniform_se": se,
+            }
+        )
     return out
 
 
@@ -105,12 +139,19 @@ def _sweep_rows(out: Path, sweep: str, records, cfgs, windows, data, opts) -> li
     rows = []
     for rate in sorted({c.model.target_rate for c in cfgs}):
         w = _windows(out / sweep, by_name[sweep][1], data, opts, rate)
-        own = next((v for v, (r, c) in by_name.items()
-                    if v.partition("@")[0] == family and c.model.target_rate == rate), None)
-        uni = next((v for v, (r, c) in by_name.items()
-                    if v.partition("@")[0] == REFERENCE and c.model.target_rate == rate), None)
-        row = {"target_rate": rate, "rate": w["rate"], "offset": w["offset"],
-               "test_bpb": float(bits_per_byte(w["nats"].sum(), w["bytes"].sum()))}
+        own = next(
+            (v for v, (r, c) in by_name.items() if v.partition("@")[0] == family and c.model.target_rate == rate), None
+        )
+        uni = next(
+            (v for v, (r, c) in by_name.items() if v.partition("@")[0] == REFERENCE and c.model.target_rate == rate),
+            None,
+        )
+        row = {
+            "target_rate": rate,
+            "rate": w["rate"],
+            "offset": w["offset"],
+            "test_bpb": float(bits_per_byte(w["nats"].sum(), w["bytes"].sum())),
+        }
         if own:
             row["per_rate_bpb"] = by_name[own][0]["test_bpb"]
             row["vs_per_rate"], row["vs_per_rate_se"] = paired_difference(w, windows[own])
@@ -122,24 +163,34 @@ def _sweep_rows(out: Path, sweep: str, records, cfgs, windows, data, opts) -> li
 
 
 def frontier_markdown(rows: list[dict], sweep_rows: list[dict], sweep: str | None) -> str:
-    lines = ["# bits per byte against compression\n",
-             "| variant | target rate | reached rate (test) | test bpb | bpb - uniform's at this rate (paired s.e.) | "
-             "train FLOPs / byte |", "|---|---|---|---|---|---|"]
+    lines = [
+        "# bits per byte against compression\n",
+        "| variant | target rate | reached rate (test) | test bpb | bpb - uniform's at this rate (paired s.e.) | "
+        "train FLOPs / byte |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in rows:
         vs = "" if math.isnan(r["vs_uniform"]) else f"{r['vs_uniform']:+.4f} ({r['vs_uniform_se']:.4f})"
-        lines.append(f"| {r['variant']} | {r['target_rate']:g} | {r['rate']:.4f} | {r['test_bpb']:.4f} | {vs} | "
-                     f"{r['flops_per_byte']:.3g} |")
+        lines.append(
+            f"| {r['variant']} | {r['target_rate']:g} | {r['rate']:.4f} | {r['test_bpb']:.4f} | {vs} | "
+            f"{r['flops_per_byte']:.3g} |"
+        )
     if sweep_rows:
-        lines += [f"\n## one model ({sweep}) at every rate, by calibration on val\n",
-                  "| target rate | reached (test) | offset | test bpb | per-rate model's bpb | "
-                  "one - per-rate (paired s.e.) | "
-                  "kept of the per-rate model's gain over uniform |", "|---|---|---|---|---|---|---|"]
+        lines += [
+            f"\n## one model ({sweep}) at every rate, by calibration on val\n",
+            "| target rate | reached (test) | offset | test bpb | per-rate model's bpb | "
+            "one - per-rate (paired s.e.) | "
+            "kept of the per-rate model's gain over uniform |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for r in sweep_rows:
             per = f"{r['per_rate_bpb']:.4f}" if "per_rate_bpb" in r else ""
             vs = f"{r['vs_per_rate']:+.4f} ({r['vs_per_rate_se']:.4f})" if "vs_per_rate" in r else ""
             kept = f"{r['kept']:.2f}" if not math.isnan(r.get("kept", math.nan)) else ""
-            lines.append(f"| {r['target_rate']:g} | {r['rate']:.4f} | {r['offset']:+.3f} | {r['test_bpb']:.4f} | "
-                         f"{per} | {vs} | {kept} |")
+            lines.append(
+                f"| {r['target_rate']:g} | {r['rate']:.4f} | {r['offset']:+.3f} | {r['test_bpb']:.4f} | "
+                f"{per} | {vs} | {kept} |"
+            )
     lines.append("\n![bpb against rate](frontier.png)\n\n![bpb against training FLOPs per byte](flops.png)\n")
     return "\n".join(lines)
 
@@ -147,19 +198,36 @@ def frontier_markdown(rows: list[dict], sweep_rows: list[dict], sweep: str | Non
 def _plot_frontier(out: Path, rows: list[dict], sweep_rows: list[dict], sweep: str | None) -> None:
     plt = pyplot()
     families = list(dict.fromkeys(r["family"] for r in rows))
-    for x_key, x_label, name in (("rate", "boundary rate reached (test)", "frontier.png"),
-                                 ("flops_per_byte", "training FLOPs per byte (estimate)", "flops.png")):
+    for x_key, x_label, name in (
+        ("rate", "boundary rate reached (test)", "frontier.png"),
+        ("flops_per_byte", "training FLOPs per byte (estimate)", "flops.png"),
+    ):
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for i, fam in enumerate(families):
             pts = sorted((r for r in rows if r["family"] == fam), key=lambda r: r[x_key])
             err = [0.0 if math.isnan(r["vs_uniform_se"]) else r["vs_uniform_se"] for r in pts]
-            ax.errorbar([r[x_key] for r in pts], [r["test_bpb"] for r in pts], yerr=err, marker="o", ms=4,
-                        capsize=3, color=f"C{i % 10}", label=fam)
+            ax.errorbar(
+                [r[x_key] for r in pts],
+                [r["test_bpb"] for r in pts],
+                yerr=err,
+                marker="o",
+                ms=4,
+                capsize=3,
+                color=f"C{i % 10}",
+                label=fam,
+            )
         if sweep_rows and x_key == "rate":
-            ax.errorbar([r["rate"] for r in sweep_rows], [r["test_bpb"] for r in sweep_rows],
-                        yerr=[r.get("vs_per_rate_se", 0.0) for r in sweep_rows], ls="--", marker="s", ms=4,
-                        capsize=3, color="k",
-                        label=f"{sweep}, calibrated to each rate (error bars: paired against the per-rate model)")
+            ax.errorbar(
+                [r["rate"] for r in sweep_rows],
+                [r["test_bpb"] for r in sweep_rows],
+                yerr=[r.get("vs_per_rate_se", 0.0) for r in sweep_rows],
+                ls="--",
+                marker="s",
+                ms=4,
+                capsize=3,
+                color="k",
+                label=f"{sweep}, calibrated to each rate (error bars: paired against the per-rate model)",
+            )
         ax.set_xlabel(x_label)
         ax.set_ylabel("test bits per byte")
         ax.grid(alpha=0.3)

@@ -7,6 +7,7 @@ metrics.jsonl every POLL_S seconds: its latest step (with tqdm's rate and time l
 validation bits per byte, and "evaluating" once every step is done and the run is not yet marked
 finished. A failed child's error names its log (`last_line` gives what it said last).
 """
+
 from __future__ import annotations
 
 import json
@@ -24,10 +25,10 @@ POLL_S = 2.0  # seconds between looks at a running child's metrics.jsonl
 
 @dataclass(frozen=True)
 class Job:
-    name: str                 # what its progress line and errors call it
-    run_dir: Path             # the run folder it trains (its log goes there)
-    steps: int                # its train.steps, the end of its progress bar
-    command: list[str]        # the child's command line
+    name: str  # what its progress line and errors call it
+    run_dir: Path  # the run folder it trains (its log goes there)
+    steps: int  # its train.steps, the end of its progress bar
+    command: list[str]  # the child's command line
 
     @property
     def log(self) -> Path:
@@ -43,8 +44,10 @@ def run_jobs(jobs: list[Job], at_once: int, progress: bool = True) -> list[int]:
 
 def _run(job: Job, env: dict, progress: bool) -> int:
     job.run_dir.mkdir(parents=True, exist_ok=True)
-    with open(job.log, "a", encoding="utf-8") as log, \
-            Progress(desc=job.name, total=job.steps, unit="step", enabled=progress) as bar:
+    with (
+        open(job.log, "a", encoding="utf-8") as log,
+        Progress(desc=job.name, total=job.steps, unit="step", enabled=progress) as bar,
+    ):
         proc = subprocess.Popen(job.command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         while True:
             try:
@@ -62,7 +65,7 @@ def show_state(bar: Progress, job: Job) -> None:
     step, val_bpb, evaluated = latest_figures(job.run_dir)
     figures = {"val_bpb": f"{val_bpb:.4f}"} if val_bpb is not None else {}
     bar.set_postfix(**figures, **({"now": "evaluating"} if step >= job.steps and not evaluated else {}), refresh=False)
-    bar.update(max(0, step - bar.n))                             # displays, at most every mininterval
+    bar.update(max(0, step - bar.n))  # displays, at most every mininterval
 
 
 def latest_figures(run_dir: Path, tail: int = 1 << 16) -> tuple[int, float | None, bool]:

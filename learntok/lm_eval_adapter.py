@@ -20,6 +20,7 @@ and sees at least half a row of context. generate_until uses `AUNet.generate` (t
 Each request type shows a progress bar on stderr (learntok.progress). docs/evaluation.md has runnable
 task files for each request type.
 """
+
 from __future__ import annotations
 
 import torch
@@ -33,8 +34,16 @@ from learntok.progress import Progress
 
 @register_model("learntok")
 class LearntokLM(LM):
-    def __init__(self, pretrained: str, device: str | None = None, batch_size: int | str = 16,
-                 seq_len: int | None = None, greedy_boundaries: bool = False, seed: int = 0, **kwargs):
+    def __init__(
+        self,
+        pretrained: str,
+        device: str | None = None,
+        batch_size: int | str = 16,
+        seq_len: int | None = None,
+        greedy_boundaries: bool = False,
+        seed: int = 0,
+        **kwargs,
+    ):
         super().__init__()
         self._device = torch.device(device or "cpu")
         self.model, run_cfg = load_run(pretrained, self._device)
@@ -44,8 +53,16 @@ class LearntokLM(LM):
         self.seed = int(seed)
 
     def _score(self, pairs: list[tuple[bytes, bytes]], name: str) -> list[tuple[float, int, bool]]:
-        return score_requests(self.model, pairs, batch_size=self.batch_size, seq_len=self.seq_len,
-                              greedy=self.greedy, seed=self.seed, device=self._device, progress=name)
+        return score_requests(
+            self.model,
+            pairs,
+            batch_size=self.batch_size,
+            seq_len=self.seq_len,
+            greedy=self.greedy,
+            seed=self.seed,
+            device=self._device,
+            progress=name,
+        )
 
     def loglikelihood(self, requests) -> list[tuple[float, bool]]:
         pairs = [(ctx.encode("utf-8"), cont.encode("utf-8")) for ctx, cont in (r.args for r in requests)]
@@ -69,13 +86,17 @@ class LearntokLM(LM):
             until = kwargs.get("until") or []
             until = [until] if isinstance(until, str) else until
             temperature = float(kwargs.get("temperature", 0.0)) if kwargs.get("do_sample", False) else 0.0
-            data, _ = self.model.generate(context, max_bytes=int(kwargs.get("max_gen_toks", 256)),
-                                          temperature=temperature, seed=self.seed,
-                                          boundaries="greedy" if self.greedy else "sample")
+            data, _ = self.model.generate(
+                context,
+                max_bytes=int(kwargs.get("max_gen_toks", 256)),
+                temperature=temperature,
+                seed=self.seed,
+                boundaries="greedy" if self.greedy else "sample",
+            )
             text = data.decode("utf-8", errors="replace")
             for stop in until:
                 if stop and stop in text:
-                    text = text[:text.index(stop)]
+                    text = text[: text.index(stop)]
             outputs.append(text)
         return outputs
 
@@ -83,6 +104,7 @@ class LearntokLM(LM):
 def main() -> None:
     """`lm_eval` with the learntok model type registered."""
     from lm_eval.__main__ import cli_evaluate
+
     cli_evaluate()
 
 

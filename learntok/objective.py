@@ -4,6 +4,7 @@
 Shapes: B batch, T bytes (BOS included). Per-byte quantities indexed by t = 0..T-2 predict
 x[t+1]; the decision a[t] for t >= 1 is scored against the discounted return G[t].
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,12 +31,12 @@ def bits_per_byte(nats, n_bytes):
 
 @dataclass
 class ObjectiveConfig:
-    gamma: float = 0.99            # time discount of rewards (1.0 = undiscounted)
-    lambda_pi: float = 1e-2        # weight of the policy (score-function) loss
-    lambda_rate: float = 1e-2      # weight of the target-rate loss
-    lambda_early: float = 0.1      # weight of the early-exit head's cross-entropy
-    batch_baseline: str = "mean"   # per-position batch baseline: mean | loo | none
-    early_baseline: bool = True    # reward = CE_early - CE (else -CE)
+    gamma: float = 0.99  # time discount of rewards (1.0 = undiscounted)
+    lambda_pi: float = 1e-2  # weight of the policy (score-function) loss
+    lambda_rate: float = 1e-2  # weight of the target-rate loss
+    lambda_early: float = 0.1  # weight of the early-exit head's cross-entropy
+    batch_baseline: str = "mean"  # per-position batch baseline: mean | loo | none
+    early_baseline: bool = True  # reward = CE_early - CE (else -CE)
     rate_gain: float = 0.0  # integral gain of the rate controller (logit units per unit rate error per step; 0 = off)
     # (1 - lambda_early) CE + lambda_early CEe, the authors' convex mix, instead of CE + lambda_early CEe
     early_mix: bool = False
@@ -64,9 +65,9 @@ def objective_for(cfg: ObjectiveConfig, has_policy: bool) -> ObjectiveConfig:
 def token_ce(logits: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-byte next-byte cross-entropy in nats, fp32. logits (B, T, V), x (B, T) ->
     ce (B, T-1), mask (B, T-1) float, 1 where the target is a real symbol (byte or EOS; not PAD)."""
-    target = x[:, 1:]                                            # (B, T-1)
-    mask = (target < N_SYMBOLS - 1).float()                      # PAD is the last symbol
-    logp = F.log_softmax(logits[:, :-1].float(), dim=-1)         # (B, T-1, V)
+    target = x[:, 1:]  # (B, T-1)
+    mask = (target < N_SYMBOLS - 1).float()  # PAD is the last symbol
+    logp = F.log_softmax(logits[:, :-1].float(), dim=-1)  # (B, T-1, V)
     ce = -logp.gather(-1, target.clamp(max=logits.size(-1) - 1).unsqueeze(-1)).squeeze(-1)
     return ce * mask, mask
 
@@ -77,8 +78,8 @@ def batch_baseline(r: torch.Tensor, mask: torch.Tensor, kind: str) -> torch.Tens
     samples (leave-one-out; independent of a sample's own decisions, so unbiased). r, mask (B, T')."""
     if kind == "none":
         return r * mask
-    total = (r * mask).sum(0, keepdim=True)                      # (1, T')
-    count = mask.sum(0, keepdim=True)                            # (1, T')
+    total = (r * mask).sum(0, keepdim=True)  # (1, T')
+    count = mask.sum(0, keepdim=True)  # (1, T')
     if kind == "mean":
         base = total / count.clamp(min=1)
     elif kind == "loo":
@@ -121,8 +122,8 @@ def policy_loss(log_prob: torch.Tensor, returns: torch.Tensor, mask: torch.Tenso
     (t = 1..T-2) and divided by N, the count of target bytes CE_mean divides by, so that with
     gamma = 1, no early baseline, and an unbiased baseline it is exact in expectation.
     log_prob (B, T), returns (B, T-1) detached, mask (B, T-1)."""
-    lp = log_prob[:, 1:-1]                                       # decisions t = 1..T-2
-    g = (returns * mask)[:, 1:]                                  # G_t for the same t
+    lp = log_prob[:, 1:-1]  # decisions t = 1..T-2
+    g = (returns * mask)[:, 1:]  # G_t for the same t
     return -(lp * g.detach()).sum() / n
 
 
@@ -171,7 +172,7 @@ def loss(out, x: torch.Tensor, cfg: ObjectiveConfig):
     """Total loss L = CE_mean + lambda_early CE_early_mean + lambda_pi L_pi + lambda_rate L_rate
     + the strategy's auxiliary loss. `out` is a ModelOutput; x (B, T). Returns (total, metrics);
     metric values are 0-dim tensors (convert with float() when logging)."""
-    ce, mask = token_ce(out.logits, x)                           # (B, T-1)
+    ce, mask = token_ce(out.logits, x)  # (B, T-1)
     ce_e, _ = token_ce(out.early_logits, x)
     n = mask.sum().clamp(min=1)
     ce_mean, ce_e_mean = ce.sum() / n, ce_e.sum() / n

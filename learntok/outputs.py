@@ -14,6 +14,7 @@ Files are then written whole by learntok.files.write_output. A command line's ou
 are found from its options' types (learntok.files: output_file, input_data, ...), the data.source a
 train or compare names, and the data.source of a run it reads.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,19 +36,20 @@ class OutputRefused(ConfigError):
 
 @dataclass(frozen=True)
 class Output:
-    option: str                # the option that names it, e.g. "--json"
-    path: str                  # as given
-    folder: bool = False       # a folder output (--out) rather than a file
+    option: str  # the option that names it, e.g. "--json"
+    path: str  # as given
+    folder: bool = False  # a folder output (--out) rather than a file
 
 
 @dataclass(frozen=True)
 class Input:
-    what: str                  # what names it, e.g. "data.source", "--config"; "" for a positional argument
-    path: str                  # as given
-    data: bool = True          # a data folder (nothing may be written inside); False: a run or model folder
+    what: str  # what names it, e.g. "data.source", "--config"; "" for a positional argument
+    path: str  # as given
+    data: bool = True  # a data folder (nothing may be written inside); False: a run or model folder
 
 
 # ---------------------------------------------------------------- a command line's paths
+
 
 def _values(args, action) -> list[str]:
     value = getattr(args, action.dest, None)
@@ -56,26 +58,37 @@ def _values(args, action) -> list[str]:
 
 def command_outputs(args) -> list:
     """Every output path of this command line, from the options typed output_file / output_folder."""
-    return [Output(a.option_strings[0] if a.option_strings else a.dest, v, a.type is output_folder)
-            for a in args.command_parser._actions if a.type in OUTPUT_TYPES for v in _values(args, a)]
+    return [
+        Output(a.option_strings[0] if a.option_strings else a.dest, v, a.type is output_folder)
+        for a in args.command_parser._actions
+        if a.type in OUTPUT_TYPES
+        for v in _values(args, a)
+    ]
 
 
 def command_inputs(args) -> list:
     """Every path this command line reads: the options typed input_*, the data.source a train
     or compare names (overrides, --config, the run resumed), and a run's own data.source."""
-    typed = [(a, a.option_strings[0] if a.option_strings else "", v)
-             for a in args.command_parser._actions if a.type in INPUT_TYPES for v in _values(args, a)]
+    typed = [
+        (a, a.option_strings[0] if a.option_strings else "", v)
+        for a in args.command_parser._actions
+        if a.type in INPUT_TYPES
+        for v in _values(args, a)
+    ]
     inputs = [Input(name, v, a.type is input_data) for a, name, v in typed]
     tables = []
     resumed = [Path(args.out) / "config.toml"] if getattr(args, "resume", False) and args.out else []
     for path in [getattr(args, "config", None), *resumed]:
         try:
             tables.append(read_file(path) if path else {})
-        except (ConfigError, DataError):                         # the command reports it
+        except (ConfigError, DataError):  # the command reports it
             pass
     sources = [t["data"].get("source") for t in tables if isinstance(t.get("data"), dict)]
-    sources += [value.strip() for key, _, value in (o.partition("=") for o in getattr(args, "overrides", []))
-                if key.strip() == "data.source"]
+    sources += [
+        value.strip()
+        for key, _, value in (o.partition("=") for o in getattr(args, "overrides", []))
+        if key.strip() == "data.source"
+    ]
     runs = [v for a, _, v in typed if a.type is input_run and getattr(args, "source", None) is None]
     for run in runs:
         try:
@@ -93,6 +106,7 @@ def check_command_line(args) -> None:
 
 # ---------------------------------------------------------------- the check
 
+
 def check_outputs(outputs: list[Output], inputs: list[Input]) -> None:
     """Refuse (OutputRefused) the first output that must not be written; see the module docstring."""
     real_inputs = [(i, Path(os.path.realpath(i.path))) for i in inputs if i.path and os.path.exists(i.path)]
@@ -104,8 +118,10 @@ def check_outputs(outputs: list[Output], inputs: list[Input]) -> None:
         where = _real(out.path)
         for folder_out, folder in folders if not out.folder else []:
             if where.is_relative_to(folder):
-                raise OutputRefused(f"{out.option} {out.path} is inside {folder_out.option} {folder_out.path}, "
-                                    f"which this command writes: give a path outside it")
+                raise OutputRefused(
+                    f"{out.option} {out.path} is inside {folder_out.option} {folder_out.path}, "
+                    f"which this command writes: give a path outside it"
+                )
         if where in seen:
             raise OutputRefused(f"{seen[where]} and {out.option} name the same path {out.path}")
         seen[where] = out.option
@@ -131,7 +147,7 @@ def _check_path(out: Output, where: Path) -> None:
             raise OutputRefused(f"{name} is an existing file, not a folder")
         if not out.folder and where.is_dir():
             raise OutputRefused(f"{name} is a folder; give a file name")
-        if not (where.is_file() or where.is_dir()):              # a device or FIFO the user named: written in place
+        if not (where.is_file() or where.is_dir()):  # a device or FIFO the user named: written in place
             if not os.access(where, os.W_OK):
                 raise OutputRefused(f"{name} is not writable by this user")
             return
@@ -149,8 +165,9 @@ def _check_path(out: Output, where: Path) -> None:
 def _check_not_input(out: Output, where: Path, inp: Input, real: Path) -> None:
     name, source = f"{out.option} {out.path}", f"{inp.what} {inp.path}" if inp.what else inp.path
     if where == real or (where.exists() and os.path.samefile(where, real)):
-        raise OutputRefused(f"{name} is an input of this command ({source}): give another "
-                            f"{'folder' if out.folder else 'file'}")
+        raise OutputRefused(
+            f"{name} is an input of this command ({source}): give another {'folder' if out.folder else 'file'}"
+        )
     if inp.data and real.is_dir() and where.is_relative_to(real):
         raise OutputRefused(f"{name} is inside {source}, a folder this command reads: give a path outside it")
     if out.folder and inp.data and real.is_relative_to(where):
@@ -167,8 +184,10 @@ def _check_not_kept(out: Output, where: Path) -> None:
             raise OutputRefused(f"{name} is inside {folder}, the checkpoints of a run: give a path outside it")
         state = prepared_state(folder)
         if state is not None:
-            raise OutputRefused(f"{name} is inside {folder}, {'a' if state == 'prepared' else 'an unfinished'} "
-                                f"prepared data folder: give a path outside it")
+            raise OutputRefused(
+                f"{name} is inside {folder}, {'a' if state == 'prepared' else 'an unfinished'} "
+                f"prepared data folder: give a path outside it"
+            )
     for folder in where.parents:
         own = where.relative_to(folder).parts[0]
         if own in (LOCK, *RUN_FILES) and _is_run(folder):
@@ -176,5 +195,8 @@ def _check_not_kept(out: Output, where: Path) -> None:
 
 
 def _is_run(folder: Path) -> bool:
-    return (folder / "checkpoints" / LATEST).is_file() or ((folder / CONFIG).is_file() and (folder / METRICS).is_file()) \
+    return (
+        (folder / "checkpoints" / LATEST).is_file()
+        or ((folder / CONFIG).is_file() and (folder / METRICS).is_file())
         or (folder / LOCK).is_file()
+    )

@@ -8,6 +8,7 @@ against 0, sampled ones against the same draws (common random numbers), so d = 0
 terminal's cut and the rate moves smoothly with d. Its script mirrors `decide_from_terms` and,
 through the per-byte character spans, `learntok.display.display_chunks`.
 """
+
 from __future__ import annotations
 
 import base64
@@ -33,17 +34,18 @@ class PageData:
     re-decides for any slider offset d: l[i] = softcap(base[i] + sum_k mix[i][k-1] a[i-k] + offset
     + d, cap), a[i] = l[i] > threshold[i], where a before a window's first byte is BOS (1) and then
     nothing (0); the first byte of every window starts a chunk."""
+
     data: bytes
-    decisions: list[int] = field(default_factory=list)   # a[i] the model used (0/1)
-    probs: list[float] = field(default_factory=list)     # P(a[i] = 1)
-    piece_pos: list[int] = field(default_factory=list)   # position of byte i in its window (1 = first after BOS)
-    base: list[float] | None = None     # the learned policy's terms (None: no policy, no slider)
+    decisions: list[int] = field(default_factory=list)  # a[i] the model used (0/1)
+    probs: list[float] = field(default_factory=list)  # P(a[i] = 1)
+    piece_pos: list[int] = field(default_factory=list)  # position of byte i in its window (1 = first after BOS)
+    base: list[float] | None = None  # the learned policy's terms (None: no policy, no slider)
     mix: list[list[float]] | None = None
     threshold: list[float] | None = None  # logit of the sampled draws (0 for greedy)
     offset: float = 0.0
     cap: float = 0.0
-    rule: str = "greedy"                # the decision rule shown: "greedy" or "sampled"
-    note: str = ""                      # a line shown above the text
+    rule: str = "greedy"  # the decision rule shown: "greedy" or "sampled"
+    note: str = ""  # a line shown above the text
 
 
 class PageCollector:
@@ -53,8 +55,8 @@ class PageCollector:
     def __init__(self, rule: str, limit: int = PAGE_BYTES):
         self.view, self.limit = PageData(b"", rule=rule), limit
         self.parts: list[bytes] = []
-        self.n_bytes = 0         # bytes kept
-        self.full = False        # a window was left out: the page shows a prefix of the text
+        self.n_bytes = 0  # bytes kept
+        self.full = False  # a window was left out: the page shows a prefix of the text
 
     def add(self, batch: Decided) -> None:
         v = self.view
@@ -86,7 +88,7 @@ def decide_from_terms(view: PageData, delta: float) -> list[int]:
     for i, b in enumerate(view.base):
         z = b + view.offset + delta
         for k, m in enumerate(view.mix[i], start=1):
-            p = view.piece_pos[i] - k                            # window position of the byte k back
+            p = view.piece_pos[i] - k  # window position of the byte k back
             z += m * (1 if p == 0 else a[i - k] if p > 0 else 0)
         a.append(int(view.cap * math.tanh(z / view.cap) > view.threshold[i]))
     return a
@@ -168,8 +170,11 @@ if (slider) {
 
 
 def page_script() -> str:
-    return (_PAGE_SCRIPT.replace("__COLOURS__", json.dumps(list(_HTML_COLOURS)))
-            .replace("__START__", json.dumps(SPLIT_START)).replace("__END__", json.dumps(SPLIT_END)))
+    return (
+        _PAGE_SCRIPT.replace("__COLOURS__", json.dumps(list(_HTML_COLOURS)))
+        .replace("__START__", json.dumps(SPLIT_START))
+        .replace("__END__", json.dumps(SPLIT_END))
+    )
 
 
 def render_html(view: PageData, path: str | Path, title: str = "learntok segmentation") -> Path:
@@ -178,34 +183,53 @@ def render_html(view: PageData, path: str | Path, title: str = "learntok segment
     lead, end = char_spans(view.data)
     pos = np.arange(len(view.data))
     drawn = display_chunks(view.data, chunk_starts(view, view.decisions))
-    spans = "".join(f'<span class="chunk" style="background:{_HTML_COLOURS[i % len(_HTML_COLOURS)]}">'
-                    f"{html.escape(c.text)}</span>" for i, c in enumerate(drawn))
-    payload = {**{k: v for k, v in vars(view).items() if k not in ("data", "note")},
-               "bytes": base64.b64encode(view.data).decode("ascii"),
-               "back": (pos - lead + 48).astype(np.uint8).tobytes().decode("ascii"),
-               "width": (end - lead + 48).astype(np.uint8).tobytes().decode("ascii")}
-    slider = ('<label>compression: more boundaries &larr; <input id="offset" type="range" min="-8" max="8" step="0.05" '
-              'value="0" style="width:24em; direction:rtl"> &rarr; fewer</label> ' if view.base else "")
-    data = json.dumps(payload).replace("</", "<\\/")             # no "</script>" inside the script
-    page = (f"<!doctype html>\n<meta charset=\"utf-8\">\n<title>{html.escape(title)}</title>\n"
-            "<style>body{font:14px/1.5 sans-serif;margin:2em} pre{white-space:pre-wrap;font:14px/1.7 monospace}"
-            " .chunk{border-right:1px solid #999} #stats{color:#444}</style>\n"
-            f"<h3>{html.escape(title)}</h3>\n<p id=\"note\" style=\"color:#666\">{html.escape(view.note)}</p>\n"
-            f"<div>{slider}<span id=\"stats\"></span></div>\n<pre id=\"text\">{spans}</pre>\n"
-            f"<script type=\"application/json\" id=\"data\">{data}</script>\n"
-            f"<script>{page_script()}</script>\n")
+    spans = "".join(
+        f'<span class="chunk" style="background:{_HTML_COLOURS[i % len(_HTML_COLOURS)]}">{html.escape(c.text)}</span>'
+        for i, c in enumerate(drawn)
+    )
+    payload = {
+        **{k: v for k, v in vars(view).items() if k not in ("data", "note")},
+        "bytes": base64.b64encode(view.data).decode("ascii"),
+        "back": (pos - lead + 48).astype(np.uint8).tobytes().decode("ascii"),
+        "width": (end - lead + 48).astype(np.uint8).tobytes().decode("ascii"),
+    }
+    slider = (
+        '<label>compression: more boundaries &larr; <input id="offset" type="range" min="-8" max="8" step="0.05" '
+        'value="0" style="width:24em; direction:rtl"> &rarr; fewer</label> '
+        if view.base
+        else ""
+    )
+    data = json.dumps(payload).replace("</", "<\\/")  # no "</script>" inside the script
+    page = (
+        f'<!doctype html>\n<meta charset="utf-8">\n<title>{html.escape(title)}</title>\n'
+        "<style>body{font:14px/1.5 sans-serif;margin:2em} pre{white-space:pre-wrap;font:14px/1.7 monospace}"
+        " .chunk{border-right:1px solid #999} #stats{color:#444}</style>\n"
+        f'<h3>{html.escape(title)}</h3>\n<p id="note" style="color:#666">{html.escape(view.note)}</p>\n'
+        f'<div>{slider}<span id="stats"></span></div>\n<pre id="text">{spans}</pre>\n'
+        f'<script type="application/json" id="data">{data}</script>\n'
+        f"<script>{page_script()}</script>\n"
+    )
     path = Path(path)
     write_output(path, page)  # whole or not at all
     return path
 
 
-def page_note(view: PageData, seed: int | None, rate_line: str | None, model_rate: float, whole_rate: float,
-              n_bytes: int, strategy: str) -> str:
+def page_note(
+    view: PageData,
+    seed: int | None,
+    rate_line: str | None,
+    model_rate: float,
+    whole_rate: float,
+    n_bytes: int,
+    strategy: str,
+) -> str:
     """The line above the text: which decisions the page opens with, at which rate, and what the
     slider does."""
     rule = f"sampled boundaries (seed {seed})" if view.rule == "sampled" else "greedy boundaries (p > 0.5)"
     setting = f"calibrated: {rate_line}" if rate_line else f"the model's own setting (trained for rate {model_rate:g})"
-    note = f"Shown: {rule}, as the command printed them, at {setting}; boundary rate {whole_rate:.3f} on the whole text."
+    note = (
+        f"Shown: {rule}, as the command printed them, at {setting}; boundary rate {whole_rate:.3f} on the whole text."
+    )
     if view.base is not None:
         how = "against the same draws" if view.rule == "sampled" else "greedily"
         note += f" The slider adds d to every policy logit and re-decides {how}."

@@ -13,6 +13,7 @@ on real tensors, and the counted FLOPs against the analytic count (`model_flops`
 
 Shapes: B micro-batch rows, T bytes a row.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -37,10 +38,10 @@ from learntok.runtime import resolve_dtype
 from learntok.train import Engine, build_optimizer, train_step
 
 GiB = 2**30
-PEAK_FLOPS = 989e12      # H100 / H200 SXM dense bf16 FLOP/s
+PEAK_FLOPS = 989e12  # H100 / H200 SXM dense bf16 FLOP/s
 CARDS = (24, 40, 80, 141)  # GPU memory (GB as sold, about GiB) of the cards the plan fits
-USABLE = 0.9             # of a card's memory for the step: the CUDA context, workspaces and fragmentation take the rest
-WORLDS = (1, 2, 4, 8)    # GPU counts the plan shows
+USABLE = 0.9  # of a card's memory for the step: the CUDA context, workspaces and fragmentation take the rest
+WORLDS = (1, 2, 4, 8)  # GPU counts the plan shows
 
 
 # ---------------------------------------------------------------- analytic FLOPs
@@ -73,9 +74,11 @@ def model_flops(cfg: ModelConfig, seq_len: int, rate: float | None = None) -> di
     rate, model = cfg.target_rate if rate is None else rate, meta_model(cfg)
     attention = (cfg.n_down + cfg.n_up) * attended(seq_len, cfg.attn_window)
     attention += rate * cfg.n_mid * attended(int(rate * seq_len), None)
-    return {"byte level": 6.0 * _matrices(model.encoder, model.decoder, model.head, model.early_head, model.strategy),
-            "token level": 6.0 * rate * _matrices(model.mid),
-            "attention": 12.0 * cfg.d_model * attention}
+    return {
+        "byte level": 6.0 * _matrices(model.encoder, model.decoder, model.head, model.early_head, model.strategy),
+        "token level": 6.0 * rate * _matrices(model.mid),
+        "attention": 12.0 * cfg.d_model * attention,
+    }
 
 
 def flops_per_byte(cfg: ModelConfig, seq_len: int, rate: float | None = None) -> float:
@@ -93,7 +96,7 @@ class MemoryTally(TorchDispatchMode):
 
     def __init__(self):
         super().__init__()
-        self.records = WeakIdKeyDictionary()                     # storage -> [bytes, kind]
+        self.records = WeakIdKeyDictionary()  # storage -> [bytes, kind]
         self.live, self.peak = {"": 0}, 0
         self.at_peak: dict[str, int] = {}
 
@@ -103,7 +106,7 @@ class MemoryTally(TorchDispatchMode):
         if record is None:
             record = self.records[st] = [st.nbytes(), kind]
             weakref.finalize(st, self._free, record)
-        elif record[1] != kind:                                  # a gradient, say, made by an op and kept
+        elif record[1] != kind:  # a gradient, say, made by an op and kept
             self.live[record[1]] -= record[0]
             record[1] = kind
         else:
@@ -117,7 +120,7 @@ class MemoryTally(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func is torch.ops.prim.device.default and isinstance(args[0], FakeTensor):
-            return args[0].fake_device                           # makes no tensor; autograd asks thousands of times a step
+            return args[0].fake_device  # makes no tensor; autograd asks thousands of times a step
         out = func(*args, **(kwargs or {}))
         tree_map_only(torch.Tensor, self.hold, out)
         return out
@@ -140,8 +143,9 @@ class RealStaysReal(TorchDispatchMode):
 # only); the formulas receive shapes: (query, key, value) and (grad_out, query, key, value).
 CPU_ATTENTION = {
     torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: lambda q, k, v, *_, **__: sdpa_flop_count(q, k, v),
-    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward:
-        lambda g, q, k, v, *_, **__: sdpa_backward_flop_count(g, q, k, v),
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: lambda g, q, k, v, *_, **__: (
+        sdpa_backward_flop_count(g, q, k, v)
+    ),
 }
 
 
@@ -163,8 +167,9 @@ def planned_boundaries(B: int, T: int, rate: float) -> torch.Tensor:
     return a.expand(B, T).contiguous()
 
 
-def prepared_step(run_cfg: RunConfig, micro: int, accum: int = 1,
-                  mode: FakeTensorMode | None = None) -> tuple[Engine, list[torch.Tensor]]:
+def prepared_step(
+    run_cfg: RunConfig, micro: int, accum: int = 1, mode: FakeTensorMode | None = None
+) -> tuple[Engine, list[torch.Tensor]]:
     """What one GPU's training step runs on: the model (fp32 master weights) and AdamW with its
     state in place (one step on zero gradients: the state of every step after the first), made
     on fake tensors under `mode` (real ones without); and `accum` micro-batches of `micro` rows
@@ -191,17 +196,17 @@ def run_step(run_cfg: RunConfig, eng: Engine, xs: list[torch.Tensor]) -> None:
 
 @dataclass
 class StepFigures:
-    micro: int                 # rows in the measured micro-batch
-    params: int                # parameters
-    peak: int                  # bytes at the peak of one micro-batch's forward + backward + optimizer step
-    at_peak: dict[str, int]    # of which, by kind: params, grads, optimizer, "" (activations and the rest)
-    state: dict[str, int]      # bytes of params, grads and optimizer state in all
-    flops: int                 # counted FLOPs of the micro-batch (FlopCounterMode), forward + backward
-    attention_flops: int       # of which attention (the kernels' whole score blocks, masked parts too)
-    matmul_flops: int          # of which matrix products
-    root_params: int           # parameters outside the transformer blocks (FSDP's root unit)
-    block_params: int          # parameters of the largest block (an FSDP unit)
-    fixed: float = 0.0         # bytes of the activations that do not grow with the rows (e.g. bf16 copies of the weights)
+    micro: int  # rows in the measured micro-batch
+    params: int  # parameters
+    peak: int  # bytes at the peak of one micro-batch's forward + backward + optimizer step
+    at_peak: dict[str, int]  # of which, by kind: params, grads, optimizer, "" (activations and the rest)
+    state: dict[str, int]  # bytes of params, grads and optimizer state in all
+    flops: int  # counted FLOPs of the micro-batch (FlopCounterMode), forward + backward
+    attention_flops: int  # of which attention (the kernels' whole score blocks, masked parts too)
+    matmul_flops: int  # of which matrix products
+    root_params: int  # parameters outside the transformer blocks (FSDP's root unit)
+    block_params: int  # parameters of the largest block (an FSDP unit)
+    fixed: float = 0.0  # bytes of the activations that do not grow with the rows (e.g. bf16 copies of the weights)
 
     @property
     def activations(self) -> int:
@@ -233,11 +238,21 @@ def measure_step(run_cfg: RunConfig, micro: int) -> StepFigures:
         with RealStaysReal(), counter, tally:
             run_step(run_cfg, eng, xs)
     ops = {str(op): n for op, n in counter.get_flop_counts()["Global"].items()}
-    blocks = [sum(p.numel() for p in b.parameters()) for s in (model.encoder, model.mid, model.decoder) for b in s.blocks]
-    return StepFigures(micro, model.num_params(), tally.peak, tally.at_peak, state, counter.get_total_flops(),
-                       sum(n for op, n in ops.items() if "attention" in op),
-                       sum(n for op, n in ops.items() if op.split(".")[1] in ("mm", "addmm", "bmm")),
-                       model.num_params() - sum(blocks), max(blocks, default=0))
+    blocks = [
+        sum(p.numel() for p in b.parameters()) for s in (model.encoder, model.mid, model.decoder) for b in s.blocks
+    ]
+    return StepFigures(
+        micro,
+        model.num_params(),
+        tally.peak,
+        tally.at_peak,
+        state,
+        counter.get_total_flops(),
+        sum(n for op, n in ops.items() if "attention" in op),
+        sum(n for op, n in ops.items() if op.split(".")[1] in ("mm", "addmm", "bmm")),
+        model.num_params() - sum(blocks),
+        max(blocks, default=0),
+    )
 
 
 # ---------------------------------------------------------------- the plan
@@ -264,8 +279,11 @@ def per_gpu_peak(f: StepFigures, micro: int, accum: int, world: int, fsdp: bool)
 def largest_fit(f: StepFigures, batch: int, world: int, fsdp: bool, card_gib: float) -> int | None:
     """The largest micro-batch (a divisor of the per-GPU batch) whose step fits the card; None if none."""
     per_gpu = batch // world
-    fits = [m for m in range(1, per_gpu + 1) if per_gpu % m == 0
-            and per_gpu_peak(f, m, per_gpu // m, world, fsdp) <= USABLE * card_gib * GiB]
+    fits = [
+        m
+        for m in range(1, per_gpu + 1)
+        if per_gpu % m == 0 and per_gpu_peak(f, m, per_gpu // m, world, fsdp) <= USABLE * card_gib * GiB
+    ]
     return max(fits, default=None)
 
 
@@ -274,16 +292,23 @@ def budget(run_cfg: RunConfig) -> dict[str, float]:
     tc, rate = run_cfg.train, run_cfg.model.target_rate
     n_bytes = tc.steps * tc.bytes_per_step
     per_byte = flops_per_byte(run_cfg.model, tc.seq_len)
-    return {"steps": tc.steps, "bytes": n_bytes, "tokens": n_bytes * rate, "flops_per_byte": per_byte,
-            "flops": per_byte * n_bytes}
+    return {
+        "steps": tc.steps,
+        "bytes": n_bytes,
+        "tokens": n_bytes * rate,
+        "flops_per_byte": per_byte,
+        "flops": per_byte * n_bytes,
+    }
 
 
 def budget_lines(run_cfg: RunConfig) -> list[str]:
     tc, b = run_cfg.train, budget(run_cfg)
     given = f" (train.train_bytes {tc.train_bytes:.3g})" if tc.train_bytes else ""
-    return [f"budget: {b['steps']} steps x {tc.batch_size} rows x {tc.seq_len} bytes = {b['bytes']:.3g} bytes{given}, "
-            f"{b['tokens']:.3g} tokens at the target rate {run_cfg.model.target_rate:g}",
-            f"training FLOPs (analytic, forward + backward): {b['flops_per_byte']:.3g} a byte, {b['flops']:.3g} in all"]
+    return [
+        f"budget: {b['steps']} steps x {tc.batch_size} rows x {tc.seq_len} bytes = {b['bytes']:.3g} bytes{given}, "
+        f"{b['tokens']:.3g} tokens at the target rate {run_cfg.model.target_rate:g}",
+        f"training FLOPs (analytic, forward + backward): {b['flops_per_byte']:.3g} a byte, {b['flops']:.3g} in all",
+    ]
 
 
 def gpu_hours(flops: float, mfu: float) -> float:
@@ -301,13 +326,29 @@ def plan(run_cfg: RunConfig, mfu: float = 0.4) -> dict:
     rows = []
     for world in (w for w in WORLDS if tc.batch_size % w == 0):
         m, a = micro_plan(tc.batch_size, tc.micro_batch_size, world)
-        for fsdp in ((False,) if world == 1 else (False, True)):
-            rows.append({"gpus": world, "parallel": "FSDP" if fsdp else ("DDP" if world > 1 else "one GPU"),
-                         "per_gpu_batch": tc.batch_size // world, "micro": m, "peak": per_gpu_peak(f, m, a, world, fsdp),
-                         "fits": {c: largest_fit(f, tc.batch_size, world, fsdp, c) for c in CARDS}})
-    return {"step": f, "budget": b, "micro": micro, "accum": accum, "mfu": mfu, "step_flops": step_flops,
-            "counted_step_flops": f.flops * accum, "gpu_hours": gpu_hours(b["flops"], mfu),
-            "step_seconds": step_flops / (mfu * PEAK_FLOPS), "rows": rows}
+        for fsdp in (False,) if world == 1 else (False, True):
+            rows.append(
+                {
+                    "gpus": world,
+                    "parallel": "FSDP" if fsdp else ("DDP" if world > 1 else "one GPU"),
+                    "per_gpu_batch": tc.batch_size // world,
+                    "micro": m,
+                    "peak": per_gpu_peak(f, m, a, world, fsdp),
+                    "fits": {c: largest_fit(f, tc.batch_size, world, fsdp, c) for c in CARDS},
+                }
+            )
+    return {
+        "step": f,
+        "budget": b,
+        "micro": micro,
+        "accum": accum,
+        "mfu": mfu,
+        "step_flops": step_flops,
+        "counted_step_flops": f.flops * accum,
+        "gpu_hours": gpu_hours(b["flops"], mfu),
+        "step_seconds": step_flops / (mfu * PEAK_FLOPS),
+        "rows": rows,
+    }
 
 
 def format_plan(run_cfg: RunConfig, p: dict) -> str:
@@ -338,12 +379,16 @@ def format_plan(run_cfg: RunConfig, p: dict) -> str:
     ]
     for r in p["rows"]:
         fits = " | ".join("-" if r["fits"][c] is None else str(r["fits"][c]) for c in CARDS)
-        lines.append(f"| {r['gpus']} | {r['parallel']} | {r['per_gpu_batch']} | {r['micro']} | {r['peak'] / GiB:.3g} | {fits} |")
-    lines += ["",
-              "Measured on fake tensors: one training step (two micro-batch sizes, for what grows with the rows), "
-              "boundaries prescribed at the target rate (a sampled policy's rows vary around it), the CPU's attention "
-              "kernels standing in for the GPU's (whose packed token level needs no padding: a little less). DDP: each "
-              "GPU holds the weights, gradients, AdamW state and gradient buckets; FSDP: weights and AdamW state "
-              "sharded over the GPUs, gradients too once reduced, plus the gathered root unit and two blocks; "
-              "activations stay per GPU."]
+        lines.append(
+            f"| {r['gpus']} | {r['parallel']} | {r['per_gpu_batch']} | {r['micro']} | {r['peak'] / GiB:.3g} | {fits} |"
+        )
+    lines += [
+        "",
+        "Measured on fake tensors: one training step (two micro-batch sizes, for what grows with the rows), "
+        "boundaries prescribed at the target rate (a sampled policy's rows vary around it), the CPU's attention "
+        "kernels standing in for the GPU's (whose packed token level needs no padding: a little less). DDP: each "
+        "GPU holds the weights, gradients, AdamW state and gradient buckets; FSDP: weights and AdamW state "
+        "sharded over the GPUs, gradients too once reduced, plus the gathered root unit and two blocks; "
+        "activations stay per GPU.",
+    ]
     return "\n".join(lines)

@@ -6,6 +6,7 @@ metrics.jsonl (learntok.tracking) holds training rows (`step`, `bytes_seen`, `bp
 `val_whitespace_rate`), told apart by their `kind` (by their keys in runs written before rows
 had one).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,8 +20,10 @@ METRICS = {"bpb": "bits per byte", "boundary_rate": "boundary rate", "whitespace
 
 def pyplot():
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt
 
 
@@ -80,7 +83,7 @@ def save_curves(fig, ax, path: Path) -> Path:
     if ax.lines:
         ax.legend(fontsize=8)
     fig.tight_layout()
-    with replacing(path) as tmp:                                 # whole or not at all
+    with replacing(path) as tmp:  # whole or not at all
         fig.savefig(tmp, dpi=120, format="png")
     pyplot().close(fig)
     return path

@@ -11,6 +11,7 @@ never a carriage return. Nothing shows for a task done within DELAY seconds.
 `note` prints a message line the same way (above the bars on a terminal). Under torchrun only
 rank 0 shows anything (`runtime.launch_rank`).
 """
+
 from __future__ import annotations
 
 import os
@@ -22,7 +23,7 @@ from tqdm import tqdm
 from learntok.runtime import launch_rank
 
 LOG_INTERVAL = 30.0  # seconds between progress lines in a log (not a terminal); TQDM_MININTERVAL overrides
-DELAY = 1.0          # seconds before anything shows, so that a quick command stays quiet; TQDM_DELAY overrides
+DELAY = 1.0  # seconds before anything shows, so that a quick command stays quiet; TQDM_DELAY overrides
 LOG_FORMAT = "{desc}: {percentage:3.0f}% {n_fmt}/{total_fmt} {unit} [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
 
 
@@ -49,6 +50,7 @@ def note(message: str, enabled: bool = True) -> None:
 
 class _Discard:
     """Where tqdm's own writes go in log mode: `Progress.display` writes the lines itself."""
+
     encoding = "utf-8"
 
     def write(self, text: str) -> None:
@@ -62,23 +64,35 @@ class Progress(tqdm):
     """`tqdm` with learntok's defaults: on stderr, off on ranks other than 0 (and with
     enabled=False), whole timestamped lines when stderr is not a terminal."""
 
-    def __init__(self, iterable=None, desc: str | None = None, total: float | None = None, unit: str = "it",
-                 enabled: bool = True, **kwargs):
+    def __init__(
+        self,
+        iterable=None,
+        desc: str | None = None,
+        total: float | None = None,
+        unit: str = "it",
+        enabled: bool = True,
+        **kwargs,
+    ):
         self._stream = sys.stderr
         self._log = is_log(self._stream)
         if self._log:
-            kwargs.update(file=_Discard(), ascii=True, bar_format=LOG_FORMAT if total is not None else None,
-                          mininterval=float(os.environ.get("TQDM_MININTERVAL", LOG_INTERVAL)))
+            kwargs.update(
+                file=_Discard(),
+                ascii=True,
+                bar_format=LOG_FORMAT if total is not None else None,
+                mininterval=float(os.environ.get("TQDM_MININTERVAL", LOG_INTERVAL)),
+            )
         else:
             kwargs.setdefault("dynamic_ncols", True)
             kwargs["file"] = self._stream
         kwargs.setdefault("delay", float(os.environ.get("TQDM_DELAY", DELAY)))
-        super().__init__(iterable, desc=desc, total=total, unit=unit, disable=not enabled or launch_rank() != 0,
-                         **kwargs)
+        super().__init__(
+            iterable, desc=desc, total=total, unit=unit, disable=not enabled or launch_rank() != 0, **kwargs
+        )
 
     def display(self, msg: str | None = None, pos: int | None = None) -> bool:
         if not self._log:
             return super().display(msg, pos)
-        if msg is None:                                          # a status (msg "" would clear a bar)
+        if msg is None:  # a status (msg "" would clear a bar)
             print(f"{stamp()} {self}", file=self._stream, flush=True)
         return True

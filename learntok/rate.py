@@ -15,6 +15,7 @@ A strategy with neither (bpe: its rate is its vocabulary, fitted before training
 
 Shapes: B batch, T bytes (BOS at t = 0).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -31,23 +32,25 @@ from learntok.objective import boundary_counts, boundary_rates
 from learntok.runtime import inference
 
 CALIBRATION_BYTES = 1 << 16  # held-out bytes a calibration reads by default
-TOLERANCE = 0.005            # |reached - target| beyond which `set_rate` reports the target missed
+TOLERANCE = 0.005  # |reached - target| beyond which `set_rate` reports the target missed
 
 
 @dataclass
 class RateSetting:
-    strategy: str   # model.cfg.boundary
-    target: float   # the requested rate
-    knob: str       # "rule" or "offset"
-    value: float    # the rule's rate or the offset set
+    strategy: str  # model.cfg.boundary
+    target: float  # the requested rate
+    knob: str  # "rule" or "offset"
+    value: float  # the rule's rate or the offset set
     reached: float  # the rate measured on the calibration text (the target itself for a rule without text)
-    n_bytes: int    # real bytes of calibration text (0 when none was read)
+    n_bytes: int  # real bytes of calibration text (0 when none was read)
     note: str = ""  # why the target is out of reach, when it is
 
     def describe(self) -> str:
         where = f"on {self.n_bytes:,} held-out bytes" if self.n_bytes else "(exact rule)"
-        line = (f"rate: target {self.target:.3f}, reached {self.reached:.4f} {where}; "
-                f"{self.strategy} {self.knob} {self.value:+.4f}")
+        line = (
+            f"rate: target {self.target:.3f}, reached {self.reached:.4f} {where}; "
+            f"{self.strategy} {self.knob} {self.value:+.4f}"
+        )
         return line + (f"; {self.note}" if self.note else "")
 
 
@@ -57,8 +60,9 @@ def text_batches(text: str | bytes, seq_len: int, batch_size: int = 8) -> list[t
     return list(bos_rows(row_pieces(data, seq_len)).split(batch_size))
 
 
-def held_out_batches(data: ByteData, seq_len: int, batch_size: int = 8, split: str = "val",
-                     max_bytes: int = CALIBRATION_BYTES) -> list[torch.Tensor]:
+def held_out_batches(
+    data: ByteData, seq_len: int, batch_size: int = 8, split: str = "val", max_bytes: int = CALIBRATION_BYTES
+) -> list[torch.Tensor]:
     """The first max_bytes of a held-out split as (B, T) rows, as evaluation reads them."""
     return [x for x, _ in data.eval_batches(split, batch_size, seq_len, max_bytes=max_bytes)]
 
@@ -84,7 +88,8 @@ def strategy_inputs(model, batches: Iterable[torch.Tensor]) -> list[tuple[torch.
     device = next(model.parameters()).device
     captured = []
     hook = model.strategy.register_forward_hook(
-        lambda mod, args, kwargs, out: captured.append((args[0], args[1], kwargs["early_logits"])), with_kwargs=True)
+        lambda mod, args, kwargs, out: captured.append((args[0], args[1], kwargs["early_logits"])), with_kwargs=True
+    )
     try:
         with inference(model, 0, device):
             for x in batches:
@@ -106,8 +111,9 @@ def decided_rate(strategy, inputs, greedy: bool = False, seed: int = 0) -> tuple
     return float(boundary_rates(counts)["boundary_rate"]), int(counts[1])
 
 
-def calibrate(model, batches: list[torch.Tensor], target: float, greedy: bool = False, seed: int = 0,
-              iters: int = 30) -> tuple[float, float, int]:
+def calibrate(
+    model, batches: list[torch.Tensor], target: float, greedy: bool = False, seed: int = 0, iters: int = 30
+) -> tuple[float, float, int]:
     """The offset of the model's strategy (rate_knob "offset") that hits `target` on the batches, by
     bisection in its bracket; the knob is left at it. Returns (offset, rate reached, bytes)."""
     knob, inputs = model.strategy, strategy_inputs(model, batches)
@@ -124,8 +130,14 @@ def calibrate(model, batches: list[torch.Tensor], target: float, greedy: bool = 
     return float(knob.rate_offset), reached, n_bytes
 
 
-def set_rate(model, target: float, batches: list[torch.Tensor] | str | bytes | None = None, greedy: bool = False,
-             seed: int = 0, seq_len: int = 256) -> RateSetting:
+def set_rate(
+    model,
+    target: float,
+    batches: list[torch.Tensor] | str | bytes | None = None,
+    greedy: bool = False,
+    seed: int = 0,
+    seq_len: int = 256,
+) -> RateSetting:
     """Run `model` at boundary rate `target` from now on: the Python API of `--rate`. `batches`
     is held-out text (a list of (B, T) rows, or a str / bytes cut into rows of seq_len), needed by
     strategies with an offset; calibrate with the `greedy` flag the model will then be run with."""
@@ -139,21 +151,27 @@ def set_rate(model, target: float, batches: list[torch.Tensor] | str | bytes | N
         reached, n = measured_rate(model, batches, greedy, seed) if batches else (target, 0)
         return RateSetting(name, target, "rule", target, reached, n)
     if strategy.rate_knob != "offset":
-        raise ConfigError(f"strategy {name!r} has no inference-time rate knob (its rate is fixed when it is "
-                          "trained, e.g. bpe's vocabulary): train it at this rate instead (compare --rates)")
+        raise ConfigError(
+            f"strategy {name!r} has no inference-time rate knob (its rate is fixed when it is "
+            "trained, e.g. bpe's vocabulary): train it at this rate instead (compare --rates)"
+        )
     if not batches:
         raise ConfigError(f"strategy {name!r} calibrates its rate on held-out text: give some")
     offset, reached, n = calibrate(model, batches, target, greedy, seed)
     note = ""
     if abs(reached - target) > TOLERANCE:
         low, high = strategy.rate_offset_range
-        note = (f"target out of reach: the rate spans only what offsets {low:g}..{high:g} give on this text"
-                if offset in (low, high) else "the rate moves in steps larger than the tolerance on this text")
+        note = (
+            f"target out of reach: the rate spans only what offsets {low:g}..{high:g} give on this text"
+            if offset in (low, high)
+            else "the rate moves in steps larger than the tolerance on this text"
+        )
     return RateSetting(name, target, "offset", offset, reached, n, note)
 
 
-def set_rate_for_run(model, run_cfg, target: float, text: str | bytes | None = None, greedy: bool = False,
-                     seed: int = 0) -> RateSetting:
+def set_rate_for_run(
+    model, run_cfg, target: float, text: str | bytes | None = None, greedy: bool = False, seed: int = 0
+) -> RateSetting:
     """`--rate` of the commands: calibrate on the run's validation split (the first
     CALIBRATION_BYTES), or on `text` for a bare model folder (no run config, no data)."""
     if run_cfg is not None:

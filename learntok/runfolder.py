@@ -17,6 +17,7 @@ folders of interrupted atomic writes are removed, and on resume the logs (metric
 segments.txt) are cut back to the checkpoint's step by writing a new file and renaming it
 over the old one, so a crash at any moment leaves either the old or the new file, whole.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -35,11 +36,11 @@ from learntok.files import read_input, write_text_atomic
 LOCK = ".lock"
 METRICS, SEGMENTS, CONFIG, WANDB = "metrics.jsonl", "segments.txt", "config.toml", "wandb"
 RUN_FILES = (METRICS, SEGMENTS, CONFIG, "checkpoints", WANDB)  # what `train` writes into a run folder
-EVENTS = "events.out.tfevents."   # the name prefix of TensorBoard event files (log.tensorboard)
-LOG = "train.log"                 # a run's console log, kept by `compare --jobs` across resumes (never cleared)
+EVENTS = "events.out.tfevents."  # the name prefix of TensorBoard event files (log.tensorboard)
+LOG = "train.log"  # a run's console log, kept by `compare --jobs` across resumes (never cleared)
 
-_held: dict[Path, int] = {}       # run folder (resolved) -> file descriptor of its locked .lock
-_created: set[Path] = set()       # folders this process created to lock them (removed at exit if still empty)
+_held: dict[Path, int] = {}  # run folder (resolved) -> file descriptor of its locked .lock
+_created: set[Path] = set()  # folders this process created to lock them (removed at exit if still empty)
 
 
 class RunFolderError(ConfigError):
@@ -54,7 +55,7 @@ def claim(run_dir: str | Path, resume: bool) -> Path:
     if run_dir.exists() and not run_dir.is_dir():
         raise RunFolderError(f"--out {run_dir} is a file, not a folder")
     _check_kinds(run_dir)
-    ours = (run_dir / LOCK).is_file()                            # left by an earlier `train` here
+    ours = (run_dir / LOCK).is_file()  # left by an earlier `train` here
     _lock(run_dir)
     remove_stale_tmp(run_dir)
     remove_stale_tmp(run_dir / "checkpoints")
@@ -70,15 +71,17 @@ def _check_kinds(run_dir: Path) -> None:
         path, folder = run_dir / name, name == "checkpoints"
         if (path.exists() or path.is_symlink()) and not (path.is_dir() if folder else path.is_file()):
             found = "a folder" if path.is_dir() else "a broken symlink" if not path.exists() else "not a regular file"
-            raise RunFolderError(f"run folder {run_dir}: {name} is {found}, not a {'folder' if folder else 'file'}; "
-                                 f"move it away or choose another --out")
+            raise RunFolderError(
+                f"run folder {run_dir}: {name} is {found}, not a {'folder' if folder else 'file'}; "
+                f"move it away or choose another --out"
+            )
 
 
 def release(run_dir: str | Path) -> None:
     """Give up the lock on `run_dir` (if this process holds it)."""
     fd = _held.pop(Path(run_dir).resolve(), None)
     if fd is not None:
-        os.close(fd)                                             # closing drops the flock
+        os.close(fd)  # closing drops the flock
 
 
 def _lock(run_dir: Path) -> None:
@@ -94,8 +97,10 @@ def _lock(run_dir: Path) -> None:
     except BlockingIOError:
         holder = _holder(fd)
         os.close(fd)
-        raise RunFolderError(f"run folder {run_dir} is in use by {holder} (lock {run_dir / LOCK}); wait for "
-                             f"that run to end or choose another --out") from None
+        raise RunFolderError(
+            f"run folder {run_dir} is in use by {holder} (lock {run_dir / LOCK}); wait for "
+            f"that run to end or choose another --out"
+        ) from None
     os.ftruncate(fd, 0)
     os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname()}).encode())
     _held[key] = fd
@@ -130,7 +135,7 @@ def metric_rows(path: str | Path) -> list[tuple[str, dict]]:
         try:
             row = json.loads(line)
         except ValueError:
-            if i == len(lines) - 1 and not text.endswith("\n"):     # torn by a crash
+            if i == len(lines) - 1 and not text.endswith("\n"):  # torn by a crash
                 break
             raise DataError(f"{path} line {lineno}: not valid JSON") from None
         if not isinstance(row, dict) or "step" not in row:
@@ -155,16 +160,22 @@ def _check_fresh(run_dir: Path, ours: bool) -> None:
         raise RunFolderError(f"run folder {run_dir} already has checkpoints; pass --resume or another --out")
     foreign = [n for n in names if n not in RUN_FILES and not n.startswith(EVENTS)]
     if foreign:
-        raise RunFolderError(f"--out {run_dir} is not empty and not a run folder (it holds {', '.join(foreign[:3])}"
-                             f"{', ...' if len(foreign) > 3 else ''}); train writes only into a new or empty "
-                             f"folder, or resumes a run with --resume")
+        raise RunFolderError(
+            f"--out {run_dir} is not empty and not a run folder (it holds {', '.join(foreign[:3])}"
+            f"{', ...' if len(foreign) > 3 else ''}); train writes only into a new or empty "
+            f"folder, or resumes a run with --resume"
+        )
     if _logged_steps(run_dir) > 0:
-        raise RunFolderError(f"run folder {run_dir} has logged steps but no checkpoint to resume from; its "
-                             f"{METRICS} would mix two runs: choose another --out")
+        raise RunFolderError(
+            f"run folder {run_dir} has logged steps but no checkpoint to resume from; its "
+            f"{METRICS} would mix two runs: choose another --out"
+        )
     if not ours:
-        raise RunFolderError(f"--out {run_dir} is not empty ({', '.join(names)}) and was not started by learntok "
-                             f"train; train writes only into a new or empty folder, or resumes a run with --resume")
-    for name in names:                                           # our own start, killed before its first checkpoint
+        raise RunFolderError(
+            f"--out {run_dir} is not empty ({', '.join(names)}) and was not started by learntok "
+            f"train; train writes only into a new or empty folder, or resumes a run with --resume"
+        )
+    for name in names:  # our own start, killed before its first checkpoint
         path = run_dir / name
         shutil.rmtree(path) if path.is_dir() else path.unlink()
 
@@ -173,8 +184,10 @@ def check_resume(run_dir: Path, ckpt_step: int, steps: int) -> None:
     """A resume may only go forward: train.steps below the checkpoint's step would report a
     step the run is not at and rewrite its config."""
     if steps < ckpt_step:
-        raise RunFolderError(f"cannot resume {run_dir} to train.steps={steps}: its latest checkpoint is at step "
-                             f"{ckpt_step}; give train.steps >= {ckpt_step}")
+        raise RunFolderError(
+            f"cannot resume {run_dir} to train.steps={steps}: its latest checkpoint is at step "
+            f"{ckpt_step}; give train.steps >= {ckpt_step}"
+        )
 
 
 def trim_logs(run_dir: Path, step: int) -> None:
@@ -188,7 +201,7 @@ def trim_logs(run_dir: Path, step: int) -> None:
         keep, current = [], 0
         for line in _lines(segments):
             if line.startswith("== step "):
-                current = int(line[len("== step "):]) if line[len("== step "):].isdigit() else step + 1
+                current = int(line[len("== step ") :]) if line[len("== step ") :].isdigit() else step + 1
             if current <= step:
                 keep.append(line + "\n")
         write_text_atomic(segments, "".join(keep))

@@ -1,4 +1,5 @@
 """Device, autocast dtype and seeds, resolved once at start-up and passed down (no work at import)."""
+
 from __future__ import annotations
 
 import contextlib

@@ -2,6 +2,7 @@
 page, streamed batch by batch (docs/tokenizer.md). The decisions come from learntok.windows
 (through learntok.Tokenizer, the same code as the API); the display from learntok.display.
 """
+
 from __future__ import annotations
 
 import base64
@@ -30,8 +31,15 @@ def segment_stats(counts: torch.Tensor, n_chunks: int) -> dict[str, float]:
     return {**rates, "n_bytes": int(counts[1]), "n_chunks": n_chunks}
 
 
-def segment_text(model, text: str | bytes, greedy: bool = False, seed: int = 0, window: int | None = None,
-                 batch_bytes: int = BATCH_BYTES, full_forward: bool = False) -> tuple[list[Chunk], dict[str, float]]:
+def segment_text(
+    model,
+    text: str | bytes,
+    greedy: bool = False,
+    seed: int = 0,
+    window: int | None = None,
+    batch_bytes: int = BATCH_BYTES,
+    full_forward: bool = False,
+) -> tuple[list[Chunk], dict[str, float]]:
     """Segment one text (one window without `window`). Returns (chunks, segment_stats)."""
     data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
     counts, starts = torch.zeros(4, dtype=torch.float64), []
@@ -44,8 +52,14 @@ def segment_text(model, text: str | bytes, greedy: bool = False, seed: int = 0, 
 
 def chunk_record(c: Chunk) -> dict:
     """A chunk in `segment --json`: byte offsets, its bytes (base64) and the display string."""
-    return {"start": c.start, "end": c.end, "bytes": base64.b64encode(c.data).decode("ascii"), "text": c.text,
-            "starts_mid": c.starts_mid, "ends_mid": c.ends_mid}
+    return {
+        "start": c.start,
+        "end": c.end,
+        "bytes": base64.b64encode(c.data).decode("ascii"),
+        "text": c.text,
+        "starts_mid": c.starts_mid,
+        "ends_mid": c.ends_mid,
+    }
 
 
 class JsonChunks:
@@ -55,7 +69,7 @@ class JsonChunks:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.tmp = self.path.absolute().parent / f".{self.path.name}.tmp-{secrets.token_hex(4)}"
-        self.f = open(self.tmp, "x", encoding="utf-8")          # a new file, with the user's umask
+        self.f = open(self.tmp, "x", encoding="utf-8")  # a new file, with the user's umask
         self.f.write('{"chunks": [')
         self.n = 0
 
@@ -74,8 +88,13 @@ class JsonChunks:
         Path(self.tmp).unlink(missing_ok=True)
 
 
-def stream_segments(decided: Iterable[Decided], out: TextIO, color: bool, json_out: JsonChunks | None = None,
-                    on_batch: Callable[[Decided], None] | None = None) -> dict[str, float]:
+def stream_segments(
+    decided: Iterable[Decided],
+    out: TextIO,
+    color: bool,
+    json_out: JsonChunks | None = None,
+    on_batch: Callable[[Decided], None] | None = None,
+) -> dict[str, float]:
     """Print one text's chunks to `out` as the batches come (colours when `color`, else `|`
     between chunks; control characters escaped), add them to `json_out`, hand each batch to
     `on_batch` (the HTML page). Memory is bounded by a batch, not the text. Returns segment_stats."""
@@ -100,9 +119,19 @@ def stream_segments(decided: Iterable[Decided], out: TextIO, color: bool, json_o
     return segment_stats(counts, n)
 
 
-def segment_to(tok: Tokenizer, rows: Iterable[tuple[int, int, bytes]], head: bytes, greedy: bool, seed: int,
-               rate: float | None, out: TextIO, err: TextIO, json_path: str | None = None,
-               html_path: str | None = None, extra: dict | None = None) -> dict:
+def segment_to(
+    tok: Tokenizer,
+    rows: Iterable[tuple[int, int, bytes]],
+    head: bytes,
+    greedy: bool,
+    seed: int,
+    rate: float | None,
+    out: TextIO,
+    err: TextIO,
+    json_path: str | None = None,
+    html_path: str | None = None,
+    extra: dict | None = None,
+) -> dict:
     """`learntok segment`'s work on one text, given as its windows (`rows`, windows.text_rows or
     file_rows) and its first bytes (`head`: what a bare model folder calibrates `rate` on): the
     rate line to `err`, the chunks to `out` (colours on a terminal), then --json (with `extra`
@@ -114,18 +143,35 @@ def segment_to(tok: Tokenizer, rows: Iterable[tuple[int, int, bytes]], head: byt
         page = PageCollector(rule) if html_path else None
         json_out = JsonChunks(json_path) if json_path else None
         try:
-            stats = stream_segments(tok.decide(rows, greedy, seed, terms=page.limit if page else 0), out,
-                                    out.isatty(), json_out, page.add if page else None)
+            stats = stream_segments(
+                tok.decide(rows, greedy, seed, terms=page.limit if page else 0),
+                out,
+                out.isatty(),
+                json_out,
+                page.add if page else None,
+            )
         except BaseException:
             if json_out is not None:
                 json_out.abandon()
             raise
-    figures = {**stats, "rule": rule, "seed": seed, "window": tok.window,
-               "rate_setting": asdict(setting) if setting else None}
+    figures = {
+        **stats,
+        "rule": rule,
+        "seed": seed,
+        "window": tok.window,
+        "rate_setting": asdict(setting) if setting else None,
+    }
     if page is not None:
         view = page.page()
-        view.note = page_note(view, seed, setting.describe() if setting else None, tok.model.cfg.target_rate,
-                              stats["boundary_rate"], stats["n_bytes"], tok.model.cfg.boundary)
+        view.note = page_note(
+            view,
+            seed,
+            setting.describe() if setting else None,
+            tok.model.cfg.target_rate,
+            stats["boundary_rate"],
+            stats["n_bytes"],
+            tok.model.cfg.boundary,
+        )
         render_html(view, html_path)
     if json_out is not None:
         json_out.finish({**figures, **(extra or {})})
@@ -139,7 +185,7 @@ def held_out_passage(data: ByteData, n_bytes: int = 700, max_docs: int = 1000) -
     if not doc:
         raise DataError("the test split holds no text to show")
     start = doc.find(b"\n", len(doc) // 3) + 1
-    passage = doc[start:start + n_bytes]
+    passage = doc[start : start + n_bytes]
     cut = passage.rfind(b"\n")
     return passage[:cut] if cut > n_bytes // 2 else passage
 

@@ -8,6 +8,7 @@ Shaped after the `tokenizers` library's `Encoding`, with one difference on purpo
 vocabulary. A chunk is a span of bytes the model chose to start a token at; the model reads the
 bytes, not an id from a table, so there are no ids to give.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -28,9 +29,10 @@ class Encoding:
     """One text cut into the model's chunks. `tokens` are display strings (a character cut by a
     boundary shows once, marked: learntok.display); `bytes` are exact, and joined they give back the
     text. There are no ids: the model has no vocabulary."""
-    data: bytes           # the text's bytes (UTF-8 of a str)
-    chunks: list[Chunk]   # in order; chunk k is data[chunks[k].start:chunks[k].end]
-    rule: str             # the decision rule: "greedy" (p > 0.5) or "sampled"
+
+    data: bytes  # the text's bytes (UTF-8 of a str)
+    chunks: list[Chunk]  # in order; chunk k is data[chunks[k].start:chunks[k].end]
+    rule: str  # the decision rule: "greedy" (p > 0.5) or "sampled"
 
     def __len__(self) -> int:
         return len(self.chunks)
@@ -58,7 +60,7 @@ class Encoding:
         if not self.chunks:
             return []
         lead, _ = char_spans(self.data)
-        index = np.cumsum(lead == np.arange(len(self.data))) - 1   # (n_bytes,) character of each byte
+        index = np.cumsum(lead == np.arange(len(self.data))) - 1  # (n_bytes,) character of each byte
         a = np.array([c.start for c in self.chunks])
         b = np.array([c.end for c in self.chunks])
         return list(zip(index[a].tolist(), (index[b - 1] + 1).tolist()))
@@ -85,15 +87,21 @@ class Tokenizer:
         self.calibrations: dict[tuple, RateSetting] = {}  # memo of `at_rate`'s calibrations
 
     @classmethod
-    def from_pretrained(cls, path, device: str = "cpu", window: int = WINDOW,
-                        batch_bytes: int = BATCH_BYTES) -> "Tokenizer":
+    def from_pretrained(
+        cls, path, device: str = "cpu", window: int = WINDOW, batch_bytes: int = BATCH_BYTES
+    ) -> "Tokenizer":
         """From a run folder (its latest checkpoint and its config: `rate=` calibrates on its
         validation split) or a model or checkpoint folder."""
         model, run_cfg = load_run(path, device)
         return cls(model, run_cfg, window, batch_bytes)
 
-    def encode(self, text: str | bytes | Sequence[str | bytes], rate: float | None = None, greedy: bool = True,
-               seed: int | None = None) -> Encoding | list[Encoding]:
+    def encode(
+        self,
+        text: str | bytes | Sequence[str | bytes],
+        rate: float | None = None,
+        greedy: bool = True,
+        seed: int | None = None,
+    ) -> Encoding | list[Encoding]:
         """One Encoding per text (a list for a list). `rate`: cut at this boundary rate instead of
         the model's own (calibrated with the decision rule in use: learntok.rate.set_rate, on the
         run's validation split, or on the texts' first bytes for a bare model folder). `greedy`:
@@ -113,8 +121,9 @@ class Tokenizer:
         out = [Encoding(d, display_chunks(d, s), rule) for d, s in zip(datas, starts)]
         return out[0] if single else out
 
-    def decide(self, rows: Iterable[tuple[int, int, bytes]], greedy: bool, seed: int | None,
-               terms: int = 0) -> Iterator[Decided]:
+    def decide(
+        self, rows: Iterable[tuple[int, int, bytes]], greedy: bool, seed: int | None, terms: int = 0
+    ) -> Iterator[Decided]:
         """learntok.windows.decide with this tokenizer's model and batch size (`learntok segment`
         streams a file through this)."""
         return decide(self.model, rows, greedy, seed, self.batch_bytes, terms)
@@ -149,7 +158,7 @@ def calibration_text(texts: Sequence[bytes]) -> bytes:
     """What a bare model folder calibrates `rate=` on: the first CALIBRATION_BYTES of the texts."""
     out, n = [], 0
     for t in texts:
-        out.append(t[:CALIBRATION_BYTES - n])
+        out.append(t[: CALIBRATION_BYTES - n])
         n += len(out[-1])
         if n >= CALIBRATION_BYTES:
             break

@@ -17,6 +17,7 @@ events after its checkpoint's step (SummaryWriter's purge_step), as metrics.json
 A W&B run logs the same scalars and text, keyed by an id kept in RUN/wandb/, so a resume
 continues it; `WANDB_MODE=offline` (wandb's own setting) logs without a network.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -53,8 +54,11 @@ def append_row(run_dir: str | Path, kind: str, step: int, row: dict) -> dict:
 
 def scalars(kind: str, row: dict) -> dict[str, float]:
     """The row's numbers as tracker scalars `KIND/NAME` (a `val_` prefix dropped under val)."""
-    return {f"{kind}/{k.removeprefix(kind + '_')}": float(v) for k, v in row.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step"}
+    return {
+        f"{kind}/{k.removeprefix(kind + '_')}": float(v)
+        for k, v in row.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step"
+    }
 
 
 class Tracker:
@@ -70,6 +74,7 @@ class Tracker:
         check_trackers(cfg)
         if cfg.tensorboard:
             from torch.utils.tensorboard import SummaryWriter
+
             # every writer marks its session start, so the reader sees a resume's start as a restart
             # and drops the earlier events from the step after the checkpoint on
             self.tb = SummaryWriter(str(self.run_dir), purge_step=start + 1 if start else 0, flush_secs=30)
@@ -90,10 +95,11 @@ class Tracker:
     def text(self, step: int, tag: str, text: str) -> None:
         if not self.enabled:
             return
-        if self.tb is not None:                                  # markdown: an indented block keeps the lines
+        if self.tb is not None:  # markdown: an indented block keeps the lines
             self.tb.add_text(tag, "\n".join("    " + line for line in text.splitlines()), step)
         if self.wb is not None:
             import wandb
+
             self.wb.log({tag: wandb.Html(f"<pre>{_escape(text)}</pre>")}, step=step)
 
     def close(self) -> None:
@@ -120,7 +126,13 @@ def _wandb_run(run_dir: Path, project: str, config: dict, fresh: bool):
         id_file.write_text(uuid.uuid4().hex[:16], encoding="utf-8")
     state = rng_state()
     try:
-        return wandb.init(project=project, dir=str(run_dir), name=run_dir.name, id=id_file.read_text().strip(),
-                          resume="allow", config=config)
+        return wandb.init(
+            project=project,
+            dir=str(run_dir),
+            name=run_dir.name,
+            id=id_file.read_text().strip(),
+            resume="allow",
+            config=config,
+        )
     finally:
         set_rng_state(state)

@@ -9,6 +9,7 @@ saving, and the error names the last good checkpoint. Evaluation and sample segm
 under their own seeds, so they never shift the training RNG: `resume` reproduces an
 uninterrupted run exactly (on CPU).
 """
+
 from __future__ import annotations
 
 import math
@@ -23,9 +24,21 @@ from learntok.checkpoint import latest_checkpoint, load_checkpoint, save_checkpo
 from learntok.config import ConfigError, OptimConfig, RunConfig, to_toml
 from learntok.data import PAD, ByteData, small_split_warnings
 from learntok.data.dataset import FIT_BYTES
-from learntok.distributed import (DistEnv, all_reduce, barrier, broadcast_module_state, checkpoint_views,
-                                  compile_model, init_distributed, load_state, micro_plan, no_grad_sync, shutdown,
-                                  slot_seed, wrap_model)
+from learntok.distributed import (
+    DistEnv,
+    all_reduce,
+    barrier,
+    broadcast_module_state,
+    checkpoint_views,
+    compile_model,
+    init_distributed,
+    load_state,
+    micro_plan,
+    no_grad_sync,
+    shutdown,
+    slot_seed,
+    wrap_model,
+)
 from learntok.model.aunet import AUNet
 from learntok.evaluate import EvalOptions, evaluate_bpb, position_bytes
 from learntok.files import write_text_atomic
@@ -68,20 +81,29 @@ def build_optimizer(model: nn.Module, cfg: OptimConfig, device: torch.device) ->
         decay = [p for p in mine if cfg.decay_all or (p.dim() >= 2 and id(p) not in embeddings)]
         rest = [p for p in mine if not cfg.decay_all and (p.dim() < 2 or id(p) in embeddings)]
         mult = cfg.policy_lr_mult if is_policy else 1.0
-        groups += [{"params": ps, "weight_decay": wd, "lr_mult": mult}
-                   for ps, wd in ((decay, cfg.weight_decay), (rest, 0.0)) if ps]
+        groups += [
+            {"params": ps, "weight_decay": wd, "lr_mult": mult}
+            for ps, wd in ((decay, cfg.weight_decay), (rest, 0.0))
+            if ps
+        ]
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, fused=device.type == "cuda")
 
 
-def validate(model: nn.Module, data: ByteData, run_cfg: RunConfig, amp: torch.dtype | None,
-             env: DistEnv | None) -> dict[str, float]:
+def validate(
+    model: nn.Module, data: ByteData, run_cfg: RunConfig, amp: torch.dtype | None, env: DistEnv | None
+) -> dict[str, float]:
     """The periodic validation: learntok.evaluate.evaluate_bpb on at most log.eval_bytes of the
     val split, seeded by train.seed; keys val_bpb, val_boundary_rate, val_whitespace_rate, val_bytes."""
     tc = run_cfg.train
-    r = evaluate_bpb(model, data, "val", EvalOptions(tc.batch_size, tc.seq_len, run_cfg.log.eval_bytes,
-                                                     seed=tc.seed, amp=amp), env)
-    return {"val_bpb": r["bpb"], "val_boundary_rate": r["boundary_rate"],
-            "val_whitespace_rate": r["whitespace_rate"], "val_bytes": r["n_bytes"]}
+    r = evaluate_bpb(
+        model, data, "val", EvalOptions(tc.batch_size, tc.seq_len, run_cfg.log.eval_bytes, seed=tc.seed, amp=amp), env
+    )
+    return {
+        "val_bpb": r["bpb"],
+        "val_boundary_rate": r["boundary_rate"],
+        "val_whitespace_rate": r["whitespace_rate"],
+        "val_bytes": r["n_bytes"],
+    }
 
 
 def segments_text(model: nn.Module, texts: list[bytes], seed: int, fsdp: bool = False) -> str:
@@ -90,15 +112,19 @@ def segments_text(model: nn.Module, texts: list[bytes], seed: int, fsdp: bool = 
     lines = []
     for text in texts:
         chunks, stats = segment_text(model, text, seed=seed, full_forward=fsdp)
-        lines.append(f"[rate {stats['boundary_rate']:.3f} ws {stats['whitespace_rate']:.3f}] "
-                     f"{render_terminal(chunks, color=False)}\n")
+        lines.append(
+            f"[rate {stats['boundary_rate']:.3f} ws {stats['whitespace_rate']:.3f}] "
+            f"{render_terminal(chunks, color=False)}\n"
+        )
     return "".join(lines)
 
 
 def validation_line(step: int, val: dict[str, float]) -> str:
     """The line training prints for each validation."""
-    return (f"step {step}: val bpb {val['val_bpb']:.4f}, boundary rate {val['val_boundary_rate']:.3f}, "
-            f"whitespace rate {val['val_whitespace_rate']:.3f}")
+    return (
+        f"step {step}: val bpb {val['val_bpb']:.4f}, boundary rate {val['val_boundary_rate']:.3f}, "
+        f"whitespace rate {val['val_whitespace_rate']:.3f}"
+    )
 
 
 def fit_strategy(model: AUNet, data: ByteData, env: DistEnv) -> dict:
@@ -149,16 +175,23 @@ class MetricWindow:
 @dataclass
 class Engine:
     """What a training step runs on."""
-    model: AUNet                        # the plain model: its strategy, its parameters
-    wrapped: nn.Module                  # model, DDP(model) or FSDP(model): what syncs gradients
-    fwd: nn.Module                      # wrapped, or its torch.compile wrapper: what the step calls
+
+    model: AUNet  # the plain model: its strategy, its parameters
+    wrapped: nn.Module  # model, DDP(model) or FSDP(model): what syncs gradients
+    fwd: nn.Module  # wrapped, or its torch.compile wrapper: what the step calls
     optimizer: torch.optim.Optimizer
     env: DistEnv
-    amp: torch.dtype | None             # autocast dtype (None: fp32)
+    amp: torch.dtype | None  # autocast dtype (None: fp32)
 
 
-def train_step(eng: Engine, micro_batches: list[torch.Tensor], objective: ObjectiveConfig, optim: OptimConfig,
-               lr: float, seeds: list[int] | None = None) -> dict[str, torch.Tensor]:
+def train_step(
+    eng: Engine,
+    micro_batches: list[torch.Tensor],
+    objective: ObjectiveConfig,
+    optim: OptimConfig,
+    lr: float,
+    seeds: list[int] | None = None,
+) -> dict[str, torch.Tensor]:
     """One optimizer step over this rank's micro-batches (each (b, T)), accumulating gradients;
     then the rate controller. Returns the step's metrics (means over micro-batches) as device
     tensors, no host sync. seeds[i] seeds micro-batch i's boundary draws (None: running RNG).
@@ -231,28 +264,31 @@ def _start(run_cfg: RunConfig, run_dir: Path, model: nn.Module, optimizer, resum
     return ckpt.step, int(ckpt.state["bytes_seen"])
 
 
-def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: int | None = None,
-          progress: bool = True) -> dict:
+def train(
+    run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: int | None = None, progress: bool = True
+) -> dict:
     """Train (or resume) a run in `out_dir`; stop after step `until` if given (with a checkpoint).
     Returns a summary: val bpb, boundary and whitespace rates, bytes/s, run dir. Under torchrun,
     every rank calls it; rank 0 alone writes the run folder (learntok.distributed)."""
     tc, sc, lc, run_dir = run_cfg.train, run_cfg.system, run_cfg.log, Path(out_dir)
-    check_trackers(lc)                                              # a missing tracker package: one line, nothing written
+    check_trackers(lc)  # a missing tracker package: one line, nothing written
     set_threads(sc.threads)
-    owns_group = not torch.distributed.is_initialized()              # compare under torchrun holds the group itself
+    owns_group = not torch.distributed.is_initialized()  # compare under torchrun holds the group itself
     env = init_distributed(sc.device)
     device, main = env.device, env.is_main
     if main:
-        claim(run_dir, resume)                                      # lock the folder; refuse one not ours
+        claim(run_dir, resume)  # lock the folder; refuse one not ours
     amp = resolve_dtype(sc.dtype, device)
     micro, _ = micro_plan(tc.batch_size, tc.micro_batch_size, env.world)  # check the batch split at start-up
     data = ByteData.from_config(run_cfg.data)
-    data.check_window("train", tc.seq_len, micro, position_bytes(run_cfg.model), training=True)  # before any file is written
+    data.check_window(
+        "train", tc.seq_len, micro, position_bytes(run_cfg.model), training=True
+    )  # before any file is written
     seed_everything(tc.seed)
     model = AUNet(run_cfg.model).to(device)
     objective = objective_for(run_cfg.objective, model.strategy.has_policy)
-    fitted = {} if resume else fit_strategy(model, data, env)       # e.g. the bpe tokenizer, fitted once
-    wrapped = wrap_model(model, env, sc.fsdp)                       # before the optimizer: FSDP swaps parameters
+    fitted = {} if resume else fit_strategy(model, data, env)  # e.g. the bpe tokenizer, fitted once
+    wrapped = wrap_model(model, env, sc.fsdp)  # before the optimizer: FSDP swaps parameters
     optimizer = build_optimizer(model, run_cfg.optim, device)
     start, bytes_seen = _start(run_cfg, run_dir, model, optimizer, resume)
     barrier(env)  # every rank has read the folder before rank 0 writes
@@ -267,11 +303,12 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
         tracker.log("fit", 0, {"bytes_seen": 0, **fitted})
 
     def ckpt(step: int) -> Path:
-        m, o = checkpoint_views(model, optimizer, sc.fsdp)            # FSDP: a collective gather
+        m, o = checkpoint_views(model, optimizer, sc.fsdp)  # FSDP: a collective gather
         path = run_dir / "checkpoints" / f"step_{step:07d}"
         if main:
-            path = save_checkpoint(run_dir, step, m, o, run_cfg, {"bytes_seen": bytes_seen},
-                                   keep=run_cfg.checkpoint.keep)
+            path = save_checkpoint(
+                run_dir, step, m, o, run_cfg, {"bytes_seen": bytes_seen}, keep=run_cfg.checkpoint.keep
+            )
         barrier(env)
         return path
 
@@ -296,8 +333,14 @@ def train(run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: 
                 raise _diverged(bad, last_ckpt)
             bytes_seen += n_bytes
             tracker.log("train", done, {"bytes_seen": bytes_seen, "lr": lr, **means})
-            bar.set_postfix(loss=f"{means['loss']:.3f}", bpb=f"{means['bpb']:.3f}", rate=f"{means['boundary_rate']:.3f}",
-                            ws=f"{means['whitespace_rate']:.2f}", Bps=f"{means['bytes_per_s']:.0f}", refresh=False)
+            bar.set_postfix(
+                loss=f"{means['loss']:.3f}",
+                bpb=f"{means['bpb']:.3f}",
+                rate=f"{means['boundary_rate']:.3f}",
+                ws=f"{means['whitespace_rate']:.2f}",
+                Bps=f"{means['bytes_per_s']:.0f}",
+                refresh=False,
+            )
             summary.update(train_bpb=means["bpb"], bytes_per_s=means["bytes_per_s"])
             if do_eval:
                 # DDP: ranks score disjoint windows of the plain model; FSDP: every rank runs every

@@ -13,6 +13,7 @@ window by window) and `segment_text` all call it. Sampled boundaries come from a
 stream under `seed`, drawn batch by batch: they depend on the texts read together and on
 `batch_bytes`; greedy ones do not.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from learntok.files import open_input
 from learntok.objective import boundary_counts
 from learntok.runtime import PrivateRNG, eval_mode, replayed, rng_snapshot
 
-WINDOW = 4096          # default window: bytes a forward reads per row, BOS included
+WINDOW = 4096  # default window: bytes a forward reads per row, BOS included
 BATCH_BYTES = 1 << 14  # default bound of rows x longest row per forward (bytes)
 
 
@@ -34,20 +35,21 @@ BATCH_BYTES = 1 << 14  # default bound of rows x longest row per forward (bytes)
 class WindowTerms:
     """The learned policy's logit terms at a window's bytes, for re-deciding at any offset d
     (the HTML page): a = softcap(base + sum_k mix[:, k-1] a[t-k] + offset + d, cap) > threshold."""
-    base: list[float]          # (n,) s v[t][w-1]
-    mix: list[list[float]]     # (n, W-1) s v[t][w-1-k], k = 1..w-1
-    threshold: list[float]     # (n,) logit(u[t]) of the sampled draws; 0 for greedy decisions
-    offset: float              # logit(rho*) + the rate knob
-    cap: float                 # the soft cap
+
+    base: list[float]  # (n,) s v[t][w-1]
+    mix: list[list[float]]  # (n, W-1) s v[t][w-1-k], k = 1..w-1
+    threshold: list[float]  # (n,) logit(u[t]) of the sampled draws; 0 for greedy decisions
+    offset: float  # logit(rho*) + the rate knob
+    cap: float  # the soft cap
 
 
 @dataclass
 class Window:
-    key: int                   # which text (its index among the texts read together)
-    offset: int                # byte offset of the window's first byte in its text
-    data: bytes                # the window's bytes
-    decisions: list[int]       # (n,) the model's a[t] at each byte (BOS excluded), 0/1
-    probs: list[float]         # (n,) P(a[t] = 1)
+    key: int  # which text (its index among the texts read together)
+    offset: int  # byte offset of the window's first byte in its text
+    data: bytes  # the window's bytes
+    decisions: list[int]  # (n,) the model's a[t] at each byte (BOS excluded), 0/1
+    probs: list[float]  # (n,) P(a[t] = 1)
     terms: WindowTerms | None = None  # with `decide(terms=True)` and a policy
 
     @property
@@ -58,8 +60,8 @@ class Window:
 
 @dataclass
 class Decided:
-    windows: list[Window]      # the windows of one forward, in reading order
-    counts: torch.Tensor       # (4,) their boundary_counts (rates over any number of batches add up)
+    windows: list[Window]  # the windows of one forward, in reading order
+    counts: torch.Tensor  # (4,) their boundary_counts (rates over any number of batches add up)
 
 
 def read_pieces(path: str | Path, size: int, what: str = "--file") -> Iterator[bytes]:
@@ -106,8 +108,15 @@ def batches(rows: Iterable[tuple[int, int, bytes]], batch_bytes: int) -> Iterato
 
 
 @torch.no_grad()
-def decide(model, rows: Iterable[tuple[int, int, bytes]], greedy: bool = False, seed: int | None = 0,
-           batch_bytes: int = BATCH_BYTES, terms: int = 0, full_forward: bool = False) -> Iterator[Decided]:
+def decide(
+    model,
+    rows: Iterable[tuple[int, int, bytes]],
+    greedy: bool = False,
+    seed: int | None = 0,
+    batch_bytes: int = BATCH_BYTES,
+    terms: int = 0,
+    full_forward: bool = False,
+) -> Iterator[Decided]:
     """The model's boundary decisions on every row (text_rows), a forward per batch. Sampling runs
     under its own seeded stream (the caller's RNG is left alone, between batches too). With a
     policy, the windows that start in the first `terms` bytes of their text also carry the
@@ -117,20 +126,20 @@ def decide(model, rows: Iterable[tuple[int, int, bytes]], greedy: bool = False, 
     device = next(model.parameters()).device
     rng, strategy, policy = PrivateRNG(seed, device), model.strategy, None
     for group in batches(rows, batch_bytes):
-        x = bos_rows([p for _, _, p in group]).to(device)      # (B, T)
+        x = bos_rows([p for _, _, p in group]).to(device)  # (B, T)
         with eval_mode(model), rng.active():
             if full_forward:
                 out = model(x, greedy=greedy)
                 decisions, probs = out.boundaries, out.boundary_probs
             else:
-                h, early = model.byte_level(x)                   # (B, T, D), (B, T, V)
+                h, early = model.byte_level(x)  # (B, T, D), (B, T, V)
                 before = rng_snapshot(device)
                 b = strategy(h, x, early_logits=early, greedy=greedy)
                 decisions, probs = b.decisions, b.probs
                 wanted = strategy.has_policy and any(offset < terms for _, offset, _ in group)
                 policy = strategy.terms(h) if wanted else None
             if policy is not None and not greedy:
-                with replayed(before, device):                   # the draws the strategy just made
+                with replayed(before, device):  # the draws the strategy just made
                     threshold = torch.logit(strategy.uniforms(x))
             elif policy is not None:
                 threshold = torch.zeros_like(policy.base)
@@ -138,8 +147,16 @@ def decide(model, rows: Iterable[tuple[int, int, bytes]], greedy: bool = False, 
         out = []
         for r, (key, offset, piece) in enumerate(group):
             n = len(piece) + 1
-            t = None if policy is None or offset >= terms else WindowTerms(
-                policy.base[r, 1:n].tolist(), policy.mix[r, 1:n].tolist(), threshold[r, 1:n].double().tolist(),
-                policy.offset, policy.cap)
+            t = (
+                None
+                if policy is None or offset >= terms
+                else WindowTerms(
+                    policy.base[r, 1:n].tolist(),
+                    policy.mix[r, 1:n].tolist(),
+                    threshold[r, 1:n].double().tolist(),
+                    policy.offset,
+                    policy.cap,
+                )
+            )
             out.append(Window(key, offset, piece, dec[r][1:n], probs[r][1:n], t))
         yield Decided(out, boundary_counts(x, decisions).double().cpu())

@@ -19,6 +19,7 @@ table row that the translators have not reached (it reads exactly as in the Engl
 dropped (`untranslated`); a section left with only its heading opens the next one.
 The gzip header carries no time stamp, so the same packages give the same bytes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,7 +39,17 @@ PAGE_ORDER = ("pr", "ch", "ap")  # preface, chapters, appendix: the manual's rea
 SKIP_CLASSES = {"navheader", "navfooter", "toc", "list-of-tables"}  # divs that are navigation, not text
 SKIP_TAGS = {"head", "script", "style"}
 HEADINGS = {"h1", "h2", "h3", "h4"}
-PARAGRAPH_TAGS = {"p", "div", "pre", "table", "blockquote", "dl", "ul", "ol", "hr"} | HEADINGS  # blank line before and after
+PARAGRAPH_TAGS = {
+    "p",
+    "div",
+    "pre",
+    "table",
+    "blockquote",
+    "dl",
+    "ul",
+    "ol",
+    "hr",
+} | HEADINGS  # blank line before and after
 LINE_TAGS = {"li", "dt", "dd", "tr", "br"}  # a line break before and after
 CELL_TAGS = {"td", "th"}
 UNTRANSLATED_WORDS = 8  # a block this long that reads as in English is untranslated, not a name or a number
@@ -53,10 +64,12 @@ def _wide(ch: str) -> bool:
 def normalise(text: str) -> str:
     """Inline text as a browser lays it out: each run of white space one space, or nothing where
     it holds a line break between two wide (CJK) characters; stripped."""
+
     def space(m: re.Match) -> str:
-        before, after = m.string[m.start() - 1:m.start()], m.string[m.end():m.end() + 1]
+        before, after = m.string[m.start() - 1 : m.start()], m.string[m.end() : m.end() + 1]
         joined = "\n" in m.group() and before and after and _wide(before) and _wide(after)
         return "" if joined else " "
+
     return _SPACE.sub(space, text).strip()
 
 
@@ -100,7 +113,9 @@ class _Page(HTMLParser):
 
     def handle_endtag(self, tag):
         if not self.stack or self.stack[-1][0] != tag:  # the pages are XHTML: every tag is closed in order
-            raise ValueError(f"</{tag}> at line {self.getpos()[0]} does not close <{self.stack[-1][0] if self.stack else ''}>")
+            raise ValueError(
+                f"</{tag}> at line {self.getpos()[0]} does not close <{self.stack[-1][0] if self.stack else ''}>"
+            )
         _, skip = self.stack.pop()
         if skip:
             return
@@ -176,8 +191,13 @@ def english_blocks(folder: Path) -> set[str]:
     pages = manual_pages(folder, "en")
     if not pages:
         sys.exit(f"build_debian_reference: no English pages (*.en.html, package debian-reference-en) under {folder}")
-    return {b.text for page in pages for _, blocks in page_blocks(page.read_text(encoding="utf-8"))
-            for b in blocks if not b.verbatim}
+    return {
+        b.text
+        for page in pages
+        for _, blocks in page_blocks(page.read_text(encoding="utf-8"))
+        for b in blocks
+        if not b.verbatim
+    }
 
 
 def manual_pages(folder: Path, suffix: str) -> list[Path]:
@@ -202,7 +222,9 @@ def build(folder: Path, suffix: str, out: Path, english: Collection[str]) -> tup
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path, help="usr/share/debian-reference of the extracted packages")
-    parser.add_argument("--out", type=Path, default=OUT, help="folder for debref-NAME.jsonl.gz (default: the package's corpora)")
+    parser.add_argument(
+        "--out", type=Path, default=OUT, help="folder for debref-NAME.jsonl.gz (default: the package's corpora)"
+    )
     args = parser.parse_args()
     found = [s for s in LANGUAGES if manual_pages(args.folder, s)]
     if not found:

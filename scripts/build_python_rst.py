@@ -7,6 +7,7 @@ python3.11-doc package: the reStructuredText sources of the Python Library Refer
 One JSON line per page of library/, in sorted file order: {"title": "library/os", "text": ...}.
 The gzip header carries no time stamp, so the same package gives the same bytes.
 """
+
 import gzip
 import json
 import sys
@@ -21,8 +22,10 @@ def main(sources: Path) -> None:
         sys.exit(f"build_python_rst: no library/*.rst.txt under {sources}")
     with gzip.GzipFile(OUT, "wb", compresslevel=9, mtime=0) as out:
         for page in pages:
-            record = {"title": "library/" + page.name.removesuffix(".rst.txt"),
-                      "text": page.read_bytes().decode("utf-8")}
+            record = {
+                "title": "library/" + page.name.removesuffix(".rst.txt"),
+                "text": page.read_bytes().decode("utf-8"),
+            }
             out.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
     print(f"{OUT}: {len(pages)} pages")
 

@@ -2,6 +2,7 @@
 corpus files, and the command line as a user meets it (a trained tiny run to point commands at,
 the one-line-error assertion of every bad-input table). Plain functions (importable: `from
 conftest import tiny_model`) and fixtures."""
+
 from __future__ import annotations
 
 import contextlib
@@ -46,7 +47,7 @@ def shakespeare(n: int, skip: int = 5000) -> bytes:
     """n bytes of real prose from the packaged corpus (its first three documents), from `skip`."""
     with gzip.open(CORPUS, "rt", encoding="utf-8") as f:
         text = "".join(json.loads(line)["text"] for _, line in zip(range(3), f)).encode("utf-8")
-    return text[skip:skip + n]
+    return text[skip : skip + n]
 
 
 def write_jsonl(path: Path, records: list[dict]) -> Path:
@@ -71,22 +72,37 @@ def corpus_file(tmp_path) -> Path:
 
 # ---------------------------------------------------------------- the command line, as a user meets it
 
-TINY_RUN = ["model.d_model=32", "model.n_heads=2", "train.seq_len=64", "train.batch_size=4", "train.steps=3",
-            "log.eval_bytes=1024"]  # overrides of a run that trains in about a second
+TINY_RUN = [
+    "model.d_model=32",
+    "model.n_heads=2",
+    "train.seq_len=64",
+    "train.batch_size=4",
+    "train.steps=3",
+    "log.eval_bytes=1024",
+]  # overrides of a run that trains in about a second
 
 
 def run_cli(*args, cwd, timeout: float = 300):
     """`python -m learntok ARGS` in `cwd`, as a user runs it (its own process, one thread)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "learntok", *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "learntok", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def checksums(folder: Path) -> dict[str, str]:
     """sha256 of every file below `folder`, but run-folder locks (their content names the last
     process that held them: bookkeeping, not data) and FIFOs and devices (never read)."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != ".lock"}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != ".lock"
+    }
 
 
 def assert_one_line_error(returncode: int, stderr: str, words, before: dict, after: dict) -> None:
@@ -97,7 +113,7 @@ def assert_one_line_error(returncode: int, stderr: str, words, before: dict, aft
     assert "Traceback" not in stderr
     lines = stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("learntok: error: "), stderr[-2000:]
-    assert not lines[0].startswith("learntok: error: learntok"), lines[0]   # one prefix, never two
+    assert not lines[0].startswith("learntok: error: learntok"), lines[0]  # one prefix, never two
     assert any(w in lines[0] for w in ((words,) if isinstance(words, str) else words)), lines[0]
     assert {k: after.get(k) for k in before} == before
 
@@ -134,8 +150,10 @@ def workdir(base, tmp_path, monkeypatch):
 def deadline(seconds: float):
     """Fail the block (TimeoutError) if it runs longer than `seconds`: a read that blocks (a
     FIFO with no writer) ends the test instead of hanging it."""
+
     def expire(signum, frame):
         raise TimeoutError(f"still running after {seconds} s: blocked?")
+
     old = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:

@@ -22,6 +22,7 @@ What a CPU-only torch lacks, and what stands in for it here (each a few lines be
   CUDA build has, so `synthetic_backward` gives every parameter the loss reaches a gradient of its
   own device, dtype and shape (what autograd would give it) and the optimizer steps on those.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -47,6 +48,7 @@ DEVICE = torch.device("cuda", 0)
 class FakeCUDA(FakeTensorMode):
     """FakeTensorMode that never reaches for a device, whatever torch.cuda says (the test says a
     GPU is there; FakeTensorMode would then copy constants to it)."""
+
     avoid_device_init = True
 
 
@@ -62,8 +64,10 @@ def cuda_device_guard():
     entry in the CUDA slot, and the empty slot back after."""
     lib = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libc10.so"))
     registry = ctypes.addressof(ctypes.c_void_p.in_dll(lib, "_ZN3c104impl26device_guard_impl_registryE"))
-    cuda, meta = (ctypes.c_void_p.from_address(registry + ctypes.sizeof(ctypes.c_void_p) * t) for t in (_C10_CUDA, _C10_META))
-    if cuda.value is not None:                                   # a CUDA build: it has its own guard
+    cuda, meta = (
+        ctypes.c_void_p.from_address(registry + ctypes.sizeof(ctypes.c_void_p) * t) for t in (_C10_CUDA, _C10_META)
+    )
+    if cuda.value is not None:  # a CUDA build: it has its own guard
         yield
         return
     cuda.value = meta.value
@@ -77,8 +81,13 @@ def cuda_device_guard():
 
 READS = (aten._local_scalar_dense.default, aten.item.default)
 INDEX = (aten.index.Tensor, aten.index_put.default, aten.index_put_.default, aten._index_put_impl_.default)
-UNSEEN = (aten.empty.memory_format, aten.empty_strided.default, aten.empty_like.default, aten.new_empty.default,
-          aten.new_empty_strided.default)  # their values are garbage: never kept
+UNSEEN = (
+    aten.empty.memory_format,
+    aten.empty_strided.default,
+    aten.empty_like.default,
+    aten.new_empty.default,
+    aten.new_empty_strided.default,
+)  # their values are garbage: never kept
 VALUE = "_host_value"  # the attribute of a fake tensor that holds its CPU value
 
 
@@ -172,8 +181,12 @@ class HostValues(TorchDispatchMode):
             for i in args[1]:
                 indices.extend(self._nonzero(i).unbind(1) if i is not None and i.dtype == torch.bool else [i])
             args = (args[0], indices, *args[2:])
-        if func is aten._to_copy.default and args[0].device.type == "cuda" and kwargs.get("device") == torch.device("cpu"):
-            self.read(args[0])                                   # a copy to the host
+        if (
+            func is aten._to_copy.default
+            and args[0].device.type == "cuda"
+            and kwargs.get("device") == torch.device("cpu")
+        ):
+            self.read(args[0])  # a copy to the host
         out = func(*args, **kwargs)
         self._propagate(func, args, kwargs, out)
         return out
@@ -194,19 +207,22 @@ class HostValues(TorchDispatchMode):
         return out
 
     def _propagate(self, func, args, kwargs, out) -> None:
-        if func not in self._ops:                                # (positions it writes, keeps no value)
+        if func not in self._ops:  # (positions it writes, keeps no value)
             self._ops[func] = (written(func), func in UNSEEN or torch.Tag.nondeterministic_seeded in func.tags)
         writes, unseen = self._ops[func]
         if not unseen and all(self.value(a) is not None for a in tensors(args, kwargs)):
             outs = pytree.tree_leaves(out)
-            real = self._compute(func, args, kwargs) if all(
-                o.numel() <= self.LIMIT for o in outs if isinstance(o, torch.Tensor)) else None
+            real = (
+                self._compute(func, args, kwargs)
+                if all(o.numel() <= self.LIMIT for o in outs if isinstance(o, torch.Tensor))
+                else None
+            )
             if real is not None:
                 for o, r in zip(outs, pytree.tree_leaves(real)):
                     if isinstance(o, FakeTensor) and isinstance(r, torch.Tensor):
                         o.__dict__[VALUE] = r if r.dtype == o.dtype else r.to(o.dtype)
                 return
-        for i in writes:                                         # written with unknown numbers: unknown now
+        for i in writes:  # written with unknown numbers: unknown now
             t = args[i] if i < len(args) else None
             if isinstance(t, FakeTensor):
                 t.__dict__.pop(VALUE, None)
@@ -215,8 +231,12 @@ class HostValues(TorchDispatchMode):
 
     def _compute(self, func, args, kwargs):
         """The operation on the inputs' CPU values (None if it cannot run there)."""
-        to_cpu = lambda a: self.value(a) if isinstance(a, torch.Tensor) else (  # noqa: E731
-            torch.device("cpu") if isinstance(a, torch.device) else a)
+        to_cpu = lambda a: (
+            self.value(a)
+            if isinstance(a, torch.Tensor)
+            # noqa: E731
+            else (torch.device("cpu") if isinstance(a, torch.device) else a)
+        )
         real_args, real_kwargs = pytree.tree_map(to_cpu, (args, kwargs))
         if "pin_memory" in real_kwargs:
             real_kwargs["pin_memory"] = False
@@ -274,12 +294,22 @@ def fake_cuda(monkeypatch, tokens_per_byte: float):
     `pack_rows`) gets each row at `tokens_per_byte` when the decisions have no value (they
     came from the weights or a random draw), so the token level runs at the shapes the rate gives."""
     loaded = {name: m for name, m in sys.modules.items() if name.startswith("learntok.")}
-    true_counts = next(m.token_counts for name, m in loaded.items()
-                       if getattr(getattr(m, "token_counts", None), "__module__", None) == name)
+    true_counts = next(
+        m.token_counts
+        for name, m in loaded.items()
+        if getattr(getattr(m, "token_counts", None), "__module__", None) == name
+    )
     rng = _RNG()
-    for name, fn in {"is_available": lambda: True, "device_count": lambda: 1, "current_device": lambda: 0,
-                     "is_bf16_supported": lambda *a, **k: True, "manual_seed_all": lambda seed: None,
-                     "manual_seed": lambda seed: None, "get_rng_state": rng.get, "set_rng_state": rng.set}.items():
+    for name, fn in {
+        "is_available": lambda: True,
+        "device_count": lambda: 1,
+        "current_device": lambda: 0,
+        "is_bf16_supported": lambda *a, **k: True,
+        "manual_seed_all": lambda seed: None,
+        "manual_seed": lambda seed: None,
+        "get_rng_state": rng.get,
+        "set_rng_state": rng.set,
+    }.items():
         monkeypatch.setattr(torch.cuda, name, fn)
     host = HostValues()
     monkeypatch.setattr(FakeTensor, "numpy", lambda t, *args, **kwargs: host.numpy(t))
@@ -289,18 +319,18 @@ def fake_cuda(monkeypatch, tokens_per_byte: float):
     def token_counts(a):
         if host.value(a) is not None:
             return true_counts(a)
-        host.reads.append(("pooling.token_counts", False))     # the read it stands in for
+        host.reads.append(("pooling.token_counts", False))  # the read it stands in for
         B, T = a.shape
         k = min(T, 1 + math.ceil(tokens_per_byte * (T - 1)))
         return a.long().sum(1), B * k, k
 
     for module in loaded.values():
-        if getattr(module, "token_counts", None) is true_counts:   # wherever it is defined or imported
+        if getattr(module, "token_counts", None) is true_counts:  # wherever it is defined or imported
             monkeypatch.setattr(module, "token_counts", token_counts)
     caches = [f for m in loaded.values() for f in vars(m).values() if hasattr(f, "cache_clear")]
     try:
         with cuda_device_guard(), FakeCUDA(allow_non_fake_inputs=True), host:
             yield host
     finally:
-        for f in caches:                                         # e.g. attention masks memoised per device:
-            f.cache_clear()                                      # no fake tensor outlives its mode
+        for f in caches:  # e.g. attention masks memoised per device:
+            f.cache_clear()  # no fake tensor outlives its mode

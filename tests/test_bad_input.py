@@ -7,6 +7,7 @@ already holds a copy of a trained tiny run `run/`, a corpus `corpus.txt`, a task
 `task.jsonl` and a prepared folder `prep/`) and returns the command's arguments, and words the
 error must contain.
 """
+
 import gzip
 import json
 import os
@@ -21,9 +22,10 @@ from conftest import TINY_RUN as TINY, checksums, assert_one_line_error, run_cli
 
 # ---------------------------------------------------------------- bad files
 
+
 def jsonl_gz_truncated(t: Path) -> str:
     data = gzip.compress(b"".join(json.dumps({"text": f"document {i} " * 50}).encode() + b"\n" for i in range(200)))
-    (t / "cut.jsonl.gz").write_bytes(data[:len(data) // 2])
+    (t / "cut.jsonl.gz").write_bytes(data[: len(data) // 2])
     return "cut.jsonl.gz"
 
 
@@ -95,6 +97,7 @@ def run_without_checkpoints(t: Path) -> str:
 def wider_vocabulary(t: Path) -> str:
     """A model folder whose byte vocabulary is not the run's."""
     from learntok import AUNet, ModelConfig
+
     AUNet(ModelConfig(d_model=32, n_heads=2, vocab_size=384)).save_pretrained(t / "wide")
     return "wide"
 
@@ -104,22 +107,36 @@ TRAIN = ["train", "--preset", "tiny", *TINY]
 CASES = [
     # data can be lost or silently mixed
     ("train-out-foreign-folder", lambda t: [*TRAIN, "data.source=corpus.txt", "--out", user_folder(t)], "not empty"),
-    ("train-out-run-without-checkpoints", lambda t: [*TRAIN, "data.source=corpus.txt", "--out",
-                                                     run_without_checkpoints(t)],
-     "no checkpoint"),
-    ("train-resume-run-without-checkpoints", lambda t: ["train", "--out", run_without_checkpoints(t), "--resume"],
-     "run"),
-    ("train-unfinished-prepared-folder", lambda t: [*TRAIN, f"data.source={unfinished_prepared(t)}", "--out", "new"],
-     "unfinished prepared folder"),
-    ("prepare-unfinished-prepared-folder", lambda t: ["prepare", unfinished_prepared(t), "--out", "new"],
-     "unfinished prepared folder"),
+    (
+        "train-out-run-without-checkpoints",
+        lambda t: [*TRAIN, "data.source=corpus.txt", "--out", run_without_checkpoints(t)],
+        "no checkpoint",
+    ),
+    (
+        "train-resume-run-without-checkpoints",
+        lambda t: ["train", "--out", run_without_checkpoints(t), "--resume"],
+        "run",
+    ),
+    (
+        "train-unfinished-prepared-folder",
+        lambda t: [*TRAIN, f"data.source={unfinished_prepared(t)}", "--out", "new"],
+        "unfinished prepared folder",
+    ),
+    (
+        "prepare-unfinished-prepared-folder",
+        lambda t: ["prepare", unfinished_prepared(t), "--out", "new"],
+        "unfinished prepared folder",
+    ),
     ("compare-empty-strategies", lambda t: ["compare", "--strategies", "", "--out", existing_comparison(t)], "strateg"),
     ("compare-steps-0", lambda t: ["compare", "--strategies", "uniform", "--steps", "0", "--out", "c"], "--steps"),
     ("eval-max-bytes-0", lambda t: ["eval", "run", "--max-bytes", "0"], "--max-bytes"),
     ("resume-steps-below-checkpoint", lambda t: ["train", "--out", "run", "--resume", "train.steps=2"], "step 3"),
     # tracebacks where a user made a mistake
-    ("train-truncated-jsonl-gz", lambda t: [*TRAIN, f"data.source={jsonl_gz_truncated(t)}", "--out", "new"],
-     "cut.jsonl.gz"),
+    (
+        "train-truncated-jsonl-gz",
+        lambda t: [*TRAIN, f"data.source={jsonl_gz_truncated(t)}", "--out", "new"],
+        "cut.jsonl.gz",
+    ),
     ("train-gz-not-gzip", lambda t: [*TRAIN, f"data.source={gz_not_gzip(t)}", "--out", "new"], "gzip"),
     ("train-jsonl-bad-utf8", lambda t: [*TRAIN, f"data.source={jsonl_bad_utf8(t)}", "--out", "new"], "UTF-8"),
     ("prepare-truncated-jsonl-gz", lambda t: ["prepare", jsonl_gz_truncated(t), "--out", "new"], "cut.jsonl.gz"),
@@ -134,17 +151,28 @@ CASES = [
     ("train-out-is-a-file", lambda t: [*TRAIN, "data.source=corpus.txt", "--out", "corpus.txt"], "file"),
     ("prepare-out-is-a-file", lambda t: ["prepare", "corpus.txt", "--out", "task.jsonl"], "file"),
     ("compare-out-is-a-file", lambda t: ["compare", "--strategies", "uniform", "--out", "corpus.txt"], "file"),
-    ("eval-run-config-unknown-strategy", lambda t: edit_run_config(t, lambda c: {**c, "model": {**c["model"],
-                                                                                                "boundary": "nosuch"}})
-     or ["eval", "run"], "nosuch"),
-    ("sample-run-config-is-a-list", lambda t: edit_run_config(t, lambda c: [c]) or ["sample", "run", "--prompt", "a"],
-     "config.json"),
+    (
+        "eval-run-config-unknown-strategy",
+        lambda t: edit_run_config(t, lambda c: {**c, "model": {**c["model"], "boundary": "nosuch"}}) or ["eval", "run"],
+        "nosuch",
+    ),
+    (
+        "sample-run-config-is-a-list",
+        lambda t: edit_run_config(t, lambda c: [c]) or ["sample", "run", "--prompt", "a"],
+        "config.json",
+    ),
     ("sample-top-p-0", lambda t: ["sample", "run", "--prompt", "a", "--top-p", "0"], "--top-p"),
-    ("train-index-without-splits", lambda t: [*TRAIN, f"data.source={index_without_splits(t)}", "--out", "new"],
-     "splits"),
+    (
+        "train-index-without-splits",
+        lambda t: [*TRAIN, f"data.source={index_without_splits(t)}", "--out", "new"],
+        "splits",
+    ),
     ("train-object-dtype-npy", lambda t: [*TRAIN, f"data.source={object_npy(t)}", "--out", "new"], "train_docs.npy"),
-    ("train-json-is-a-folder", lambda t: [*TRAIN, "data.source=corpus.txt", "--out", "new", "--json", "prep"],
-     "--json"),
+    (
+        "train-json-is-a-folder",
+        lambda t: [*TRAIN, "data.source=corpus.txt", "--out", "new", "--json", "prep"],
+        "--json",
+    ),
     ("eval-json-is-a-folder", lambda t: ["eval", "run", "--json", "prep"], "--json"),
     ("segment-json-is-a-folder", lambda t: ["segment", "run", "text", "--json", "prep"], "--json"),
     ("sample-json-is-a-folder", lambda t: ["sample", "run", "--prompt", "a", "--json", "prep"], "--json"),
@@ -152,13 +180,19 @@ CASES = [
     # misleading or silently accepted
     ("eval-device-unknown", lambda t: ["eval", "run", "--device", "nosuch"], "unknown device"),
     ("sample-max-bytes-negative", lambda t: ["sample", "run", "--prompt", "a", "--max-bytes", "-1"], "--max-bytes"),
-    ("sample-temperature-negative", lambda t: ["sample", "run", "--prompt", "a", "--temperature", "-1"],
-     "--temperature"),
+    (
+        "sample-temperature-negative",
+        lambda t: ["sample", "run", "--prompt", "a", "--temperature", "-1"],
+        "--temperature",
+    ),
     ("sample-top-k-0", lambda t: ["sample", "run", "--prompt", "a", "--top-k", "0"], "--top-k"),
     ("segment-window-negative", lambda t: ["segment", "run", "text", "--window", "-5"], "--window"),
     ("eval-window-negative", lambda t: ["eval", "run", "--window", "-5"], "--window"),
-    ("eval-tasks-window-negative", lambda t: ["eval-tasks", "run", "--task", "task.jsonl", "--window", "-5"],
-     "--window"),
+    (
+        "eval-tasks-window-negative",
+        lambda t: ["eval-tasks", "run", "--task", "task.jsonl", "--window", "-5"],
+        "--window",
+    ),
     ("eval-tasks-limit-0", lambda t: ["eval-tasks", "run", "--task", "task.jsonl", "--limit", "0"], "--limit"),
     ("train-unknown-argument", lambda t: [*TRAIN, "--bogus", "--out", "new"], "--bogus"),
     ("sample-stray-override", lambda t: ["sample", "run", "--prompt", "a", "train.steps=3"], "train.steps=3"),
@@ -167,22 +201,49 @@ CASES = [
     ("train-other-strategys-option", lambda t: [*TRAIN, "strategy.temperature=0.5", "--out", "new"], "temperature"),
     ("train-steps-0-no-budget", lambda t: [*TRAIN, "train.steps=0", "--out", "new"], "train_bytes"),
     ("compare-jobs-0", lambda t: ["compare", "--strategies", "uniform", "--jobs", "0", "--out", "c"], "--jobs"),
-    ("compare-rates-out-of-range", lambda t: ["compare", "--strategies", "uniform", "--rates", "1.5", "--out", "c"],
-     "rate"),
-    ("compare-shared-option-of-no-variant", lambda t: ["compare", "--strategies", "uniform", "strategy.temperature=0.5",
-                                                       "--out", "c"], "temperature"),
+    (
+        "compare-rates-out-of-range",
+        lambda t: ["compare", "--strategies", "uniform", "--rates", "1.5", "--out", "c"],
+        "rate",
+    ),
+    (
+        "compare-shared-option-of-no-variant",
+        lambda t: ["compare", "--strategies", "uniform", "strategy.temperature=0.5", "--out", "c"],
+        "temperature",
+    ),
     ("eval-rate-out-of-range", lambda t: ["eval", "run", "--rate", "1.5"], "--rate"),
     ("segment-rate-zero", lambda t: ["segment", "run", "text", "--rate", "0"], "--rate"),
-    ("segment-two-texts", lambda t: ["segment", "run", "text", "--greedy", "more text"], "unrecognized arguments: more text"),
-    ("prepare-piece-bytes-0", lambda t: ["prepare", "corpus.txt", "--out", "new", "--piece-bytes", "0"], "--piece-bytes"),
+    (
+        "segment-two-texts",
+        lambda t: ["segment", "run", "text", "--greedy", "more text"],
+        "unrecognized arguments: more text",
+    ),
+    (
+        "prepare-piece-bytes-0",
+        lambda t: ["prepare", "corpus.txt", "--out", "new", "--piece-bytes", "0"],
+        "--piece-bytes",
+    ),
     # one row of each kind of guard, as a user meets it (the kinds are tables in test_guards.py)
-    ("eval-json-over-the-weights", lambda t: ["eval", "run", "--json", "run/checkpoints/step_0000003/model.safetensors"],
-     "checkpoint folder"),
-    ("sample-json-over-latest", lambda t: ["sample", "run", "--prompt", "a", "--json", "run/checkpoints/latest"],
-     "checkpoints of a run"),
-    ("segment-html-over-the-run-config", lambda t: ["segment", "run", "text", "--html", "run/config.toml"], "config.toml"),
-    ("train-json-over-its-source", lambda t: [*TRAIN, "data.source=corpus.txt", "--out", "new", "--json", "corpus.txt"],
-     "input of this command"),
+    (
+        "eval-json-over-the-weights",
+        lambda t: ["eval", "run", "--json", "run/checkpoints/step_0000003/model.safetensors"],
+        "checkpoint folder",
+    ),
+    (
+        "sample-json-over-latest",
+        lambda t: ["sample", "run", "--prompt", "a", "--json", "run/checkpoints/latest"],
+        "checkpoints of a run",
+    ),
+    (
+        "segment-html-over-the-run-config",
+        lambda t: ["segment", "run", "text", "--html", "run/config.toml"],
+        "config.toml",
+    ),
+    (
+        "train-json-over-its-source",
+        lambda t: [*TRAIN, "data.source=corpus.txt", "--out", "new", "--json", "corpus.txt"],
+        "input of this command",
+    ),
     ("train-source-a-fifo", lambda t: os.mkfifo(t / "pipe") or [*TRAIN, "data.source=pipe", "--out", "new"], "FIFO"),
     ("prepare-a-fifo", lambda t: os.mkfifo(t / "pipe") or ["prepare", "pipe", "--out", "new"], "FIFO"),
     ("train-source-dev-zero", lambda t: [*TRAIN, "data.source=/dev/zero", "--out", "new"], "device"),
@@ -190,22 +251,43 @@ CASES = [
     ("eval-seq-len-beyond-memory", lambda t: ["eval", "run", "--seq-len", "100000000"], "100000000 bytes needs"),
     ("train-config-a-folder", lambda t: ["train", "--config", "prep", "--out", "new"], "is a folder, not a file"),
     ("eval-device-meta", lambda t: ["eval", "run", "--device", "meta"], "not supported"),
-    ("eval-latest-outside-the-run", lambda t: (t / "run" / "checkpoints" / "latest").write_text("../../elsewhere\n")
-     and ["eval", "run"], "only its own checkpoints"),
+    (
+        "eval-latest-outside-the-run",
+        lambda t: (t / "run" / "checkpoints" / "latest").write_text("../../elsewhere\n") and ["eval", "run"],
+        "only its own checkpoints",
+    ),
     # finished runs compared, and the boundary swap
     ("compare-runs-missing-folder", lambda t: ["compare", "--runs", "run", "nosuch"], "--runs nosuch: no such folder"),
     ("compare-runs-not-a-run", lambda t: ["compare", "--runs", "run", "prep"], "--runs prep"),
-    ("compare-runs-model-folder", lambda t: ["compare", "--runs", "run", wider_vocabulary(t)], "not a training checkpoint"),
+    (
+        "compare-runs-model-folder",
+        lambda t: ["compare", "--runs", "run", wider_vocabulary(t)],
+        "not a training checkpoint",
+    ),
     ("compare-runs-one-run", lambda t: ["compare", "--runs", "run"], "at least two"),
-    ("compare-runs-with-training-options", lambda t: ["compare", "--runs", "run", "run", "--seeds", "2", "train.steps=4"],
-     "drop the training options (--seeds, key=value overrides)"),
+    (
+        "compare-runs-with-training-options",
+        lambda t: ["compare", "--runs", "run", "run", "--seeds", "2", "train.steps=4"],
+        "drop the training options (--seeds, key=value overrides)",
+    ),
     ("compare-neither-strategies-nor-runs", lambda t: ["compare", "--out", "c"], "--strategies"),
     ("eval-boundaries-from-missing-run", lambda t: ["eval", "run", "--boundaries-from", "no/such/run"], "no/such/run"),
     ("eval-boundaries-from-bad-name", lambda t: ["eval", "run", "--boundaries-from", "unifrom"], "or give 'uniform'"),
-    ("eval-boundaries-from-not-a-run", lambda t: ["eval", "run", "--boundaries-from", "prep"], "--boundaries-from prep"),
-    ("eval-boundaries-from-other-vocabulary", lambda t: ["eval", "run", "--boundaries-from", wider_vocabulary(t)],
-     "byte vocabulary"),
-    ("eval-boundaries-from-with-rate", lambda t: ["eval", "run", "--boundaries-from", "uniform", "--rate", "0.3"], "--rate"),
+    (
+        "eval-boundaries-from-not-a-run",
+        lambda t: ["eval", "run", "--boundaries-from", "prep"],
+        "--boundaries-from prep",
+    ),
+    (
+        "eval-boundaries-from-other-vocabulary",
+        lambda t: ["eval", "run", "--boundaries-from", wider_vocabulary(t)],
+        "byte vocabulary",
+    ),
+    (
+        "eval-boundaries-from-with-rate",
+        lambda t: ["eval", "run", "--boundaries-from", "uniform", "--rate", "0.3"],
+        "--rate",
+    ),
     # learntok config
     ("config-unknown-key", lambda t: ["config", "--preset", "147M", "train.bogus=1"], "train.bogus"),
     ("config-bad-value", lambda t: ["config", "train.steps=many"], "train.steps=many"),
@@ -217,8 +299,7 @@ CASES = [
 
 
 # Rows whose fix lands with another change; strict, so the marker must go when it does.
-@pytest.mark.parametrize("make_args, words", [
-    pytest.param(*c[1:], id=c[0]) for c in CASES])
+@pytest.mark.parametrize("make_args, words", [pytest.param(*c[1:], id=c[0]) for c in CASES])
 def test_bad_input_is_one_line_exit_2_and_changes_nothing(base, tmp_path, make_args, words):
     for name in ("run", "prep"):
         shutil.copytree(base / name, tmp_path / name)
@@ -232,8 +313,20 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(base, tmp_path, make_a
 
 def test_overrides_anywhere_among_the_options(base, tmp_path):
     shutil.copy(base / "corpus.txt", tmp_path / "corpus.txt")
-    r = run_cli("train", "--preset", "tiny", "data.source=corpus.txt", "--out", "r", *TINY[:-2], "--json", "s.json",
-                "train.steps=2", "log.eval_bytes=512", cwd=tmp_path)
+    r = run_cli(
+        "train",
+        "--preset",
+        "tiny",
+        "data.source=corpus.txt",
+        "--out",
+        "r",
+        *TINY[:-2],
+        "--json",
+        "s.json",
+        "train.steps=2",
+        "log.eval_bytes=512",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads((tmp_path / "s.json").read_text())["step"] == 2
 
@@ -242,6 +335,7 @@ def test_optional_positional_after_options():
     """`segment RUN --rate 0.3 "text"`: the text after an option is still the text (argparse
     alone leaves it over as an unrecognized argument)."""
     from learntok.cli import parse_args
+
     for argv in (["segment", "R", "--rate", "0.3", "a b"], ["segment", "R", "a b", "--rate", "0.3"]):
         args = parse_args(argv)
         assert (args.model, args.text, args.rate) == ("R", "a b", 0.3)

@@ -1,4 +1,5 @@
 """Model files and training checkpoints: round trips, rotation, corrupt and missing files."""
+
 import pytest
 import torch
 
@@ -39,7 +40,7 @@ def test_checkpoint_round_trip_gives_identical_next_step(tmp_path):
     model, optimizer, path = _trained(tmp_path)
     expected = [_step(model, optimizer, _batch(s)) for s in (1, 2)]  # two steps: the optimizer state matters
 
-    ckpt = load_checkpoint(tmp_path)                                 # a run folder resolves to its latest
+    ckpt = load_checkpoint(tmp_path)  # a run folder resolves to its latest
     assert ckpt.path == path and ckpt.step == 1 and ckpt.state["bytes_seen"] == 128
     assert RunConfig.from_dict(ckpt.config) == CFG
     model2 = AUNet(CFG.model)
@@ -54,7 +55,7 @@ def test_save_model_and_load_model(tmp_path):
     model, _, path = _trained(tmp_path / "run")
     x = _batch(3)
     model.save_pretrained(tmp_path / "m")
-    for source in (tmp_path / "m", tmp_path / "run", path):         # model folder, run folder, checkpoint
+    for source in (tmp_path / "m", tmp_path / "run", path):  # model folder, run folder, checkpoint
         loaded = AUNet.from_pretrained(source)
         assert loaded.cfg == model.cfg
         a = torch.ones_like(x, dtype=torch.float)
@@ -94,11 +95,12 @@ def test_checkpoint_from_another_format_says_so(tmp_path):
     import json
 
     from learntok import AUNet, ModelConfig
+
     folder = tmp_path / "m"
     AUNet(ModelConfig(d_model=32, n_heads=2)).save_pretrained(folder)
     config = json.loads((folder / "config.json").read_text())
     assert config["format_version"] == 1 and "learntok_version" in config
-    AUNet.from_pretrained(folder)                                # the stamp is stripped on read
+    AUNet.from_pretrained(folder)  # the stamp is stripped on read
     config["format_version"] = 99
     (folder / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match="format 99"):

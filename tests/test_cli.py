@@ -1,4 +1,5 @@
 """The command line end to end (subprocess), and its one-line errors."""
+
 import base64
 import json
 import os
@@ -15,41 +16,64 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run(*args, cwd):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "learntok", *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "learntok", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_train_then_segment_from_the_command_line(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(" ".join(f"a line of text number {i}." for i in range(300)))
     out = tmp_path / "run"
-    r = run("train", "--preset", "tiny", "train.steps=3", "model.d_model=32", "model.n_heads=2", "train.seq_len=64",
-            "train.batch_size=4", "log.eval_bytes=1024", f"data.source={corpus}", "--out", out,
-            "--json", tmp_path / "summary.json", cwd=tmp_path)
+    r = run(
+        "train",
+        "--preset",
+        "tiny",
+        "train.steps=3",
+        "model.d_model=32",
+        "model.n_heads=2",
+        "train.seq_len=64",
+        "train.batch_size=4",
+        "log.eval_bytes=1024",
+        f"data.source={corpus}",
+        "--out",
+        out,
+        "--json",
+        tmp_path / "summary.json",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["step"] == 3 == json.loads((tmp_path / "summary.json").read_text())["step"]
 
     text = "some text, to cut into tokens"
     r = run("segment", out, text, "--json", tmp_path / "seg.json", "--html", tmp_path / "seg.html", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.rstrip("\n").replace("|", "") == text          # no colour: stdout is not a tty
+    assert r.stdout.rstrip("\n").replace("|", "") == text  # no colour: stdout is not a tty
     seg = json.loads((tmp_path / "seg.json").read_text())
     assert "".join(c["text"] for c in seg["chunks"]) == text and 0 <= seg["boundary_rate"] <= 1
     assert b"".join(base64.b64decode(c["bytes"]) for c in seg["chunks"]) == text.encode()
     assert "<span" in (tmp_path / "seg.html").read_text()
-    assert f"wrote {tmp_path / 'seg.html'}\n" in r.stderr                 # says where the page went
+    assert f"wrote {tmp_path / 'seg.html'}\n" in r.stderr  # says where the page went
 
-    r = run("segment", out, "--held-out", cwd=tmp_path)         # the README demo's last step
+    r = run("segment", out, "--held-out", cwd=tmp_path)  # the README demo's last step
     assert r.returncode == 0, r.stderr
     assert "line of text" in r.stdout.replace("|", "")
     assert "validation bits per byte" in r.stdout and "whitespace rate" in r.stdout
 
 
-@pytest.mark.parametrize("args, words", [
-    (["train", "train.bogus=1"], "train.bogus"),
-    (["train", "--preset", "huge"], "huge"),
-    (["segment", "no/such/run", "text"], "does not exist"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["train", "train.bogus=1"], "train.bogus"),
+        (["train", "--preset", "huge"], "huge"),
+        (["segment", "no/such/run", "text"], "does not exist"),
+    ],
+)
 def test_expected_mistakes_exit_2_with_one_line(tmp_path, args, words):
     r = run(*args, cwd=tmp_path)
     assert r.returncode == 2
@@ -65,16 +89,20 @@ def test_in_process_errors(tmp_path, capsys):
     assert len(err) == 3 and all(line.startswith("learntok: error: ") for line in err)
 
 
-@pytest.mark.parametrize("message", [
-    "variant uniform failed (exit 2): learntok: error: data source nope does not exist",   # a child's line, quoted
-    "unknown preset 'huge'",
-])
+@pytest.mark.parametrize(
+    "message",
+    [
+        "variant uniform failed (exit 2): learntok: error: data source nope does not exist",  # a child's line, quoted
+        "unknown preset 'huge'",
+    ],
+)
 def test_an_error_line_has_one_prefix(monkeypatch, capsys, message):
     from learntok import cli
     from learntok.config import ConfigError
 
     def fail(args):
         raise ConfigError(message)
+
     monkeypatch.setattr(cli, "cmd_plot", fail)
     assert main(["plot", "run"]) == 2
     err = capsys.readouterr().err
@@ -88,12 +116,14 @@ def test_segment_helpers():
     from learntok.segment import segment_text
 
     assert [c.data for c in display_chunks(b"ab cd!", [0, 2, 4, 5])] == [b"ab", b" c", b"d", b"!"]
-    assert render_terminal(display_chunks("ab\u20ac".encode(), [0, 2, 4]), color=False) == "ab|\u20ac\u25b8|\u25c2"  # a euro sign cut
+    assert (
+        render_terminal(display_chunks("ab\u20ac".encode(), [0, 2, 4]), color=False) == "ab|\u20ac\u25b8|\u25c2"
+    )  # a euro sign cut
     assert render_terminal(display_chunks(b"ab", [0, 1]), color=True).count("\x1b[0m") == 2
 
     model = AUNet(ModelConfig(d_model=32, n_heads=2, n_mid=1))
     text = "a text long enough to be read in several pieces " * 3
     chunks, stats = segment_text(model, text, window=20)
     assert b"".join(c.data for c in chunks) == text.encode() and stats["n_chunks"] == len(chunks)
-    assert set(range(0, len(text), 19)) <= {c.start for c in chunks}      # every window's first byte starts a chunk
-    assert segment_text(model, text, seed=3) == segment_text(model, text, seed=3)   # seeded
+    assert set(range(0, len(text), 19)) <= {c.start for c in chunks}  # every window's first byte starts a chunk
+    assert segment_text(model, text, seed=3) == segment_text(model, text, seed=3)  # seeded

@@ -1,5 +1,6 @@
 """Finished runs on the same windows: `compare --runs` (each run's bpb, its paired difference from
 the reference, what differs between the runs) and the boundary swap (`eval --boundaries-from`)."""
+
 from __future__ import annotations
 
 import json
@@ -68,13 +69,16 @@ def test_runs_side_by_side_match_eval_and_a_hand_computed_pairing(runs):
     assert other["test_diff"] == pytest.approx(other["test_bpb"] - ref["test_bpb"], abs=1e-12)
     assert other["test_diff_se"] == pytest.approx(np.std(per_window, ddof=1) / math.sqrt(len(per_window)))
     assert report["windows"]["test_windows"] == len(per_window) and report["windows"]["seq_len"] == 64
-    assert report["differences"] == [] and report["notes"] == []       # only the strategy differs
+    assert report["differences"] == [] and report["notes"] == []  # only the strategy differs
 
 
-@pytest.mark.parametrize("other, kind, words", [
-    ("longer", "budget", "train.steps 2 / 3"),
-    ("narrow", "size", "model.d_model 32 / 16"),
-])
+@pytest.mark.parametrize(
+    "other, kind, words",
+    [
+        ("longer", "budget", "train.steps 2 / 3"),
+        ("narrow", "size", "model.d_model 32 / 16"),
+    ],
+)
 def test_runs_that_differ_in_budget_or_size_say_so(runs, other, kind, words):
     report = compare_runs([runs["learned"], runs[other]], EVAL_BYTES)
     assert {d["kind"] for d in report["differences"]} == {kind}
@@ -84,9 +88,14 @@ def test_runs_that_differ_in_budget_or_size_say_so(runs, other, kind, words):
 
 def test_cli_compare_runs_table_and_json(runs, tmp_path, capsys):
     from learntok.cli import main
+
     out = tmp_path / "r.json"
-    assert main(["compare", "--runs", runs["learned"], runs["longer"], "--eval-bytes", str(EVAL_BYTES),
-                 "--json", str(out)]) == 0
+    assert (
+        main(
+            ["compare", "--runs", runs["learned"], runs["longer"], "--eval-bytes", str(EVAL_BYTES), "--json", str(out)]
+        )
+        == 0
+    )
     table = capsys.readouterr().out
     assert f"| {runs['learned']} | learned |" in table and "| reference |" in table
     assert "note: the runs differ in budget" in table
@@ -115,7 +124,7 @@ def test_swap_uniform_is_at_the_runs_target_rate(runs, name, rate):
     r = own_eval(runs[name], boundaries_from="uniform")
     assert abs(r["boundary_rate"] - rate) < 0.01
     assert r["boundaries_from"] == {"source": "uniform", "strategy": "uniform", "target_rate": rate}
-    if name == "uniform":                                        # the rule is its own strategy: the same draws
+    if name == "uniform":  # the rule is its own strategy: the same draws
         assert r["swap_minus_own"] == 0.0 and r["bpb"] == r["own"]["bpb"]
     else:
         assert r["n_windows"] > 10 and r["swap_minus_own_se"] > 0
@@ -129,5 +138,9 @@ def test_swapped_decisions_come_from_the_other_model(runs, model, source):
     swap = own_eval(runs[model], boundaries_from=runs[source])
     for key in ("boundary_rate", "whitespace_rate", "space_starts", "word_starts"):
         assert swap[key] == theirs[key], key
-    assert swap["own"] == {"bpb": mine["bpb"], "rate": mine["boundary_rate"], "whitespace_rate": mine["whitespace_rate"]}
+    assert swap["own"] == {
+        "bpb": mine["bpb"],
+        "rate": mine["boundary_rate"],
+        "whitespace_rate": mine["whitespace_rate"],
+    }
     assert swap["swap_minus_own"] == pytest.approx(swap["bpb"] - mine["bpb"], abs=1e-12)

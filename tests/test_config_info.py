@@ -1,5 +1,6 @@
 """`learntok config`: the resolved config with each key's source, round-tripping through
 --config; `--keys` with every field of every section; `learntok --version`."""
+
 import dataclasses
 import os
 import subprocess
@@ -25,7 +26,7 @@ def config_output(capsys, *args) -> str:
 
 
 def annotations(text: str) -> dict[str, str]:
-    """"section.key" -> its trailing comment, from the printed TOML."""
+    """ "section.key" -> its trailing comment, from the printed TOML."""
     out, section = {}, None
     for line in text.splitlines():
         if line.startswith("["):
@@ -39,15 +40,23 @@ def annotations(text: str) -> dict[str, str]:
 def test_each_key_says_where_it_comes_from(tmp_path, capsys):
     file = tmp_path / "mine.toml"
     file.write_text("[optim]\nlr = 1\n[data]\npacked = true\n")
-    text = config_output(capsys, "--preset", "147M", "--config", file, "train.steps=100", "model.boundary=nawrot",
-                         "strategy.temperature=0.5")
+    text = config_output(
+        capsys,
+        "--preset",
+        "147M",
+        "--config",
+        file,
+        "train.steps=100",
+        "model.boundary=nawrot",
+        "strategy.temperature=0.5",
+    )
     got = annotations(text)
     assert got["model.d_model"] == "preset" and got["train.micro_batch_size"] == "preset"
     assert got["optim.lr"] == "file" and got["data.packed"] == "file"
     assert got["train.steps"] == "override" and got["model.boundary"] == "override"
     assert got["strategy.temperature"] == "override" and got["strategy.prior_weight"] == "default"
     assert got["model.attn_window"] == "default" and got["system.device"] == "default"
-    assert got["optim.warmup_steps"] == "derived (preset: 0)"    # from optim.warmup_bytes
+    assert got["optim.warmup_steps"] == "derived (preset: 0)"  # from optim.warmup_bytes
     assert "# budget: 100 steps x 128 rows x 4096 bytes" in text and "training FLOPs" in text
 
 
@@ -66,16 +75,20 @@ def test_the_printed_config_loads_back_to_the_same_config(tmp_path, capsys, pres
     printed.write_text(config_output(capsys, "--preset", preset, *overrides))
     expected = load_config(preset, overrides=overrides)
     assert load_config(file=printed) == expected
-    again = config_output(capsys, "--config", printed)              # through the command's own --config
+    again = config_output(capsys, "--config", printed)  # through the command's own --config
     assert tomllib.loads(again) == tomllib.loads(printed.read_text())
-    assert set(annotations(again).values()) == {"file"}               # every key stated by the file now
+    assert set(annotations(again).values()) == {"file"}  # every key stated by the file now
 
 
 def test_keys_lists_every_field_of_every_section(capsys):
     lines = config_output(capsys, "--keys").splitlines()
     names = [line.split()[0] for line in lines]
-    expected = [f"{section}.{f.name}" for section, cls in SECTIONS.items() for f in dataclasses.fields(cls)
-                if not (section == "model" and f.name == STRATEGY)]
+    expected = [
+        f"{section}.{f.name}"
+        for section, cls in SECTIONS.items()
+        for f in dataclasses.fields(cls)
+        if not (section == "model" and f.name == STRATEGY)
+    ]
     expected += [f"{STRATEGY}.{f.name}" for s in strategy_names() for f in dataclasses.fields(strategy_class(s).Config)]
     assert names == expected
     row = lines[names.index("train.seq_len")].split(None, 3)
@@ -89,20 +102,25 @@ def test_every_key_has_its_one_line_help():
 
 @dataclass
 class Example:
-    width: int = 3                       # the width, in bytes
-    name: str = "a # not a comment"      # a string with a hash
+    width: int = 3  # the width, in bytes
+    name: str = "a # not a comment"  # a string with a hash
     ratios: tuple[float, float] = (1.0, 2.0)
     last: float = 0.5  # short
 
 
 def test_field_help_reads_each_fields_trailing_comment():
-    assert field_help(Example) == {"width": "the width, in bytes", "name": "a string with a hash", "ratios": "",
-                                   "last": "short"}
+    assert field_help(Example) == {
+        "width": "the width, in bytes",
+        "name": "a string with a hash",
+        "ratios": "",
+        "last": "short",
+    }
 
 
 def test_version():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    r = subprocess.run([sys.executable, "-m", "learntok", "--version"], env=env, capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "learntok", "--version"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0 and r.stdout.strip() == f"learntok {learntok.__version__}"
     assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"] == learntok.__version__

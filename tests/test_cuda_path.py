@@ -6,6 +6,7 @@ a few bytes of cached generation, with the model on device `cuda` at the 40M pre
 devices, dtypes and shapes are checked by PyTorch; the flash varlen call is checked against the
 kernel's input contract; and every host read the step makes is counted (a host sync on a GPU).
 A tensor made on the CPU inside the forward fails the check (the mutation tests at the end)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -38,8 +39,11 @@ CASES = [("40M", name) for name in strategy_names()] + [("147M", name) for name 
 # Host reads a strategy makes by design, beside the forward's one (token_counts), by function:
 # the BPE strategies tokenize the batch's bytes on the host (and parse their tokenizer once);
 # whitespace reads its fitted knob theta (strategy.rate_offset) each forward.
-HOST_READS = {"bpe": {"bpe_boundaries", "tokenizer"}, "bpe-causal": {"boundaries", "tokenizer"},
-              "whitespace": {"forward"}}
+HOST_READS = {
+    "bpe": {"bpe_boundaries", "tokenizer"},
+    "bpe-causal": {"boundaries", "tokenizer"},
+    "whitespace": {"forward"},
+}
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +54,7 @@ def data() -> ByteData:
 @dataclass
 class Machine:
     """What the check runs on: the run's config, the (fake) GPU and the model on it."""
+
     cfg: RunConfig
     env: DistEnv
     amp: torch.dtype | None
@@ -70,9 +75,16 @@ def check_varlen_inputs(q, k, v, cu_q, cu_k, max_q, max_k, **kwargs) -> None:
 @contextlib.contextmanager
 def on_fake_gpu(monkeypatch, preset: str, name: str, data: ByteData):
     """A run of `preset` with strategy `name` set up as `train` sets it up, on the fake GPU."""
-    cfg = load_config(preset=preset, overrides=[f"model.boundary={name}", f"train.batch_size={MICRO_BATCH}",
-                                                f"train.micro_batch_size={MICRO_BATCH}",
-                                                "system.device=cuda", f"log.eval_bytes={MICRO_BATCH * 4095}"])
+    cfg = load_config(
+        preset=preset,
+        overrides=[
+            f"model.boundary={name}",
+            f"train.batch_size={MICRO_BATCH}",
+            f"train.micro_batch_size={MICRO_BATCH}",
+            "system.device=cuda",
+            f"log.eval_bytes={MICRO_BATCH * 4095}",
+        ],
+    )
     calls = []
     true_varlen = varlen.varlen_attn
 
@@ -82,11 +94,11 @@ def on_fake_gpu(monkeypatch, preset: str, name: str, data: ByteData):
         return true_varlen(*args, **kwargs)
 
     monkeypatch.setattr(varlen, "varlen_attn", varlen_attn)
-    model = AUNet(cfg.model)                                     # built on the CPU, then moved: as train does
+    model = AUNet(cfg.model)  # built on the CPU, then moved: as train does
     with fake_cuda(monkeypatch, cfg.model.target_rate) as host:
         env = init_distributed(cfg.system.device)
         model = model.to(env.device)
-        fit_strategy(model, data, env)                          # e.g. the BPE tokenizer, whitespace's knob
+        fit_strategy(model, data, env)  # e.g. the BPE tokenizer, whitespace's knob
         yield Machine(cfg, env, resolve_dtype(cfg.system.dtype, env.device), model, host, calls)
 
 
@@ -97,7 +109,7 @@ def training_step(m: Machine, data: ByteData) -> dict[str, torch.Tensor]:
     xs, seeds = rank_batches(data, 0, m.cfg, m.env)
     metrics = train_step(engine, xs, m.cfg.objective, m.cfg.optim, lr_at(0, m.cfg.optim, m.cfg.train.steps), seeds)
     state = [s for group in optimizer.state.values() for s in group.values() if isinstance(s, torch.Tensor)]
-    assert state and all(s.device == DEVICE for s in state)     # AdamW stepped, its state on the GPU
+    assert state and all(s.device == DEVICE for s in state)  # AdamW stepped, its state on the GPU
     window = MetricWindow(m.env.device)
     window.add(1, metrics)
     window.read(m.env)
@@ -108,8 +120,16 @@ def evaluation(m: Machine, data: ByteData) -> dict:
     """An evaluation batch as `learntok eval` scores it: per document, with boundary quality."""
     tc = m.cfg.train
     reference = m.model.strategy.reference_starts if m.model.strategy.has_reference else None
-    opts = EvalOptions(MICRO_BATCH, tc.seq_len, m.cfg.log.eval_bytes, seed=tc.seed, amp=m.amp,
-                       per_document=True, quality=True, reference_starts=reference)
+    opts = EvalOptions(
+        MICRO_BATCH,
+        tc.seq_len,
+        m.cfg.log.eval_bytes,
+        seed=tc.seed,
+        amp=m.amp,
+        per_document=True,
+        quality=True,
+        reference_starts=reference,
+    )
     return evaluate_bpb(m.model, data, "val", opts, m.env)
 
 
@@ -134,11 +154,11 @@ def test_the_cuda_path_runs_at_the_paper_shapes(monkeypatch, data, preset, name)
         metrics = training_step(m, data)
         assert all(v.device == DEVICE for v in metrics.values())
         reads = reads_by_function(m.host)
-        assert reads.pop("token_counts") == 1, reads             # the forward's one host sync
-        assert reads.pop("read") == 1, reads                     # and the log step's
+        assert reads.pop("token_counts") == 1, reads  # the forward's one host sync
+        assert reads.pop("read") == 1, reads  # and the log step's
         assert set(reads) <= HOST_READS.get(name, set()), f"host syncs in a training step: {reads}"
         n_mid = m.cfg.model.n_mid
-        assert len(m.varlen_calls) == n_mid                      # every token-level block: flash varlen, bf16
+        assert len(m.varlen_calls) == n_mid  # every token-level block: flash varlen, bf16
         S = m.varlen_calls[0][0]
         assert MICRO_BATCH * m.cfg.train.seq_len * 0.1 < S < MICRO_BATCH * m.cfg.train.seq_len  # packed tokens
 
@@ -187,9 +207,14 @@ def cpu_sample_in_generation(monkeypatch):
     monkeypatch.setattr(generate_module, "sample_next", lambda *args, **kw: true(*args, **kw).cpu())
 
 
-@pytest.mark.parametrize("mutate,phase", [(cpu_tensor_in_token_level, training_step),
-                                          (cpu_bytes_in_the_forward, evaluation),
-                                          (cpu_sample_in_generation, generation)])
+@pytest.mark.parametrize(
+    "mutate,phase",
+    [
+        (cpu_tensor_in_token_level, training_step),
+        (cpu_bytes_in_the_forward, evaluation),
+        (cpu_sample_in_generation, generation),
+    ],
+)
 def test_a_tensor_made_on_the_cpu_fails_the_check(monkeypatch, data, mutate, phase):
     with on_fake_gpu(monkeypatch, "40M", "learned", data) as m:
         mutate(monkeypatch)

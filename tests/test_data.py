@@ -1,4 +1,5 @@
 """Data: vocabulary, loaders, splits and batches. Fast (seconds), CPU only."""
+
 from collections import defaultdict
 
 import numpy as np
@@ -7,8 +8,18 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from learntok.data import (BOS, EOS, PAD, ByteData, DataConfig, DataError, decode, encode, load_documents,
-                           split_documents)
+from learntok.data import (
+    BOS,
+    EOS,
+    PAD,
+    ByteData,
+    DataConfig,
+    DataError,
+    decode,
+    encode,
+    load_documents,
+    split_documents,
+)
 from learntok.data.split import cut_document
 
 from conftest import write_jsonl
@@ -17,6 +28,7 @@ LATIN1 = "caf\u00e9 na\u00efve\n".encode("latin-1")  # not valid UTF-8
 
 
 # --- vocabulary -----------------------------------------------------------------------------
+
 
 def test_encode_decode_round_trip_with_non_utf8_bytes():
     raw = bytes(range(256)) + LATIN1
@@ -28,8 +40,11 @@ def test_encode_decode_round_trip_with_non_utf8_bytes():
 
 # --- loaders --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, at_least", [("shakespeare", 40), ("kjv", 66), ("python-stdlib", 100),
-                                             ("python-docs", 60), ("python-rst", 300)])
+
+@pytest.mark.parametrize(
+    "name, at_least",
+    [("shakespeare", 40), ("kjv", 66), ("python-stdlib", 100), ("python-docs", 60), ("python-rst", 300)],
+)
 def test_builtin_corpora_load(name, at_least):
     docs = load_documents(name)
     assert len(docs) >= at_least and all(isinstance(d, bytes) and d for d in docs)
@@ -93,8 +108,9 @@ def test_parquet(tmp_path):
 
 
 def test_errors_are_data_errors_with_clear_messages(tmp_path):
-    with pytest.raises(DataError,
-                       match="neither a built-in corpus .*shakespeare, kjv, python-stdlib, python-docs, python-rst"):
+    with pytest.raises(
+        DataError, match="neither a built-in corpus .*shakespeare, kjv, python-stdlib, python-docs, python-rst"
+    ):
         load_documents("shakespear")
     with pytest.raises(DataError, match="neither a built-in corpus"):
         load_documents(str(tmp_path / "missing.txt"))
@@ -114,6 +130,7 @@ def test_errors_are_data_errors_with_clear_messages(tmp_path):
 
 
 # --- splits ---------------------------------------------------------------------------------
+
 
 def test_split_is_deterministic_disjoint_and_complete():
     docs = [f"document {i}\n".encode() * (i + 1) for i in range(200)]
@@ -146,6 +163,7 @@ def test_split_rejects_too_few_bytes_and_bad_fractions():
 
 
 # --- batches --------------------------------------------------------------------------------
+
 
 def _data(packed=False):
     rng = np.random.default_rng(0)
@@ -206,13 +224,17 @@ def test_eval_batches_max_bytes_and_ranks():
     data = _data()
     scored = sum(int((x[:, 1:] != PAD).sum()) for x, _ in data.eval_batches("train", 4, 9, max_bytes=50))
     assert scored == 50
-    per_rank = [sum(int((x[:, 1:] != PAD).sum()) for x, _ in data.eval_batches("train", 4, 9, rank=r, world=3))
-                for r in range(3)]
+    per_rank = [
+        sum(int((x[:, 1:] != PAD).sum()) for x, _ in data.eval_batches("train", 4, 9, rank=r, world=3))
+        for r in range(3)
+    ]
     assert sum(per_rank) == data.n_bytes("train")
 
 
-@pytest.mark.parametrize("batch, seq_len, max_bytes, rank, world", [(4, 9, None, 0, 1), (3, 17, 50, 0, 1),
-                                                                   (2, 9, None, 1, 3), (5, 5, 7, 0, 2)])
+@pytest.mark.parametrize(
+    "batch, seq_len, max_bytes, rank, world",
+    [(4, 9, None, 0, 1), (3, 17, 50, 0, 1), (2, 9, None, 1, 3), (5, 5, 7, 0, 2)],
+)
 def test_n_eval_batches_counts_what_eval_batches_yields(batch, seq_len, max_bytes, rank, world):
     data = _data()
     want = len(list(data.eval_batches("train", batch, seq_len, max_bytes, rank, world)))
@@ -234,6 +256,7 @@ def test_fit_sample_is_bounded_and_seeded(tmp_path):
     from learntok.data.prepare import PrepareOptions, prepare
     from learntok.data.dataset import FIT_BYTES
     from learntok.train import fit_strategy
+
     docs = [f"document {i} ".encode() * (i % 7 + 1) for i in range(500)]
     data = ByteData({"train": docs})
     sample = data.sample_documents("train", 1000, seed=3)

@@ -1,6 +1,7 @@
 """The Debian Reference built-ins (debref-*): each loads through the data path as UTF-8 text of its
 own language and script, with useful splits; and the HTML-to-text rules of the script that builds
 them (scripts/build_debian_reference.py). Fast, CPU only."""
+
 import importlib.util
 import sys
 from pathlib import Path
@@ -58,10 +59,13 @@ def test_splits_are_disjoint_and_big_enough(name):
 
 # --- the build script ----------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def script():
     """scripts/build_debian_reference.py as a module (scripts/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("build_debian_reference", ROOT / "scripts" / "build_debian_reference.py")
+    spec = importlib.util.spec_from_file_location(
+        "build_debian_reference", ROOT / "scripts" / "build_debian_reference.py"
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclass resolves annotations through sys.modules
     spec.loader.exec_module(module)
@@ -90,19 +94,24 @@ PAGE = """<?xml version="1.0" encoding="UTF-8"?>
 <div class="section"><h2 class="title">1.2. Zweiter</h2><p>This one is not translated at all, nothing else.</p></div>
 <div class="section"><h2 class="title">1.3. Dritter</h2><p>Kurz.</p></div>
 </div><div class="navfooter"><p>Weiter</p></div></body></html>"""
-UNTRANSLATED = {"This paragraph has not been translated into German yet.", "This one is not translated at all, nothing else."}
+UNTRANSLATED = {
+    "This paragraph has not been translated into German yet.",
+    "This one is not translated at all, nothing else.",
+}
 
 
 def test_page_to_sections_plain_text(script):
     sections = script.page_sections(PAGE)
     assert [title for title, _ in sections] == ["1.1. Erster", "1.2. Zweiter", "1.3. Dritter"]
-    assert sections[0][1] == ("Kapitel 1. Titel\n\n1.1. Erster\n\n"
-                              "Ein Absatz & ein Befehl über zwei Zeilen.\n\n"  # Latin line break: a space
-                              "これは日本語です。 Debian は良い。\n\n"  # between wide characters: nothing
-                              "$ ls  -l\n  total 0\n\n"  # listing verbatim, trailing spaces cut
-                              "Paket\tGröße\nmc\t1482\n\n"  # a row a line, a tab between cells
-                              "eins\nzwei\n\n"  # a list item a line
-                              "This paragraph has not been translated into German yet.")
+    assert sections[0][1] == (
+        "Kapitel 1. Titel\n\n1.1. Erster\n\n"
+        "Ein Absatz & ein Befehl über zwei Zeilen.\n\n"  # Latin line break: a space
+        "これは日本語です。 Debian は良い。\n\n"  # between wide characters: nothing
+        "$ ls  -l\n  total 0\n\n"  # listing verbatim, trailing spaces cut
+        "Paket\tGröße\nmc\t1482\n\n"  # a row a line, a tab between cells
+        "eins\nzwei\n\n"  # a list item a line
+        "This paragraph has not been translated into German yet."
+    )
     assert sections[2][1] == "1.3. Dritter\n\nKurz."
 
 

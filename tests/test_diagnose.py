@@ -1,4 +1,5 @@
 """`learntok diagnose`: gradient statistics, shared samples across variants, the command's files."""
+
 import json
 
 import pytest
@@ -17,11 +18,11 @@ def batches(n=2):
 
 
 def test_gradient_stats_formula():
-    g = torch.tensor([[1.0, 0.0], [3.0, 2.0], [2.0, 4.0]], dtype=torch.float64)   # K=3, P=2
+    g = torch.tensor([[1.0, 0.0], [3.0, 2.0], [2.0, 4.0]], dtype=torch.float64)  # K=3, P=2
     s = gradient_stats(g)
-    var = float(g.var(0).sum())                                  # 1 + 4
+    var = float(g.var(0).sum())  # 1 + 4
     assert s["variance"] == pytest.approx(5.0) and var == pytest.approx(5.0)
-    assert s["signal"] == pytest.approx(2.0 ** 2 + 2.0 ** 2 - 5.0 / 3)
+    assert s["signal"] == pytest.approx(2.0**2 + 2.0**2 - 5.0 / 3)
     assert s["snr"] == pytest.approx(s["signal"] / 5.0)
     with pytest.raises(ConfigError):
         gradient_stats(g[:1])
@@ -45,7 +46,7 @@ def test_diagnose_table_and_no_policy():
     table = diagnose(tiny_model().eval(), batches(), samples=4, seed=0)
     assert table["raw (-CE)"]["variance_vs_raw"] == pytest.approx(1.0)
     assert table["+ batch loo"]["cos_to_loo"] == pytest.approx(1.0)
-    assert table == diagnose(tiny_model().eval(), batches(), samples=4, seed=0)   # deterministic
+    assert table == diagnose(tiny_model().eval(), batches(), samples=4, seed=0)  # deterministic
     md = markdown_table(table)
     assert md.count("\n") == len(VARIANTS) + 1 and "all (loo)" in md
     with pytest.raises(ConfigError, match="no score-function policy"):
@@ -54,11 +55,24 @@ def test_diagnose_table_and_no_policy():
 
 def test_run_diagnose_writes_table_json_png(tmp_path):
     from learntok.train import train
+
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(" ".join(f"the quick brown fox {i} jumps over the lazy dog." for i in range(200)))
-    cfg = load_config(overrides=["model.d_model=32", "model.n_heads=2", "model.n_mid=1", f"data.source={corpus}",
-                                 "system.device=cpu", "train.seq_len=48", "train.batch_size=4", "train.steps=2",
-                                 "optim.warmup_steps=1", "log.eval_every=0", "log.segment_every=0"])
+    cfg = load_config(
+        overrides=[
+            "model.d_model=32",
+            "model.n_heads=2",
+            "model.n_mid=1",
+            f"data.source={corpus}",
+            "system.device=cpu",
+            "train.seq_len=48",
+            "train.batch_size=4",
+            "train.steps=2",
+            "optim.warmup_steps=1",
+            "log.eval_every=0",
+            "log.segment_every=0",
+        ]
+    )
     train(cfg, tmp_path / "run", progress=False)
     rep = run_diagnose(tmp_path / "run", batches=1, samples=3, batch_size=4, seq_len=32)
     out = tmp_path / "run" / "diagnose"

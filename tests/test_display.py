@@ -1,6 +1,7 @@
 """Chunks shown as text lose nothing: every byte is in exactly one chunk, every character is
 shown exactly once (a character cut by a boundary once, marked), the stream gives what the whole
 text gives, and terminal output never carries the text's control characters raw."""
+
 import random
 import re
 
@@ -8,8 +9,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from learntok.display import (SPLIT_END, SPLIT_START, ChunkStream, TextStream, char_spans, display_chunks,
-                              escape_controls, render_terminal)
+from learntok.display import (
+    SPLIT_END,
+    SPLIT_START,
+    ChunkStream,
+    TextStream,
+    char_spans,
+    display_chunks,
+    escape_controls,
+    render_terminal,
+)
 
 SCRIPTS = {
     "accents": "Déjà vu, l'été à Noël: où est la fenêtre? Ça va.",
@@ -41,21 +50,25 @@ def test_every_script_round_trips_with_cuts_inside_characters(name, how):
     data = SCRIPTS[name].encode()
     chunks = display_chunks(data, cuts(data, how))
     assert b"".join(c.data for c in chunks) == data
-    assert [c.data for c in chunks] == [data[c.start:c.end] for c in chunks]
-    assert shown_once(chunks) == SCRIPTS[name]                   # each character once, none replaced
+    assert [c.data for c in chunks] == [data[c.start : c.end] for c in chunks]
+    assert shown_once(chunks) == SCRIPTS[name]  # each character once, none replaced
     assert "\ufffd" not in "".join(c.text for c in chunks)
     if how == "every" and name != "accents":
         assert any(c.starts_mid for c in chunks) and any(c.ends_mid for c in chunks)
 
 
 def test_a_cut_character_is_shown_once_and_marked():
-    data = "déjà".encode()                                       # é = c3 a9, à = c3 a0
+    data = "déjà".encode()  # é = c3 a9, à = c3 a0
     chunks = display_chunks(data, [0, 2, 5])
     assert [c.text for c in chunks] == ["d\u00e9" + SPLIT_END, SPLIT_START + "j\u00e0" + SPLIT_END, SPLIT_START]
     assert [(c.starts_mid, c.ends_mid) for c in chunks] == [(False, True), (True, True), (True, False)]
-    emoji = "😀".encode()                                        # 4 bytes in 4 chunks
+    emoji = "😀".encode()  # 4 bytes in 4 chunks
     assert [c.text for c in display_chunks(emoji, [0, 1, 2, 3])] == [
-        "😀" + SPLIT_END, SPLIT_START + SPLIT_END, SPLIT_START + SPLIT_END, SPLIT_START]
+        "😀" + SPLIT_END,
+        SPLIT_START + SPLIT_END,
+        SPLIT_START + SPLIT_END,
+        SPLIT_START,
+    ]
 
 
 @settings(max_examples=300, deadline=None)
@@ -78,7 +91,7 @@ def test_the_stream_gives_what_the_whole_text_gives(data, rnd):
     stream, got, i = ChunkStream(), [], 0
     while i < len(data):
         n = rnd.randint(1, 7)
-        got += stream.feed(data[i:i + n], [s for s in starts if i <= s < i + n])
+        got += stream.feed(data[i : i + n], [s for s in starts if i <= s < i + n])
         i += n
     got += stream.close()
     assert got == display_chunks(data, starts)
@@ -91,8 +104,17 @@ def test_the_stream_holds_the_open_chunk_and_its_context_only():
     assert len(stream.buf) <= 2 + 3 + 4
 
 
-CONTROLS = [("\x1b[31m", "\u241b[31m"), ("\x00", "\u2400"), ("\x07", "\u2407"), ("\r", "\u240d"),
-            ("\x7f", "\u2421"), ("\x9b", "\\u009b"), ("\x85", "\\u0085"), ("a\tb\nc", "a\tb\nc"), ("é", "é")]
+CONTROLS = [
+    ("\x1b[31m", "\u241b[31m"),
+    ("\x00", "\u2400"),
+    ("\x07", "\u2407"),
+    ("\r", "\u240d"),
+    ("\x7f", "\u2421"),
+    ("\x9b", "\\u009b"),
+    ("\x85", "\\u0085"),
+    ("a\tb\nc", "a\tb\nc"),
+    ("é", "é"),
+]
 
 
 @pytest.mark.parametrize("raw, shown", CONTROLS)
@@ -108,5 +130,5 @@ def test_terminal_output_carries_no_escape_from_the_text(color):
     assert "\x1b" not in text and "\x07" not in text and "\x9b" not in text
     assert text == escape_controls(data.decode())
     stream = TextStream()
-    text = "".join(stream.feed(data[i:i + 1]) for i in range(len(data))) + stream.feed(b"", final=True)
+    text = "".join(stream.feed(data[i : i + 1]) for i in range(len(data))) + stream.feed(b"", final=True)
     assert "\x1b" not in text and "\u241b[31mALERT" in text

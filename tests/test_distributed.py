@@ -1,5 +1,6 @@
 """Data parallelism: micro-batch plan, gradient weighting, the baseline's semantics, a 2-process
 gloo run against one process, and torch.compile's recompiles (docs/scaling.md)."""
+
 import json
 import os
 import subprocess
@@ -16,10 +17,23 @@ from learntok.distributed import DistEnv, compile_model, micro_plan, slot_seed
 from learntok.objective import loss
 from learntok.train import Engine, train, train_step
 
-OVERRIDES = ["model.d_model=32", "model.n_heads=2", "model.n_mid=1", "system.device=cpu", "train.seq_len=48",
-             "train.batch_size=8", "train.micro_batch_size=2", "train.steps=6", "optim.warmup_steps=2",
-             "log.log_every=1", "log.eval_every=3", "log.eval_bytes=512", "checkpoint.every=2",
-             "log.segment_every=0", "objective.rate_gain=0.05"]
+OVERRIDES = [
+    "model.d_model=32",
+    "model.n_heads=2",
+    "model.n_mid=1",
+    "system.device=cpu",
+    "train.seq_len=48",
+    "train.batch_size=8",
+    "train.micro_batch_size=2",
+    "train.steps=6",
+    "optim.warmup_steps=2",
+    "log.log_every=1",
+    "log.eval_every=3",
+    "log.eval_bytes=512",
+    "checkpoint.every=2",
+    "log.segment_every=0",
+    "objective.rate_gain=0.05",
+]
 
 
 def test_micro_plan_checks_the_split():
@@ -54,7 +68,7 @@ def test_accumulated_micro_batches_vs_one_batch(baseline):
         for r in rows:
             out = model(x[r], boundaries=a[r])
             total, _ = loss(out, x[r], obj)
-            (total * len(r) / len(x)).backward()                 # all rows full: byte weight = row share
+            (total * len(r) / len(x)).backward()  # all rows full: byte weight = row share
         return torch.cat([p.grad.flatten() for p in model.strategy.parameters()])
 
     one, two = grads([list(range(4))]), grads([[0, 1], [2, 3]])
@@ -92,8 +106,9 @@ train(load_config(overrides=sys.argv[2:]), sys.argv[1], until=4, progress=False)
 
 def _losses(run):
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    return {r["step"]: (r["loss"], r["boundary_rate"]) for r in rows if "loss" in r}, \
-           {r["step"]: r["val_bpb"] for r in rows if "val_bpb" in r}
+    return {r["step"]: (r["loss"], r["boundary_rate"]) for r in rows if "loss" in r}, {
+        r["step"]: r["val_bpb"] for r in rows if "val_bpb" in r
+    }
 
 
 def test_two_gloo_processes_match_one_process_and_resume_on_one(tmp_path):
@@ -107,12 +122,26 @@ def test_two_gloo_processes_match_one_process_and_resume_on_one(tmp_path):
     overrides = [*OVERRIDES, f"data.source={corpus}"]
     (tmp_path / "launch.py").write_text(textwrap.dedent(LAUNCH))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.getcwd()}
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                           str(tmp_path / "launch.py"), str(tmp_path / "dist"), *overrides],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            str(tmp_path / "launch.py"),
+            str(tmp_path / "dist"),
+            *overrides,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert load_checkpoint(tmp_path / "dist").step == 4
-    train(load_config(overrides=overrides), tmp_path / "dist", resume=True, progress=False)   # one process
+    train(load_config(overrides=overrides), tmp_path / "dist", resume=True, progress=False)  # one process
     train(load_config(overrides=overrides), tmp_path / "ref", progress=False)
     (dist, dist_val), (ref, ref_val) = _losses(tmp_path / "dist"), _losses(tmp_path / "ref")
     assert sorted(dist) == sorted(ref) == list(range(1, 7))
@@ -120,7 +149,8 @@ def test_two_gloo_processes_match_one_process_and_resume_on_one(tmp_path):
         assert dist[step][0] == pytest.approx(ref[step][0], rel=1e-5), step
         assert dist[step][1] == pytest.approx(ref[step][1], abs=1e-6), step
     assert ref_val.keys() <= dist_val.keys() and all(  # dist also evaluated at its stop (4)
-        dist_val[s] == pytest.approx(ref_val[s], rel=1e-5) for s in ref_val)
+        dist_val[s] == pytest.approx(ref_val[s], rel=1e-5) for s in ref_val
+    )
     a, b = load_checkpoint(tmp_path / "dist").model_state, load_checkpoint(tmp_path / "ref").model_state
     assert all(torch.allclose(a[k], b[k], rtol=1e-4, atol=1e-6) for k in a)
 
@@ -152,18 +182,49 @@ def test_compare_under_torchrun_on_a_prepared_folder_matches_one_process(tmp_pat
     evaluation is shared between the ranks, rank 0 writes the table; the figures equal one
     process's up to float summation order."""
     from learntok.data.prepare import PrepareOptions, prepare
+
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(f"the quick brown fox {i} jumps over the lazy dog." for i in range(600)))
     prepare([str(corpus)], tmp_path / "prepared", PrepareOptions(piece_bytes=600), progress=False)
-    args = ["compare", "--strategies", "learned,uniform", "--steps", "2", "--eval-bytes", "1024",
-            f"data.source={tmp_path / 'prepared'}", *[o for o in OVERRIDES if not o.startswith("train.steps")]]
+    args = [
+        "compare",
+        "--strategies",
+        "learned,uniform",
+        "--steps",
+        "2",
+        "--eval-bytes",
+        "1024",
+        f"data.source={tmp_path / 'prepared'}",
+        *[o for o in OVERRIDES if not o.startswith("train.steps")],
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.getcwd()}
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                           "-m", "learntok", *args, "--out", str(tmp_path / "dist")],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "learntok",
+            *args,
+            "--out",
+            str(tmp_path / "dist"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    one = subprocess.run([sys.executable, "-m", "learntok", *args, "--out", str(tmp_path / "one")],
-                         capture_output=True, text=True, env=env, timeout=300)
+    one = subprocess.run(
+        [sys.executable, "-m", "learntok", *args, "--out", str(tmp_path / "one")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert one.returncode == 0, one.stderr[-3000:]
     dist, ref = (json.loads((tmp_path / d / "results.json").read_text())["results"] for d in ("dist", "one"))
     for a, b in zip(dist, ref):

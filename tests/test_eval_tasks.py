@@ -1,4 +1,5 @@
 """`learntok eval-tasks`: task files, scoring only the continuation, accuracy and bpb."""
+
 import math
 import os
 import re
@@ -9,13 +10,23 @@ from pathlib import Path
 import pytest
 import torch
 
-from learntok.eval_tasks import (TaskError, _rows, evaluate_task, join, read_task, rolling_windows, run_tasks,
-                                 score_requests)
+from learntok.eval_tasks import (
+    TaskError,
+    _rows,
+    evaluate_task,
+    join,
+    read_task,
+    rolling_windows,
+    run_tasks,
+    score_requests,
+)
 
 from conftest import tiny_model, write_jsonl
 
-MC = [{"query": "Question: what is red?\n", "choices": ["an apple", "the sky"], "gold": 0},
-      {"query": "Q: two plus two", "choices": ["four", "five", "six"], "gold": 0}]
+MC = [
+    {"query": "Question: what is red?\n", "choices": ["an apple", "the sky"], "gold": 0},
+    {"query": "Q: two plus two", "choices": ["four", "five", "six"], "gold": 0},
+]
 CONT = [{"context": "the cat sat on the", "continuation": "mat"}, {"context": "hello", "continuation": "world"}]
 
 
@@ -45,7 +56,7 @@ def test_rows_mark_only_continuation_targets():
     x, cont = _rows([(b"ab", b"cd"), (b"x", b"y")], seq_len=16)
     assert x[0].tolist() == [256, 97, 98, 99, 100] and x[1, 3:].tolist() == [258, 258]
     assert cont[0].tolist() == [False, False, True, True] and cont[1].tolist() == [False, True, False, False]
-    x, cont = _rows([(b"abcdef", b"gh")], seq_len=5)             # cut from the left
+    x, cont = _rows([(b"abcdef", b"gh")], seq_len=5)  # cut from the left
     assert x[0].tolist() == [256, 101, 102, 103, 104] and cont[0].tolist() == [False, False, True, True]
 
 
@@ -62,7 +73,7 @@ def test_score_conditions_on_context_and_is_batched():
     logp = torch.log_softmax(model(x, greedy=True).logits[0, :-1], -1).gather(-1, x[0, 1:, None]).squeeze(-1)
     assert float(logp[-10:].sum().detach()) == pytest.approx(batched[1][0], abs=1e-4)
     s1 = score_requests(model, reqs, batch_size=2, seed=3)
-    assert s1 == score_requests(model, reqs, batch_size=2, seed=3)   # sampled, fixed seed: deterministic
+    assert s1 == score_requests(model, reqs, batch_size=2, seed=3)  # sampled, fixed seed: deterministic
 
 
 def test_evaluate_task_metrics(tmp_path):
@@ -89,7 +100,7 @@ def test_run_tasks_from_model_folder(tmp_path):
 
 def test_rolling_windows_score_every_byte_once():
     data = bytes(range(50))
-    wins = rolling_windows(data, seq_len=17)                     # rows of 16 bytes, windows of 8
+    wins = rolling_windows(data, seq_len=17)  # rows of 16 bytes, windows of 8
     assert b"".join(w for _, w in wins) == data
     assert all(len(c) + len(w) <= 16 for c, w in wins)
     assert wins[1] == (data[:8], data[8:16]) and wins[0][0] == b""
@@ -104,21 +115,35 @@ def test_lm_eval_adapter_offline(tmp_path, monkeypatch):
     from lm_eval.tasks import TaskManager
 
     import learntok.lm_eval_adapter  # noqa: F401  (registers the model type)
+
     tiny_model().save_pretrained(tmp_path / "m")
     d = tmp_path / "tasks"
     d.mkdir()
-    write_jsonl(d / "mc.jsonl", [{"q": "what is red?", "choices": ["an apple", "the sky"], "label": 0},
-                                 {"q": "two plus two", "choices": ["four", "five"], "label": 1}])
+    write_jsonl(
+        d / "mc.jsonl",
+        [
+            {"q": "what is red?", "choices": ["an apple", "the sky"], "label": 0},
+            {"q": "two plus two", "choices": ["four", "five"], "label": 1},
+        ],
+    )
     common = f"dataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {d / 'mc.jsonl'}\ntest_split: test\n"
-    (d / "mc.yaml").write_text("task: tiny_mc\n" + common + "output_type: multiple_choice\n"
-                               'doc_to_text: "Question: {{q}}\\nAnswer:"\ndoc_to_target: label\n'
-                               "doc_to_choice: choices\nmetric_list:\n  - metric: acc\n  - metric: acc_norm\n")
-    (d / "roll.yaml").write_text("task: tiny_roll\n" + common + "output_type: loglikelihood_rolling\n"
-                                 'doc_to_text: ""\ndoc_to_target: "{{q}}"\nmetric_list:\n  - metric: bits_per_byte\n')
-    res = lm_eval.simple_evaluate(model="learntok",
-                                  model_args=f"pretrained={tmp_path / 'm'},seq_len=64,greedy_boundaries=true",
-                                  tasks=["tiny_mc", "tiny_roll"], batch_size=4, device="cpu",
-                                  task_manager=TaskManager(include_path=str(d), include_defaults=False))["results"]
+    (d / "mc.yaml").write_text(
+        "task: tiny_mc\n" + common + "output_type: multiple_choice\n"
+        'doc_to_text: "Question: {{q}}\\nAnswer:"\ndoc_to_target: label\n'
+        "doc_to_choice: choices\nmetric_list:\n  - metric: acc\n  - metric: acc_norm\n"
+    )
+    (d / "roll.yaml").write_text(
+        "task: tiny_roll\n" + common + "output_type: loglikelihood_rolling\n"
+        'doc_to_text: ""\ndoc_to_target: "{{q}}"\nmetric_list:\n  - metric: bits_per_byte\n'
+    )
+    res = lm_eval.simple_evaluate(
+        model="learntok",
+        model_args=f"pretrained={tmp_path / 'm'},seq_len=64,greedy_boundaries=true",
+        tasks=["tiny_mc", "tiny_roll"],
+        batch_size=4,
+        device="cpu",
+        task_manager=TaskManager(include_path=str(d), include_defaults=False),
+    )["results"]
     assert 0 <= res["tiny_mc"]["acc,none"] <= 1
     # rolling bpb equals scoring each text from BOS (the texts fit in one window)
     ll = score_requests(tiny_model().eval(), [(b"", b"what is red?"), (b"", b"two plus two")], greedy=True)
@@ -140,17 +165,36 @@ def test_the_lm_eval_example_of_the_docs_runs_as_written(tmp_path):
     files of the same form, with RUN and EVALS set and a smaller --limit."""
     pytest.importorskip("lm_eval")
     tiny_model().save_pretrained(tmp_path / "m")
-    write_jsonl(tmp_path / "piqa.jsonl.gz", [{"query": f"Question: how to do thing {i}?\nAnswer:",
-                                               "choices": ["carefully", "with a spoon"], "gold": i % 2} for i in range(4)])
-    write_jsonl(tmp_path / "lambada_openai.jsonl.gz", [{"context": f"The story number {i} ends with the word",
-                                                         "continuation": "end"} for i in range(4)])
+    write_jsonl(
+        tmp_path / "piqa.jsonl.gz",
+        [
+            {
+                "query": f"Question: how to do thing {i}?\nAnswer:",
+                "choices": ["carefully", "with a spoon"],
+                "gold": i % 2,
+            }
+            for i in range(4)
+        ],
+    )
+    write_jsonl(
+        tmp_path / "lambada_openai.jsonl.gz",
+        [{"context": f"The story number {i} ends with the word", "continuation": "end"} for i in range(4)],
+    )
     script = doc_block("learntok_lambada_gen")
     script = re.sub(r"^RUN=\S+", f"RUN={tmp_path / 'm'}", script, flags=re.M)
     script = re.sub(r"^EVALS=\S+", f"EVALS={tmp_path}", script, flags=re.M).replace("--limit 100", "--limit 3")
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "HF_DATASETS_CACHE": str(tmp_path / "hf"),
-           "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "HF_DATASETS_CACHE": str(tmp_path / "hf"),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        "OMP_NUM_THREADS": "1",
+    }
     r = subprocess.run(["bash", "-euc", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
-    for task, metric in (("learntok_piqa", "acc"), ("learntok_lambada_bpb", "bits_per_byte"),
-                         ("learntok_lambada_gen", "exact_match")):
+    for task, metric in (
+        ("learntok_piqa", "acc"),
+        ("learntok_lambada_bpb", "bits_per_byte"),
+        ("learntok_lambada_gen", "exact_match"),
+    ):
         assert re.search(rf"\|{task}\s*\|.*\|{metric}\s*\|", r.stdout), r.stdout

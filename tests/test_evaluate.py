@@ -1,4 +1,5 @@
 """`learntok eval`: the K-sample bound, P/R/F1, chunk lengths, determinism, breakdowns, loading."""
+
 import json
 import math
 
@@ -24,7 +25,7 @@ def test_bound_equals_mean_for_one_sample():
 
 
 def test_bound_below_mean_and_matches_formula():
-    ce = torch.tensor([[3.0, 5.0], [4.0, 9.0], [3.5, 6.0]])      # (K=3, N=2)
+    ce = torch.tensor([[3.0, 5.0], [4.0, 9.0], [3.5, 6.0]])  # (K=3, N=2)
     mean_bpb = float(ce.sum(1).mean()) / (math.log(2) * 7)
     want = sum(-math.log(sum(math.exp(-float(c)) for c in ce[:, n]) / 3) for n in range(2)) / (math.log(2) * 7)
     assert logmeanexp_bound(ce, 7) == pytest.approx(want)
@@ -38,11 +39,11 @@ def test_mean_and_se():
 
 
 def test_precision_recall_f1_hand_made():
-    x = encode("ab cd ef").unsqueeze(0)                          # bytes at t = 1..8
+    x = encode("ab cd ef").unsqueeze(0)  # bytes at t = 1..8
     ref = bq.word_starts(x)
-    assert ref[0].nonzero().flatten().tolist() == [4, 7]         # 'c', 'e'
+    assert ref[0].nonzero().flatten().tolist() == [4, 7]  # 'c', 'e'
     a = torch.zeros_like(x, dtype=torch.float)
-    a[0, [0, 4, 5]] = 1                                          # BOS, 'c' (hit), ' ' after 'd' (miss)
+    a[0, [0, 4, 5]] = 1  # BOS, 'c' (hit), ' ' after 'd' (miss)
     counts = bq.prf_counts(a, ref, bq.scored_positions(x))
     assert counts.tolist() == [1, 2, 2]
     m = bq.prf(counts)
@@ -51,19 +52,19 @@ def test_precision_recall_f1_hand_made():
 
 
 def test_space_starts_first_whitespace_of_each_run():
-    x = encode("ab  cd ef").unsqueeze(0)                         # BOS a b ' ' ' ' c d ' ' e f
+    x = encode("ab  cd ef").unsqueeze(0)  # BOS a b ' ' ' ' c d ' ' e f
     assert bq.space_starts(x)[0].nonzero().flatten().tolist() == [3, 7]
     a = torch.zeros_like(x, dtype=torch.float)
-    a[0, [0, 3, 7]] = 1                                          # a policy that cuts at the space
+    a[0, [0, 3, 7]] = 1  # a policy that cuts at the space
     m = bq.prf(bq.prf_counts(a, bq.space_starts(x), bq.scored_positions(x)))
     assert m["f1"] == 1.0
 
 
 def test_word_ends_last_byte_before_whitespace():
-    x = encode("ab  cd ef").unsqueeze(0)                         # BOS a b ' ' ' ' c d ' ' e f
-    assert bq.word_ends(x)[0].nonzero().flatten().tolist() == [2, 6]   # 'b', 'd'; not 'f' (last byte)
+    x = encode("ab  cd ef").unsqueeze(0)  # BOS a b ' ' ' ' c d ' ' e f
+    assert bq.word_ends(x)[0].nonzero().flatten().tolist() == [2, 6]  # 'b', 'd'; not 'f' (last byte)
     a = torch.zeros_like(x, dtype=torch.float)
-    a[0, [2, 6, 8]] = 1                                          # both word ends, and 'e' (a word start)
+    a[0, [2, 6, 8]] = 1  # both word ends, and 'e' (a word start)
     m = bq.prf(bq.prf_counts(a, bq.word_ends(x), bq.scored_positions(x)))
     assert (m["precision"], m["recall"]) == (2 / 3, 1.0)
     # each convention is one byte from the next: a word end, then a space start, then a word start
@@ -71,9 +72,9 @@ def test_word_ends_last_byte_before_whitespace():
 
 
 def test_chunk_lengths_and_histogram():
-    x = torch.cat([encode("abcdefg"), torch.full((3,), 258)]).unsqueeze(0)   # 7 bytes then PAD
+    x = torch.cat([encode("abcdefg"), torch.full((3,), 258)]).unsqueeze(0)  # 7 bytes then PAD
     a = torch.zeros(x.shape)
-    a[0, [0, 3, 4]] = 1                                          # chunks start at bytes 0, 2, 3
+    a[0, [0, 3, 4]] = 1  # chunks start at bytes 0, 2, 3
     lengths = bq.chunk_lengths(x, a)
     assert lengths.tolist() == [2, 1, 4]
     hist = bq.length_histogram(np.array([1, 1, 2, 40]))
@@ -84,7 +85,7 @@ def test_bpe_reference_starts_are_byte_offsets():
     tok = bq.reference_bpe([b"hello world hello world hello there " * 20], vocab_size=300)
     x = encode("hello world").unsqueeze(0)
     starts = bq.bpe_starts(tok, x)[0].nonzero().flatten().tolist()
-    assert starts[0] == 1 and 6 in starts                        # 'h' and ' world' start tokens
+    assert starts[0] == 1 and 6 in starts  # 'h' and ' world' start tokens
 
 
 DATA = ByteData({"test": TEXT, "train": TEXT})
@@ -127,9 +128,11 @@ def test_run_eval_on_folder_gives_per_file_breakdown(tmp_path):
     total = sum(m["bpb"] * m["bytes"] for m in r["per_file"].values()) / r["n_bytes"]
     assert total == pytest.approx(r["bpb"], rel=1e-6)
     assert 0 <= r["bpe_starts"]["f1"] <= 1 and r["bpe_reference"]["tokenizer"] == "trained on the all split"
-    json.dumps(r)                                                # JSON-ready
-    assert run_eval(model_dir, split="all", source=str(src), samples=2, batch_size=2, seq_len=32,
-                    bpe_vocab=300)["bpb"] == r["bpb"]
+    json.dumps(r)  # JSON-ready
+    assert (
+        run_eval(model_dir, split="all", source=str(src), samples=2, batch_size=2, seq_len=32, bpe_vocab=300)["bpb"]
+        == r["bpb"]
+    )
 
 
 def test_incompatible_checkpoint_says_so(tmp_path):
@@ -152,10 +155,23 @@ def test_command_line_eval_eval_tasks_diagnose_plot(tmp_path, capsys):
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(" ".join(f"the quick brown fox {i} jumps over the lazy dog." for i in range(200)))
-    cfg = load_config(overrides=["model.d_model=32", "model.n_heads=2", "model.n_mid=1", f"data.source={corpus}",
-                                 "system.device=cpu", "train.seq_len=48", "train.batch_size=4", "train.steps=4",
-                                 "optim.warmup_steps=1", "log.eval_every=2", "log.eval_bytes=256",
-                                 "log.segment_every=0", "log.log_every=1"])
+    cfg = load_config(
+        overrides=[
+            "model.d_model=32",
+            "model.n_heads=2",
+            "model.n_mid=1",
+            f"data.source={corpus}",
+            "system.device=cpu",
+            "train.seq_len=48",
+            "train.batch_size=4",
+            "train.steps=4",
+            "optim.warmup_steps=1",
+            "log.eval_every=2",
+            "log.eval_bytes=256",
+            "log.segment_every=0",
+            "log.log_every=1",
+        ]
+    )
     run = tmp_path / "run"
     train(cfg, run, progress=False)
     args = ["eval", str(run), "--samples", "2", "--max-bytes", "400", "--bpe-vocab", "300"]
@@ -179,8 +195,8 @@ def test_device_histogram_matches_the_plain_reference():
     torch.manual_seed(0)
     x = torch.randint(0, 256, (5, 40))
     x[:, 0] = 256
-    x[1, 30:] = 258                                              # a short row: PAD after its end
-    x[4, 1:] = 258                                               # an empty row
+    x[1, 30:] = 258  # a short row: PAD after its end
+    x[4, 1:] = 258  # an empty row
     a = (torch.rand(5, 40) < 0.3).float()
     a[:, 0] = 1
     want = bq.length_histogram(bq.chunk_lengths(x, a))
@@ -191,6 +207,7 @@ def test_sharded_evaluation_adds_up_to_one_process(monkeypatch):
     """Rank r of world 2 scores batches r, r + 2, ...: the sums over ranks give the one-process figures."""
     import learntok.evaluate as ev
     from learntok.distributed import DistEnv
+
     model, cpu = tiny_model().eval(), torch.device("cpu")
     opts = EvalOptions(1, 32, samples=2, seed=3, per_document=True, quality=True)
     partial = []

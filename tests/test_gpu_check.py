@@ -1,4 +1,5 @@
 """scripts/gpu_check.sh end to end on the CPU at toy sizes (the same script a GPU machine runs)."""
+
 from __future__ import annotations
 
 import json
@@ -31,11 +32,14 @@ def test_gpu_check_runs_end_to_end_on_cpu(tmp_path):
     assert "| preset | params | boundaries | compile |" in md and "torchrun (1 process): exit 0" in md
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--device", "tpu"], "--device 'tpu'"),
-    (["--bogus"], "unknown argument '--bogus'"),
-    (["--out"], "--out needs a folder"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--device", "tpu"], "--device 'tpu'"),
+        (["--bogus"], "unknown argument '--bogus'"),
+        (["--out"], "--out needs a folder"),
+    ],
+)
 def test_gpu_check_bad_arguments(tmp_path, args, message):
     p = run(*args)
     assert p.returncode == 2

@@ -9,6 +9,7 @@ an interpreter, so that a few hundred rows take seconds) in a fresh copy of a tr
 one `learntok: error:` line, no traceback (an exception main lets through fails the row), and
 every file that was there unchanged. test_bad_input.py runs one row of each kind as its own process.
 """
+
 import gzip
 import json
 import os
@@ -46,7 +47,7 @@ def with_value(argv: list[str], option: str, value: str) -> list[str]:
     """argv with `option` set to `value` (replaced where it is given, else added)."""
     if option in argv:
         i = argv.index(option)
-        return argv[:i + 1] + [value] + argv[i + 2:]
+        return argv[: i + 1] + [value] + argv[i + 2 :]
     return argv + [option, value]
 
 
@@ -60,18 +61,38 @@ BASE = {
     "diagnose": ["diagnose", "run", "--batches", "1", "--samples", "2"],
     "plot": ["plot", "run"],
     "sample": ["sample", "run", "--prompt", "a", "--max-bytes", "4"],
-    "compare": ["compare", "--strategies", "uniform", "--steps", "1", "--eval-bytes", "300", *TINY_RUN, "data.source=docs",
-                "--out", "cmp"],
+    "compare": [
+        "compare",
+        "--strategies",
+        "uniform",
+        "--steps",
+        "1",
+        "--eval-bytes",
+        "300",
+        *TINY_RUN,
+        "data.source=docs",
+        "--out",
+        "cmp",
+    ],
     "prepare": ["prepare", "docs", "--out", "newprep"],
     "config": ["config", "--preset", "tiny"],
 }
-INPUT_OF = {"train": ("docs/00.txt", "docs"), "compare": ("docs/00.txt", "docs"), "prepare": ("docs/00.txt", "docs"),
-            "segment": ("corpus.txt", None), "eval": ("corpus.txt", None), "sample": ("corpus.txt", None),
-            "eval-tasks": ("task.jsonl", None), "diagnose": ("corpus.txt", "run"), "plot": (None, "run"),
-            "config": (None, None)}
+INPUT_OF = {
+    "train": ("docs/00.txt", "docs"),
+    "compare": ("docs/00.txt", "docs"),
+    "prepare": ("docs/00.txt", "docs"),
+    "segment": ("corpus.txt", None),
+    "eval": ("corpus.txt", None),
+    "sample": ("corpus.txt", None),
+    "eval-tasks": ("task.jsonl", None),
+    "diagnose": ("corpus.txt", "run"),
+    "plot": (None, "run"),
+    "config": (None, None),
+}
 
 
 # ---------------------------------------------------------------- outputs
+
 
 def readonly(t: Path, monkeypatch) -> Path:
     """A folder this user cannot write. As root, permission bits do not stop a write, so os.access
@@ -80,8 +101,13 @@ def readonly(t: Path, monkeypatch) -> Path:
     ro.mkdir()
     if os.geteuid() == 0:
         real = os.access
-        monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p).resolve() == ro.resolve()
-                            and mode & os.W_OK else real(p, mode, **kw))
+        monkeypatch.setattr(
+            os,
+            "access",
+            lambda p, mode, **kw: (
+                False if Path(p).resolve() == ro.resolve() and mode & os.W_OK else real(p, mode, **kw)
+            ),
+        )
     else:
         ro.chmod(0o555)
     return ro
@@ -99,25 +125,40 @@ TARGETS = {
     "run-config": (lambda t, c, m: "run/config.toml", None, "of run folder"),
     "run-metrics": (lambda t, c, m: "run/metrics.jsonl", None, "of run folder"),
     "run-latest": (lambda t, c, m: "run/checkpoints/latest", lambda t, c, m: "run/checkpoints", "checkpoints of a run"),
-    "run-weights": (lambda t, c, m: "run/checkpoints/step_0000003/model.safetensors",
-                    lambda t, c, m: "run/checkpoints/step_0000003", "model or checkpoint folder"),
+    "run-weights": (
+        lambda t, c, m: "run/checkpoints/step_0000003/model.safetensors",
+        lambda t, c, m: "run/checkpoints/step_0000003",
+        "model or checkpoint folder",
+    ),
     "prepared-index": (lambda t, c, m: "prep/index.json", lambda t, c, m: "prep", "prepared data folder"),
     "prepared-new-file": (lambda t, c, m: "prep/new.json", lambda t, c, m: "prep/sub", "prepared data folder"),
-    "read-only-folder": (lambda t, c, m: readonly(t, m) / "x.json", lambda t, c, m: readonly(t, m) / "sub", "not writable"),
+    "read-only-folder": (
+        lambda t, c, m: readonly(t, m) / "x.json",
+        lambda t, c, m: readonly(t, m) / "sub",
+        "not writable",
+    ),
     "under-a-file": (lambda t, c, m: "corpus.txt/sub", lambda t, c, m: "corpus.txt/sub", "is a file, not a folder"),
     "dangling-symlink": (lambda t, c, m: dangling(t), lambda t, c, m: dangling(t), "symlink"),
     "empty": (lambda t, c, m: "", lambda t, c, m: "", "is empty"),
-    "wrong-kind": (lambda t, c, m: (t / "adir").mkdir() or "adir", lambda t, c, m: (t / "a.txt").write_text("x") and "a.txt",
-                   ("is a folder", "is an existing file")),
+    "wrong-kind": (
+        lambda t, c, m: (t / "adir").mkdir() or "adir",
+        lambda t, c, m: (t / "a.txt").write_text("x") and "a.txt",
+        ("is a folder", "is an existing file"),
+    ),
 }
-OUTPUT_ROWS = [pytest.param(cmd, flag(a), target, id=f"{cmd}{flag(a)}-{target}")
-               for cmd, a in typed_options(OUTPUT_TYPES) for target, (f, d, _) in TARGETS.items()
-               if (d if a.type is output_folder else f) is not None
-               and (a.type is not output_folder or target != "an-input" or INPUT_OF[cmd][1])]
+OUTPUT_ROWS = [
+    pytest.param(cmd, flag(a), target, id=f"{cmd}{flag(a)}-{target}")
+    for cmd, a in typed_options(OUTPUT_TYPES)
+    for target, (f, d, _) in TARGETS.items()
+    if (d if a.type is output_folder else f) is not None
+    and (a.type is not output_folder or target != "an-input" or INPUT_OF[cmd][1])
+]
 
 
 @pytest.mark.parametrize("cmd, option, target", OUTPUT_ROWS)
-def test_an_output_that_must_not_be_written_is_refused_before_any_work(workdir, capsys, monkeypatch, cmd, option, target):
+def test_an_output_that_must_not_be_written_is_refused_before_any_work(
+    workdir, capsys, monkeypatch, cmd, option, target
+):
     make_file, make_folder, words = TARGETS[target]
     folder = next(a for c, a in typed_options(OUTPUT_TYPES) if c == cmd and flag(a) == option).type is output_folder
     path = str((make_folder if folder else make_file)(workdir, cmd, monkeypatch))
@@ -126,8 +167,11 @@ def test_an_output_that_must_not_be_written_is_refused_before_any_work(workdir, 
     assert_one_line_error(code, err, words, before, checksums(workdir))
 
 
-FILE_OUTPUTS = [pytest.param(cmd, flag(a), id=f"{cmd}{flag(a)}") for cmd, a in typed_options(OUTPUT_TYPES)
-                if a.type is not output_folder]
+FILE_OUTPUTS = [
+    pytest.param(cmd, flag(a), id=f"{cmd}{flag(a)}")
+    for cmd, a in typed_options(OUTPUT_TYPES)
+    if a.type is not output_folder
+]
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
@@ -161,8 +205,16 @@ def test_every_output_is_written_where_it_is_named_and_nothing_else_changes(work
 
 # (command, option dest) -> the command line reading VALUE there; data.source is the config key
 INPUT_LINE = {
-    ("train", "config"): lambda v: ["train", "--config", v, *TINY_RUN, "train.steps=1", "data.source=corpus.txt",
-                                    "--out", "new"],
+    ("train", "config"): lambda v: [
+        "train",
+        "--config",
+        v,
+        *TINY_RUN,
+        "train.steps=1",
+        "data.source=corpus.txt",
+        "--out",
+        "new",
+    ],
     ("train", "data.source"): lambda v: [*TRAIN, f"data.source={v}", "--out", "new"],
     ("segment", "model"): lambda v: ["segment", v, "text"],
     ("segment", "file"): lambda v: ["segment", "run", "--file", v],
@@ -178,14 +230,20 @@ INPUT_LINE = {
     ("sample", "model"): lambda v: ["sample", v, "--prompt", "a", "--max-bytes", "4"],
     ("prepare", "sources"): lambda v: ["prepare", v, "--out", "newprep", "--piece-bytes", "64"],
 }
-SUFFIX = {("train", "config"): ".toml", ("config", "config"): ".toml", ("eval-tasks", "task"): ".jsonl"}  # others: text (.txt)
+SUFFIX = {
+    ("train", "config"): ".toml",
+    ("config", "config"): ".toml",
+    ("eval-tasks", "task"): ".jsonl",
+}  # others: text (.txt)
 TEXT = "a line of text, and another one.\n" * 40
 
 
 def truncated_gz(t: Path, ext: str) -> str:
-    line = json.dumps({"text": TEXT, "context": "a line", "continuation": " of text"}) + "\n" if ext == ".jsonl" else TEXT
+    line = (
+        json.dumps({"text": TEXT, "context": "a line", "continuation": " of text"}) + "\n" if ext == ".jsonl" else TEXT
+    )
     data = gzip.compress(line.encode() * 20)
-    (t / f"cut{ext}.gz").write_bytes(data[:len(data) // 2])
+    (t / f"cut{ext}.gz").write_bytes(data[: len(data) // 2])
     return f"cut{ext}.gz"
 
 
@@ -206,8 +264,14 @@ KINDS = {
     "device": (lambda t, e: "/dev/zero", set()),
     "fifo": (lambda t, e: os.mkfifo(t / f"pipe{e}") or f"pipe{e}", set()),
     "folder": (lambda t, e: (t / "emptydir").mkdir() or "emptydir", set()),
-    "empty-file": (lambda t, e: (t / f"empty{e}").write_bytes(b"") or f"empty{e}", {("train", "config"), ("config", "config"), ("segment", "file")}),
-    "invalid-utf8": (bad_utf8, {("train", "data.source"), ("eval", "source"), ("segment", "file"), ("prepare", "sources")}),
+    "empty-file": (
+        lambda t, e: (t / f"empty{e}").write_bytes(b"") or f"empty{e}",
+        {("train", "config"), ("config", "config"), ("segment", "file")},
+    ),
+    "invalid-utf8": (
+        bad_utf8,
+        {("train", "data.source"), ("eval", "source"), ("segment", "file"), ("prepare", "sources")},
+    ),
     "truncated-gz": (truncated_gz, set()),
 }
 DATA_INPUTS = {("train", "data.source"), ("eval", "source"), ("prepare", "sources")}
@@ -218,14 +282,25 @@ def words_for(key, kind):
     """What the one line must say: the kind named (a run or model folder argument: any one line)."""
     if key not in DATA_INPUTS | FILE_INPUTS:
         return ("learntok: error:",)
-    return {"device": "a device", "fifo": "FIFO", "truncated-gz": "gzip", "invalid-utf8": "UTF-8",
-            "folder": "is a folder, not a file" if key in FILE_INPUTS else ("holds no", "no files"),
-            "empty-file": ("is empty", "no examples", "no training documents")}[kind]
-NESTING = pytest.mark.xfail(strict=True, raises=RecursionError,
-                            reason="the nesting depth of JSON and TOML is bounded by the config-value checks")
+    return {
+        "device": "a device",
+        "fifo": "FIFO",
+        "truncated-gz": "gzip",
+        "invalid-utf8": "UTF-8",
+        "folder": "is a folder, not a file" if key in FILE_INPUTS else ("holds no", "no files"),
+        "empty-file": ("is empty", "no examples", "no training documents"),
+    }[kind]
+
+
+NESTING = pytest.mark.xfail(
+    strict=True,
+    raises=RecursionError,
+    reason="the nesting depth of JSON and TOML is bounded by the config-value checks",
+)
 INPUT_ROWS = [pytest.param(key, kind, id=f"{key[0]}-{key[1]}-{kind}") for key in INPUT_LINE for kind in KINDS] + [
     pytest.param(key, "nested", id=f"{key[0]}-{key[1]}-nested", marks=NESTING)
-    for key in [("train", "config"), ("eval-tasks", "task"), *sorted(DATA_INPUTS)]]
+    for key in [("train", "config"), ("eval-tasks", "task"), *sorted(DATA_INPUTS)]
+]
 
 
 @pytest.mark.parametrize("key, kind", INPUT_ROWS)
@@ -233,7 +308,11 @@ def test_every_input_of_a_bad_kind_is_one_line_or_a_valid_run(workdir, capsys, k
     """Devices, FIFOs (a blocked read fails the row after 20 s), folders where a file is wanted,
     empty files, invalid UTF-8, a cut gzip and deep nesting: a one-line error, or (where the
     input is fine as it is: bytes are bytes) a run that ends well; never a traceback or a hang."""
-    ext = ".json" if key == ("train", "config") and kind == "nested" else SUFFIX.get(key, ".jsonl" if kind == "nested" else ".txt")
+    ext = (
+        ".json"
+        if key == ("train", "config") and kind == "nested"
+        else SUFFIX.get(key, ".jsonl" if kind == "nested" else ".txt")
+    )
     value = (nested if kind == "nested" else KINDS[kind][0])(workdir, ext)
     before = checksums(workdir)
     code, err = cli_in_process(INPUT_LINE[key](value), capsys, seconds=20 if kind == "fifo" else 120)
@@ -246,8 +325,12 @@ def test_every_input_of_a_bad_kind_is_one_line_or_a_valid_run(workdir, capsys, k
 def test_every_option_is_in_the_tables():
     """Every path option is typed (learntok.cli: input_* or output_*; plain text says type=str),
     and every command and input option has its command line here."""
-    untyped = [f"{name} {flag(a)}" for name, p in commands().items() for a in p._actions
-               if a.nargs != 0 and a.type is None and not a.choices and a.dest != "help"]
+    untyped = [
+        f"{name} {flag(a)}"
+        for name, p in commands().items()
+        for a in p._actions
+        if a.nargs != 0 and a.type is None and not a.choices and a.dest != "help"
+    ]
     assert not untyped, f"give these a type (a path read or written, or type=str): {untyped}"
     assert set(commands()) == set(BASE) == set(INPUT_OF)
     assert {(c, a.dest) for c, a in typed_options(INPUT_TYPES)} <= set(INPUT_LINE)
@@ -281,8 +364,11 @@ def sparse(t: Path) -> str:
 
 
 @pytest.mark.parametrize("make", [bomb, sparse])
-@pytest.mark.parametrize("line", [lambda s: [*TRAIN, f"data.source={s}", "--out", "new"],
-                                  lambda s: ["eval", "run", "--source", s]], ids=["train", "eval"])
+@pytest.mark.parametrize(
+    "line",
+    [lambda s: [*TRAIN, f"data.source={s}", "--out", "new"], lambda s: ["eval", "run", "--source", s]],
+    ids=["train", "eval"],
+)
 def test_a_source_too_large_for_memory_is_refused_under_a_memory_cap(workdir, make, line):
     """In a child process whose address space is capped (ulimit -v 2 GB), a source larger than
     what may be read into memory is one line naming `learntok prepare`, not a MemoryError or a
@@ -291,9 +377,16 @@ def test_a_source_too_large_for_memory_is_refused_under_a_memory_cap(workdir, ma
     cap = lambda: resource.setrlimit(resource.RLIMIT_AS, (CAP, CAP))  # noqa: E731
     before = checksums(workdir)
     source = make(workdir)
-    r = subprocess.run([sys.executable, "-m", "learntok", *line(source)], cwd=workdir, env=env, preexec_fn=cap,
-                       capture_output=True, text=True, timeout=300)
-    (workdir / source).unlink()                                  # not hashed: 50 GB of zeros
+    r = subprocess.run(
+        [sys.executable, "-m", "learntok", *line(source)],
+        cwd=workdir,
+        env=env,
+        preexec_fn=cap,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    (workdir / source).unlink()  # not hashed: 50 GB of zeros
     assert_one_line_error(r.returncode, r.stderr, "learntok prepare", before, checksums(workdir))
 
 
@@ -302,10 +395,14 @@ def test_a_source_too_large_for_memory_is_refused_under_a_memory_cap(workdir, ma
 SIZE_ROWS = {
     "eval-window-beyond-memory": (["eval", "run", "--seq-len", "100000000"], "needs at least"),
     "diagnose-window-beyond-the-split": (["diagnose", "run", "--seq-len", "100000000"], "fewer than one sequence"),
-    "train-window-beyond-the-data": ([*TRAIN, "data.source=corpus.txt", "train.seq_len=9000", "--out", "new"],
-                                     "fewer than one sequence"),
-    "train-batch-beyond-memory": ([*TRAIN, "data.source=corpus.txt", "train.batch_size=100000000", "--out", "new"],
-                                  "needs at least"),
+    "train-window-beyond-the-data": (
+        [*TRAIN, "data.source=corpus.txt", "train.seq_len=9000", "--out", "new"],
+        "fewer than one sequence",
+    ),
+    "train-batch-beyond-memory": (
+        [*TRAIN, "data.source=corpus.txt", "train.batch_size=100000000", "--out", "new"],
+        "needs at least",
+    ),
 }
 
 
@@ -328,6 +425,7 @@ def test_a_corrected_rerun_after_a_window_too_long_trains(workdir, capsys):
 
 # ---------------------------------------------------------------- a run reads only inside itself
 
+
 def outside(t: Path) -> Path:
     shutil.copytree(t / "run" / "checkpoints" / "step_0000003", t / "elsewhere" / "step_0000003")
     return t / "elsewhere" / "step_0000003"
@@ -336,16 +434,23 @@ def outside(t: Path) -> Path:
 POINTERS = {
     "relative-path": lambda t: (t / "run/checkpoints/latest").write_text(f"../../{outside(t).relative_to(t)}\n"),
     "absolute-path": lambda t: (t / "run/checkpoints/latest").write_text(f"{outside(t)}\n"),
-    "symlinked-folder": lambda t: (elsewhere := outside(t), shutil.rmtree(t / "run/checkpoints/step_0000003"),
-                                   (t / "run/checkpoints/step_0000003").symlink_to(elsewhere)),
-    "symlinked-checkpoints": lambda t: (outside(t), shutil.move(t / "run/checkpoints", t / "elsewhere/ckpts"),
-                                        (t / "run/checkpoints").symlink_to(t / "elsewhere/ckpts")),
+    "symlinked-folder": lambda t: (
+        elsewhere := outside(t),
+        shutil.rmtree(t / "run/checkpoints/step_0000003"),
+        (t / "run/checkpoints/step_0000003").symlink_to(elsewhere),
+    ),
+    "symlinked-checkpoints": lambda t: (
+        outside(t),
+        shutil.move(t / "run/checkpoints", t / "elsewhere/ckpts"),
+        (t / "run/checkpoints").symlink_to(t / "elsewhere/ckpts"),
+    ),
     "empty-name": lambda t: (t / "run/checkpoints/latest").write_text("\n"),
 }
 
 
-@pytest.mark.parametrize("command", [["eval", "run"], ["train", "--out", "run", "--resume", "train.steps=5"]],
-                         ids=["eval", "resume"])
+@pytest.mark.parametrize(
+    "command", [["eval", "run"], ["train", "--out", "run", "--resume", "train.steps=5"]], ids=["eval", "resume"]
+)
 @pytest.mark.parametrize("pointer", POINTERS.values(), ids=POINTERS.keys())
 def test_latest_naming_a_folder_outside_the_run_is_refused(workdir, capsys, pointer, command):
     pointer(workdir)
@@ -355,6 +460,7 @@ def test_latest_naming_a_folder_outside_the_run_is_refused(workdir, capsys, poin
 
 
 # ---------------------------------------------------------------- a run folder's own names
+
 
 def broken(t: Path, name: str, fresh: bool) -> Path:
     run = t / ("new" if fresh else "run")
@@ -372,16 +478,22 @@ def broken(t: Path, name: str, fresh: bool) -> Path:
 def test_a_run_file_of_the_wrong_kind_is_one_line(workdir, capsys, name, fresh):
     run = broken(workdir, name, fresh)
     before = checksums(workdir)
-    argv = [*TRAIN, "data.source=corpus.txt", "--out", run.name] if fresh else ["train", "--out", "run", "--resume",
-                                                                             "train.steps=5"]
+    argv = (
+        [*TRAIN, "data.source=corpus.txt", "--out", run.name]
+        if fresh
+        else ["train", "--out", "run", "--resume", "train.steps=5"]
+    )
     code, err = cli_in_process(argv, capsys)
     assert_one_line_error(code, err, f"{name} is", before, checksums(workdir))
 
 
 # ---------------------------------------------------------------- devices
 
-DEVICE_ROWS = [pytest.param(cmd, device, id=f"{cmd}-{device}") for cmd, a in typed_options((device_arg,))
-               for device in ("meta", "nosuch", "cuda:99") + (() if torch.backends.mps.is_available() else ("mps",))]
+DEVICE_ROWS = [
+    pytest.param(cmd, device, id=f"{cmd}-{device}")
+    for cmd, a in typed_options((device_arg,))
+    for device in ("meta", "nosuch", "cuda:99") + (() if torch.backends.mps.is_available() else ("mps",))
+]
 
 
 @pytest.mark.parametrize("cmd, device", DEVICE_ROWS)
@@ -393,6 +505,7 @@ def test_an_unsupported_or_absent_device_is_refused_at_start_up(workdir, capsys,
 
 
 # ---------------------------------------------------------------- one reader of metrics.jsonl
+
 
 def test_plot_reads_the_metrics_as_the_trainer_does_wherever_a_kill_cuts_them(workdir):
     """Cut RUN/metrics.jsonl at every byte (what kill -9 mid-write may leave): the one reader
@@ -406,8 +519,8 @@ def test_plot_reads_the_metrics_as_the_trainer_does_wherever_a_kill_cuts_them(wo
     lines = data.splitlines(keepends=True)
     for cut in range(len(data) + 1):
         path.write_bytes(data[:cut])
-        ends = [len(b"".join(lines[:i + 1])) for i in range(len(lines))]
-        whole = sum(end <= cut or end - 1 == cut for end in ends)          # a line cut just before its newline is whole
+        ends = [len(b"".join(lines[: i + 1])) for i in range(len(lines))]
+        whole = sum(end <= cut or end - 1 == cut for end in ends)  # a line cut just before its newline is whole
         expected = [json.loads(line) for line in lines[:whole]]
         assert [row for _, row in metric_rows(path)] == expected, cut
         if expected:
@@ -416,7 +529,7 @@ def test_plot_reads_the_metrics_as_the_trainer_does_wherever_a_kill_cuts_them(wo
         else:
             with pytest.raises(DataError, match="no metrics rows"):
                 read_metrics(workdir / "run")
-    path.write_bytes(data[:len(data) - 3])
+    path.write_bytes(data[: len(data) - 3])
     assert len(plot_runs([workdir / "run"], workdir / "plots")) == 3
 
 
@@ -430,6 +543,7 @@ def test_a_bad_metrics_line_before_the_last_is_an_error_naming_it(workdir, capsy
 
 # ---------------------------------------------------------------- writes whole or not at all
 
+
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monkeypatch):
     from learntok.errors import OutputError
     from learntok.files import write_output
@@ -437,11 +551,12 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, mon
     target = tmp_path / "report.json"
     target.write_text("old")
     (tmp_path / "link.json").symlink_to(target)
-    write_output(tmp_path / "link.json", "new")                   # through a link: the file it names, the link kept
+    write_output(tmp_path / "link.json", "new")  # through a link: the file it names, the link kept
     assert target.read_text() == "new" and (tmp_path / "link.json").is_symlink()
 
     def fail(*args):
         raise OSError(28, "No space left on device")
+
     monkeypatch.setattr(os, "replace", fail)
     with pytest.raises(OutputError, match="No space left"):
         write_output(target, "newer")

@@ -1,6 +1,7 @@
 """Controlled comparisons start from one backbone: at a given seed, every parameter outside the
 strategy's own module is bit-identical for every registered strategy (one added later included),
 and the strategy's own parameters do not depend on which backbone tensors exist."""
+
 import pytest
 import torch
 

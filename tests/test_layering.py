@@ -5,6 +5,7 @@ layer, and no module imports from a folder above its own (the package's top fold
 sub-package, but for its foundations). No two modules import each other (no cycles at all), and
 in-function imports are for optional or heavy dependencies only (cli.py is exempt: it imports
 its subcommands lazily so that `--help` starts fast)."""
+
 import ast
 import sys
 from pathlib import Path
@@ -15,8 +16,17 @@ PACKAGE = Path(__file__).resolve().parents[1] / "learntok"
 
 # Bottom to top. A module name or a package prefix ("learntok.data" covers learntok.data.*).
 LAYERS: list[tuple[str, list[str]]] = [
-    ("foundations", ["learntok.errors", "learntok.files", "learntok.runtime", "learntok.fields", "learntok.progress",
-                     "learntok.display"]),
+    (
+        "foundations",
+        [
+            "learntok.errors",
+            "learntok.files",
+            "learntok.runtime",
+            "learntok.fields",
+            "learntok.progress",
+            "learntok.display",
+        ],
+    ),
     ("data", ["learntok.data"]),
     ("model parts", ["learntok.nn"]),
     ("boundary strategies", ["learntok.boundaries"]),
@@ -24,12 +34,38 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("objective", ["learntok.objective"]),
     # The run config composes the component configs below it (model, strategies, objective, data).
     ("run config", ["learntok.config", "learntok.config_info"]),
-    ("run services", ["learntok.checkpoint", "learntok.runfolder", "learntok.tracking", "learntok.rate",
-                      "learntok.distributed", "learntok.boundary_quality",
-                      "learntok.plots", "learntok.outputs"]),
-    ("library", ["learntok.evaluate", "learntok.windows", "learntok.page", "learntok.tokenizer", "learntok.segment",
-                 "learntok.train", "learntok.eval_tasks", "learntok.jobs", "learntok.diagnose", "learntok.sample", "learntok.frontier",
-                 "learntok.compare", "learntok.compare_runs", "learntok.plan"]),
+    (
+        "run services",
+        [
+            "learntok.checkpoint",
+            "learntok.runfolder",
+            "learntok.tracking",
+            "learntok.rate",
+            "learntok.distributed",
+            "learntok.boundary_quality",
+            "learntok.plots",
+            "learntok.outputs",
+        ],
+    ),
+    (
+        "library",
+        [
+            "learntok.evaluate",
+            "learntok.windows",
+            "learntok.page",
+            "learntok.tokenizer",
+            "learntok.segment",
+            "learntok.train",
+            "learntok.eval_tasks",
+            "learntok.jobs",
+            "learntok.diagnose",
+            "learntok.sample",
+            "learntok.frontier",
+            "learntok.compare",
+            "learntok.compare_runs",
+            "learntok.plan",
+        ],
+    ),
     ("commands", ["learntok.cli", "learntok.__main__", "learntok.lm_eval_adapter"]),
 ]
 
@@ -38,8 +74,18 @@ FOLDERS = ["learntok.data", "learntok.nn", "learntok.boundaries", "learntok.mode
 
 # Imports allowed inside functions: optional or heavy dependencies, and torch APIs that older
 # supported torch versions lack (imported only on the path that uses them).
-LAZY_OK = ("matplotlib", "pyarrow", "tokenizers", "lm_eval", "torch.distributed.fsdp", "torch.distributed.checkpoint",
-           "torch.nn.attention.varlen", "pydoc_data", "torch.utils.tensorboard", "wandb")
+LAZY_OK = (
+    "matplotlib",
+    "pyarrow",
+    "tokenizers",
+    "lm_eval",
+    "torch.distributed.fsdp",
+    "torch.distributed.checkpoint",
+    "torch.nn.attention.varlen",
+    "pydoc_data",
+    "torch.utils.tensorboard",
+    "wandb",
+)
 LAZY_EXEMPT = {"learntok.cli"}
 
 
@@ -85,7 +131,7 @@ def internal_targets(module: str, names: list[str]) -> list[str]:
     """The learntok modules an import statement loads: `from learntok.data import corpora`
     names the submodule."""
     subs = [f"{module}.{n}" for n in names if f"{module}.{n}" in MODULES]
-    if module == "learntok":                                     # the package root: submodules (or its version)
+    if module == "learntok":  # the package root: submodules (or its version)
         return subs
     return subs or [module]
 
@@ -108,7 +154,7 @@ def test_every_module_has_a_layer():
 def test_no_module_imports_a_layer_above_it():
     wrong = []
     for name, targets in edges().items():
-        if name == "learntok":                                   # the public API re-exports from every layer
+        if name == "learntok":  # the public API re-exports from every layer
             continue
         for target in targets:
             if layer_of(target) > layer_of(name):
@@ -132,20 +178,25 @@ def test_each_folder_is_one_layer():
 
 
 def test_no_folder_imports_a_folder_above_it():
-    wrong = [f"{name} imports {target}" for name, targets in edges().items() if name != "learntok"
-             for target in targets if folder_floor(target) > folder_floor(name)]
+    wrong = [
+        f"{name} imports {target}"
+        for name, targets in edges().items()
+        if name != "learntok"
+        for target in targets
+        if folder_floor(target) > folder_floor(name)
+    ]
     assert not wrong, "\n".join(wrong)
 
 
 def test_no_import_cycles():
     graph = edges()
-    state: dict[str, int] = {}                                   # 1 on the stack, 2 done
+    state: dict[str, int] = {}  # 1 on the stack, 2 done
 
     def visit(node, stack):
         state[node] = 1
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                cycle = stack[stack.index(nxt):] + [nxt]
+                cycle = stack[stack.index(nxt) :] + [nxt]
                 raise AssertionError("import cycle: " + " -> ".join(cycle))
             if nxt not in state:
                 visit(nxt, stack + [nxt])
@@ -157,33 +208,48 @@ def test_no_import_cycles():
 
 
 def test_in_function_imports_are_for_optional_dependencies_only():
-    wrong = [f"{MODULES[name].relative_to(PACKAGE.parent)}:{line}: import {module}"
-             for name in MODULES if name not in LAZY_EXEMPT
-             for module, _, line, lazy in imports(name)
-             if lazy and not module.startswith(LAZY_OK)]
+    wrong = [
+        f"{MODULES[name].relative_to(PACKAGE.parent)}:{line}: import {module}"
+        for name in MODULES
+        if name not in LAZY_EXEMPT
+        for module, _, line, lazy in imports(name)
+        if lazy and not module.startswith(LAZY_OK)
+    ]
     assert not wrong, "move these to the top of their module:\n" + "\n".join(wrong)
 
 
 def test_no_private_names_cross_modules():
-    wrong = [f"{name} imports {n} from {module}"
-             for name in MODULES for module, names, _, _ in imports(name)
-             if module.startswith("learntok") for n in names
-             if n.startswith("_") and n != "__version__"]
+    wrong = [
+        f"{name} imports {n} from {module}"
+        for name in MODULES
+        for module, names, _, _ in imports(name)
+        if module.startswith("learntok")
+        for n in names
+        if n.startswith("_") and n != "__version__"
+    ]
     assert not wrong, "make these public or move them:\n" + "\n".join(wrong)
 
 
 def test_the_package_root_gives_modules_only_its_version():
     # `from learntok import boundary_quality` names a submodule; anything else would be the facade
-    wrong = [f"{name} imports {n} from learntok" for name in MODULES
-             for module, names, _, _ in imports(name) if module == "learntok"
-             for n in names if n != "__version__" and f"learntok.{n}" not in MODULES]
+    wrong = [
+        f"{name} imports {n} from learntok"
+        for name in MODULES
+        for module, names, _, _ in imports(name)
+        if module == "learntok"
+        for n in names
+        if n != "__version__" and f"learntok.{n}" not in MODULES
+    ]
     assert not wrong, "\n".join(wrong)
 
 
-@pytest.mark.parametrize("source, message", [
-    ("def f():\n    import json\n", "import json"),
-    ("def f():\n    from learntok.checkpoint import load_run\n", "import learntok.checkpoint"),
-])
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ("def f():\n    import json\n", "import json"),
+        ("def f():\n    from learntok.checkpoint import load_run\n", "import learntok.checkpoint"),
+    ],
+)
 def test_the_lazy_import_check_can_fail(tmp_path, monkeypatch, source, message):
     (tmp_path / "bad.py").write_text(source)
     monkeypatch.setitem(MODULES, "learntok.bad", tmp_path / "bad.py")
@@ -195,8 +261,13 @@ def test_the_lazy_import_check_can_fail(tmp_path, monkeypatch, source, message):
 def test_the_layer_check_can_fail(monkeypatch):
     # the model importing a checkpoint (which imports the model) is caught
     real = imports
-    monkeypatch.setattr(sys.modules[__name__], "imports", lambda name: real(name) + (
-        [("learntok.checkpoint", ["load_run"], 1, False)] if name == "learntok.model.aunet" else []))
+    monkeypatch.setattr(
+        sys.modules[__name__],
+        "imports",
+        lambda name: (
+            real(name) + ([("learntok.checkpoint", ["load_run"], 1, False)] if name == "learntok.model.aunet" else [])
+        ),
+    )
     with pytest.raises(AssertionError, match="learntok.model.aunet .* imports learntok.checkpoint"):
         test_no_module_imports_a_layer_above_it()
     with pytest.raises(AssertionError, match="import cycle"):

@@ -2,6 +2,7 @@
 runs the training path's blocked local attention, so peak memory grows linearly in the prompt
 length; `segment --file` streams, so its peak does not grow with the text. Measured in child
 processes (peak RSS, resource.getrusage)."""
+
 import base64
 import json
 import os
@@ -35,8 +36,9 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024)   # Mi
 
 def peak_mib(n_bytes: int, command: str = "sample") -> float:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    r = subprocess.run([sys.executable, "-c", CHILD, str(n_bytes), command], env=env, capture_output=True,
-                       text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", CHILD, str(n_bytes), command], env=env, capture_output=True, text=True, timeout=300
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     return float(r.stdout.split()[-1])
 
@@ -49,12 +51,12 @@ def test_prefill_memory_grows_linearly_in_the_prompt():
 
 
 def test_a_100_kb_prompt_stays_small():
-    assert peak_mib(100_000) < 800                               # was about 80 GB with the dense mask
+    assert peak_mib(100_000) < 800  # was about 80 GB with the dense mask
 
 
 def test_segment_memory_is_bounded_by_its_window():
     small, large = peak_mib(10_000, "segment"), peak_mib(40_000, "segment")
-    assert large < 2 * max(small, 8.0) + 50, (small, large)      # pieces of `window` bytes: flat in the text
+    assert large < 2 * max(small, 8.0) + 50, (small, large)  # pieces of `window` bytes: flat in the text
 
 
 SEGMENT_CHILD = """
@@ -86,10 +88,15 @@ def test_segment_file_streams_with_memory_bounded_by_the_window(tmp_path):
         paths.append(tmp_path / f"{name}.txt")
         paths[-1].write_bytes(text[:n])
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    r = subprocess.run([sys.executable, "-c", SEGMENT_CHILD, str(tmp_path / "m"), *map(str, paths)], env=env,
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", SEGMENT_CHILD, str(tmp_path / "m"), *map(str, paths)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     _, small, large = map(float, r.stdout.split())
-    assert large - small < 40, (small, large)                    # growing with the text would add about 90 MiB
+    assert large - small < 40, (small, large)  # growing with the text would add about 90 MiB
     chunks = json.loads((tmp_path / "large.txt.json").read_text())["chunks"]
     assert b"".join(base64.b64decode(c["bytes"]) for c in chunks) == text[:800_000]

@@ -1,11 +1,18 @@
 """Model: API shapes, causality, fast paths against plain references."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 
-from learntok.boundaries.learned import (_loop_scan, _map_scan, bernoulli_log_prob, policy_logits, sample_reference,
-                                        sample_scan)
+from learntok.boundaries.learned import (
+    _loop_scan,
+    _map_scan,
+    bernoulli_log_prob,
+    policy_logits,
+    sample_reference,
+    sample_scan,
+)
 from learntok.data import BOS, encode
 from learntok.nn.pooling import downsample, downsample_reference, upsample, upsample_reference
 
@@ -49,7 +56,7 @@ def test_causality(w, boundary, train_mode):
     T = x.size(1)
     for t in (20, 47, T - 3):
         y = x.clone()
-        y[0, t + 1:] = torch.randint(0, 256, (T - t - 1,), generator=torch.Generator().manual_seed(t))
+        y[0, t + 1 :] = torch.randint(0, 256, (T - t - 1,), generator=torch.Generator().manual_seed(t))
         torch.manual_seed(123)
         o1 = model(x)
         torch.manual_seed(123)
@@ -115,7 +122,7 @@ def test_pooling_matches_naive_gather():
     h = torch.randn(B, T, D, generator=g)
     a = (torch.rand(B, T, generator=g) < 0.3).float()
     a[:, 0] = 1
-    S = int(a.sum(1).max()) + 2                                  # extra padding slots
+    S = int(a.sum(1).max()) + 2  # extra padding slots
     z, pos, valid = downsample(h, a, S)
     z_ref, pos_ref = downsample_reference(h, a, S)
     torch.testing.assert_close(z, z_ref)
@@ -137,6 +144,7 @@ def test_token_positions_are_integer_byte_offsets():
 def test_gradients_reach_policy_and_backbone():
     from learntok import ObjectiveConfig
     from learntok.objective import loss
+
     model = tiny_model()
     x = torch.stack([encode(shakespeare(48))] * 4)
     total, _ = loss(model(x), x, ObjectiveConfig(lambda_pi=1.0))
@@ -149,7 +157,7 @@ def test_rate_controller_holds_the_target_rate():
     """Integral control (objective.rate_gain) moves a policy that fires at ~0.45 to rho* = 0.2."""
     model = tiny_model("learned", window=8)
     with torch.no_grad():
-        model.strategy.proj.bias[-1] = 25.0                      # current-byte term: s * 25 ~ +1.5 logits, rate ~ 0.45
+        model.strategy.proj.bias[-1] = 25.0  # current-byte term: s * 25 ~ +1.5 logits, rate ~ 0.45
     x = torch.full((64, 100), 97)
     x[:, 0] = BOS
     torch.manual_seed(0)
@@ -160,13 +168,14 @@ def test_rate_controller_holds_the_target_rate():
         model.strategy.adapt_rate(out.boundaries[:, 1:].mean(), gain=1.0)
     rates = [model(x).boundaries[:, 1:].mean().item() for _ in range(20)]
     assert first > 0.35 and abs(sum(rates) / 20 - 0.2) < 0.01
-    model.strategy.adapt_rate(torch.tensor(0.9), gain=0.0)       # gain 0: off
+    model.strategy.adapt_rate(torch.tensor(0.9), gain=0.0)  # gain 0: off
     assert abs(sum(model(x).boundaries[:, 1:].mean().item() for _ in range(20)) / 20 - 0.2) < 0.01
 
 
 @pytest.mark.parametrize("L, window", [(130, 16), (128, 16), (64, 8), (33, 16), (200, 64)])
 def test_local_attention_matches_dense_window_mask(L, window):
     from learntok.nn.layers import local_attention, window_mask
+
     g = torch.Generator().manual_seed(L + window)
     q, k, v = (torch.randn(2, 3, L, 8, generator=g) for _ in range(3))
     ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=window_mask(L, window, q.device))

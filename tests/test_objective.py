@@ -1,4 +1,5 @@
 """Objective: discounting, baselines, normalisation, and the exactness anchor of docs/design.md §4."""
+
 from __future__ import annotations
 
 import itertools
@@ -25,7 +26,7 @@ def test_batch_baselines():
     m = torch.tensor([[1.0, 1.0], [1.0, 1.0], [1.0, 0.0]])
     mean = batch_baseline(r, m, "mean")
     torch.testing.assert_close(mean[:, 0], torch.tensor([-2.0, 0.0, 2.0]))
-    torch.testing.assert_close(mean[:, 1], torch.tensor([-1.0, 1.0, 0.0]))   # masked row ignored
+    torch.testing.assert_close(mean[:, 1], torch.tensor([-1.0, 1.0, 0.0]))  # masked row ignored
     loo = batch_baseline(r, m, "loo")
     torch.testing.assert_close(loo[:, 0], torch.tensor([1 - 4.0, 3 - 3.0, 5 - 2.0]))
     torch.testing.assert_close(loo[:, 1], torch.tensor([2 - 4.0, 4 - 2.0, 0.0]))
@@ -42,10 +43,19 @@ def test_ce_and_bpb_normalisation():
 
 def policy_model(w: int) -> AUNet:
     torch.manual_seed(0)
-    cfg = ModelConfig(d_model=16, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=8,
-                      boundary="learned", target_rate=0.3, strategy={"window": w})
+    cfg = ModelConfig(
+        d_model=16,
+        n_heads=2,
+        n_down=1,
+        n_mid=1,
+        n_up=1,
+        attn_window=8,
+        boundary="learned",
+        target_rate=0.3,
+        strategy={"window": w},
+    )
     model = AUNet(cfg)
-    with torch.no_grad():                                        # spread the probabilities
+    with torch.no_grad():  # spread the probabilities
         model.strategy.proj.weight.normal_(0, 6.0)
         model.strategy.proj.bias.normal_(0, 6.0)
     return model
@@ -69,6 +79,7 @@ def policy_grad(model, fn) -> torch.Tensor:
 
 def exact_gradient(model, x) -> torch.Tensor:
     """grad of E_a[CE_mean] = sum_a pi(a) CE_mean(a), by enumerating every pattern."""
+
     def objective():
         total = 0.0
         for a in patterns(x.size(1)):
@@ -77,6 +88,7 @@ def exact_gradient(model, x) -> torch.Tensor:
             p = out.boundary_log_prob[:, 1:-1].sum().exp()
             total = total + p * (ce.sum() / mask.sum())
         return total
+
     return policy_grad(model, objective)
 
 
@@ -95,6 +107,7 @@ def expected_estimator(model, x, baseline: str, batch: int) -> torch.Tensor:
             weight = out.boundary_log_prob[:, 1:-1].sum().exp().detach()
             total = total + weight * loss(out, xs, cfg)[0]
         return total
+
     return policy_grad(model, estimator)
 
 
@@ -104,9 +117,9 @@ def test_estimator_exact_in_expectation(w):
     on the policy's parameters equals the exact gradient of E_a[CE_mean] in expectation, for no
     batch baseline (B = 1) and the leave-one-out baseline (B = 2), on a 5-byte text."""
     model = policy_model(w)
-    x = encode("to be").unsqueeze(0)                            # T = 6: 4 scored decisions
+    x = encode("to be").unsqueeze(0)  # T = 6: 4 scored decisions
     exact = exact_gradient(model, x)
-    assert exact.abs().max() > 1e-4                              # a real signal to match
+    assert exact.abs().max() > 1e-4  # a real signal to match
     torch.testing.assert_close(expected_estimator(model, x, "none", 1), exact, rtol=1e-4, atol=1e-6)
     torch.testing.assert_close(expected_estimator(model, x, "loo", 2), exact, rtol=1e-4, atol=1e-6)
 
@@ -159,6 +172,7 @@ def test_early_exit_weight_per_strategy():
     """early_for = "policy" (the paper presets): strategies without a policy train at an early-exit
     weight of 0, as the authors' baselines do; the learned policy keeps lambda_early."""
     from learntok.objective import ObjectiveConfig, objective_for
+
     cfg = ObjectiveConfig(lambda_early=0.1, early_for="policy")
     assert objective_for(cfg, has_policy=True).lambda_early == 0.1
     assert objective_for(cfg, has_policy=False).lambda_early == 0.0

@@ -1,5 +1,6 @@
 """A run and a model folder written in an older config format load and give the figures they
 gave when they were written (tests/data/old-format/README.md)."""
+
 import json
 import shutil
 from pathlib import Path
@@ -20,8 +21,9 @@ WEIGHTS = OLD / "run" / "checkpoints" / "step_0000002" / "model.safetensors"
 def figures(model, data) -> dict:
     out = {}
     for mode in ("sampled", "greedy"):
-        r = evaluate_bpb(model, data, "val", EvalOptions(batch_size=4, seq_len=64, max_bytes=4096,
-                                                         greedy=mode == "greedy", seed=3))
+        r = evaluate_bpb(
+            model, data, "val", EvalOptions(batch_size=4, seq_len=64, max_bytes=4096, greedy=mode == "greedy", seed=3)
+        )
         out[mode] = {k: r[k] for k in EXPECTED[mode]}
     return out
 
@@ -60,14 +62,27 @@ def test_the_moved_keys_are_read_as_the_learned_policys_options():
     assert "policy_window" not in cfg.to_dict()["model"]
 
 
-@pytest.mark.parametrize("overrides, boundary, options", [
-    (["model.policy_window=2", "model.logit_scale=0.5", "model.softcap=3"], "learned",
-     {"window": 2, "logit_scale": 0.5, "softcap": 3.0}),
-    (["model.boundary=frozen", "model.policy_window=2"], "frozen", {"window": 2, "logit_scale": 0.0625,
-                                                                    "softcap": 6.0}),
-    (["model.boundary=uniform", "model.policy_window=2"], "uniform", {}),    # ignored, as it always was there
-    (["model.policy_window=2", "strategy.window=3"], "learned", {"window": 3, "logit_scale": 0.0625, "softcap": 6.0}),
-])
+@pytest.mark.parametrize(
+    "overrides, boundary, options",
+    [
+        (
+            ["model.policy_window=2", "model.logit_scale=0.5", "model.softcap=3"],
+            "learned",
+            {"window": 2, "logit_scale": 0.5, "softcap": 3.0},
+        ),
+        (
+            ["model.boundary=frozen", "model.policy_window=2"],
+            "frozen",
+            {"window": 2, "logit_scale": 0.0625, "softcap": 6.0},
+        ),
+        (["model.boundary=uniform", "model.policy_window=2"], "uniform", {}),  # ignored, as it always was there
+        (
+            ["model.policy_window=2", "strategy.window=3"],
+            "learned",
+            {"window": 3, "logit_scale": 0.0625, "softcap": 6.0},
+        ),
+    ],
+)
 def test_old_keys_on_the_command_line_are_mapped(overrides, boundary, options):
     cfg = load_config(overrides=overrides)
     assert (cfg.model.boundary, cfg.model.strategy) == (boundary, options)

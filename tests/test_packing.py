@@ -1,5 +1,6 @@
 """Token packing: the token level on packed rows equals the padded reference, for every strategy,
 outputs and gradients (fp32, 1e-5)."""
+
 from __future__ import annotations
 
 import copy
@@ -31,7 +32,7 @@ def rand_decisions(B: int, T: int, rate: float, seed: int = 0) -> torch.Tensor:
 def test_packing_maps_match_downsample(multiple):
     B, T, D = 5, 40, 3
     a = rand_decisions(B, T, 0.3)
-    a[2, 1:] = 0.0                                             # a row with BOS only
+    a[2, 1:] = 0.0  # a row with BOS only
     h = torch.randn(B, T, D)
     p = pack_rows(a, multiple)
     S = p.padded_index.size(1)
@@ -58,10 +59,11 @@ def test_packed_attention_equals_per_row_causal_attention():
     q, k, v = (torch.randn(N, H, E, requires_grad=True) for _ in range(3))
     y = packed_attention(q, k, v, p)
     counts, start = a.sum(1).long().tolist(), 0
-    for n in counts:                                           # plain reference: each row alone
+    for n in counts:  # plain reference: each row alone
         sl = slice(start, start + n)
         ref = torch.nn.functional.scaled_dot_product_attention(
-            *(t[sl].transpose(0, 1) for t in (q, k, v)), is_causal=True).transpose(0, 1)
+            *(t[sl].transpose(0, 1) for t in (q, k, v)), is_causal=True
+        ).transpose(0, 1)
         torch.testing.assert_close(y[sl], ref, rtol=RTOL, atol=ATOL)
         start += n
 
@@ -72,18 +74,20 @@ def model_for(name: str) -> AUNet:
     model = AUNet(cfg)
     if name.startswith("bpe"):
         model.strategy.fit([b"the cat sat on the mat and the dog ate the hat " * 20])
-    if name == "entropy":                                      # set its threshold (0 before: all bytes)
+    if name == "entropy":  # set its threshold (0 before: all bytes)
         with torch.no_grad():
             model(batch())
     return model
 
 
 def batch() -> torch.Tensor:
-    text = [b"To be, or not to be, that is the question: whether 'tis nob",
-            b"ler in the mind to suffer the slings and arrows of outrageou",
-            b"s fortune, or to take arms against a sea of troubles, and b"]
+    text = [
+        b"To be, or not to be, that is the question: whether 'tis nob",
+        b"ler in the mind to suffer the slings and arrows of outrageou",
+        b"s fortune, or to take arms against a sea of troubles, and b",
+    ]
     x = torch.tensor([[256] + list(t[:59]) for t in text])
-    x[2, -5:] = 258                                            # PAD at the end of one row
+    x[2, -5:] = 258  # PAD at the end of one row
     return x
 
 
@@ -102,7 +106,7 @@ def step(model: AUNet, x: torch.Tensor, seed: int):
 def test_packed_model_equals_padded_reference(name):
     model = model_for(name)
     x = batch()
-    state = copy.deepcopy(model.state_dict())                  # `entropy` moves its threshold in training
+    state = copy.deepcopy(model.state_dict())  # `entropy` moves its threshold in training
     out, total, grads = step(model, x, seed=3)
     model.load_state_dict(state)
     with mock.patch.object(AUNet, "token_level", token_level_padded):
@@ -123,7 +127,7 @@ def test_varlen_attention_matches_row_blocked_on_cuda():
     p = pack_rows(a, 8)
     N = p.pos.numel()
     q, k, v = (torch.randn(N, H, E, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    y = packed_attention(q, k, v, p)                           # varlen (bf16 on CUDA)
+    y = packed_attention(q, k, v, p)  # varlen (bf16 on CUDA)
     ref = packed_attention(q.float(), k.float(), v.float(), p)  # row-blocked SDPA (fp32)
     total = int(a.sum())
     torch.testing.assert_close(y[:total].float(), ref[:total], rtol=2e-2, atol=2e-2)

@@ -2,6 +2,7 @@
 which; its script re-decides at any slider offset as the Python reference does, with the same
 rule, and draws every chunk as `display_chunks` does (a character cut by a boundary shown once),
 checked by running the page's own script under node (and in headless Chromium when installed)."""
+
 from __future__ import annotations
 
 import base64
@@ -32,22 +33,22 @@ def page_view(model, text: str, window: int = 200, greedy: bool = True, seed: in
 
 def strong_policy(w: int = 8):
     model = tiny("learned", w=w)
-    model.strategy.proj.weight.data.mul_(100)                    # mixing weights that matter
+    model.strategy.proj.weight.data.mul_(100)  # mixing weights that matter
     return model
 
 
 @pytest.mark.parametrize("greedy", [True, False])
 def test_page_terms_reproduce_the_models_decisions(greedy):
-    view = page_view(strong_policy(), PAGE_TEXT, greedy=greedy)   # windows: the mixing restarts after each BOS
+    view = page_view(strong_policy(), PAGE_TEXT, greedy=greedy)  # windows: the mixing restarts after each BOS
     assert view.base is not None and len(view.mix[0]) == 7 and len(view.threshold) == len(view.data)
-    assert decide_from_terms(view, 0.0) == view.decisions        # sampled: against the replayed draws
+    assert decide_from_terms(view, 0.0) == view.decisions  # sampled: against the replayed draws
     counts = [sum(decide_from_terms(view, d)) for d in (-6.0, -2.0, 0.0, 2.0, 6.0)]
     assert counts == sorted(counts) and counts[0] < counts[-1]
 
 
 def test_the_page_is_bounded_and_says_what_it_shows():
     view = page_view(tiny("learned"), "abc " * 300, window=101, limit=250)
-    assert view.data == ("abc " * 300).encode()[:200]            # whole windows: two of 100 bytes
+    assert view.data == ("abc " * 300).encode()[:200]  # whole windows: two of 100 bytes
     assert len(view.decisions) == len(view.base) == len(view.piece_pos) == 200
 
 
@@ -89,14 +90,16 @@ def test_the_page_script_redraws_what_python_computes(tmp_path, greedy):
 
 @pytest.mark.parametrize("boundary", ["fixed", "whitespace"])
 def test_a_page_without_a_policy_has_no_slider_and_loses_nothing(tmp_path, boundary):
-    model = tiny(boundary, rate=0.5)                              # fixed at 0.5 cuts inside characters
+    model = tiny(boundary, rate=0.5)  # fixed at 0.5 cuts inside characters
     view = page_view(model, PAGE_TEXT)
     page = render_html(view, tmp_path / "p.html")
     text = page.read_text()
     assert 'id="offset"' not in text and "http" not in text.split("<script")[1]
     payload = json.loads(re.search(r'id="data">(.*?)</script>', text, re.S).group(1))
     assert base64.b64decode(payload["bytes"]) == PAGE_TEXT.encode()
-    assert node_render(page, 0.0)["chunks"] == [c.text for c in display_chunks(view.data, chunk_starts(view, view.decisions))]
+    assert node_render(page, 0.0)["chunks"] == [
+        c.text for c in display_chunks(view.data, chunk_starts(view, view.decisions))
+    ]
 
 
 def test_the_page_escapes_the_text(tmp_path):
@@ -108,8 +111,19 @@ def test_the_page_escapes_the_text(tmp_path):
 @pytest.mark.parametrize("greedy", [False, True])
 def test_the_page_opens_with_the_commands_decisions_and_says_which(tmp_path, capsys, greedy):
     strong_policy().save_pretrained(tmp_path / "m")
-    args = ["segment", str(tmp_path / "m"), PAGE_TEXT, "--window", "200", "--seed", "3",
-            "--html", str(tmp_path / "p.html"), "--json", str(tmp_path / "s.json")] + (["--greedy"] if greedy else [])
+    args = [
+        "segment",
+        str(tmp_path / "m"),
+        PAGE_TEXT,
+        "--window",
+        "200",
+        "--seed",
+        "3",
+        "--html",
+        str(tmp_path / "p.html"),
+        "--json",
+        str(tmp_path / "s.json"),
+    ] + (["--greedy"] if greedy else [])
     assert main(args) == 0
     terminal = capsys.readouterr().out
     seg = json.loads((tmp_path / "s.json").read_text())
@@ -136,9 +150,22 @@ def test_page_slider_recuts_in_headless_chromium(tmp_path):
     view = page_view(strong_policy(), PAGE_TEXT, greedy=False)
     page = render_html(view, tmp_path / "page.html")
     for delta in (-3.0, 0.0, 3.0):
-        r = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                            "--disable-background-networking", f"--user-data-dir={tmp_path / str(delta)}", "--dump-dom",
-                            f"{page.as_uri()}#offset={delta}"], capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [
+                browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                f"--user-data-dir={tmp_path / str(delta)}",
+                "--dump-dom",
+                f"{page.as_uri()}#offset={delta}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         found = re.search(r'id="text" data-chunks="(\d+)"', r.stdout)
         assert found, r.stdout[-2000:]
         assert int(found.group(1)) == len(chunk_starts(view, decide_from_terms(view, delta)))

@@ -1,6 +1,7 @@
 """`learntok config --plan`: the step measured on fake tensors against the CPU allocator's own
 peak of the same step on real tensors, the counted FLOPs against the analytic count, and the
 plan printed for every preset."""
+
 import json
 import resource
 
@@ -10,8 +11,17 @@ import torch
 from learntok.cli import main
 from learntok.config import load_config, preset_names
 from learntok.distributed import micro_plan
-from learntok.plan import (GiB, MemoryTally, StepFigures, measure_step, meta_model, model_flops, per_gpu_peak,
-                           prepared_step, run_step)
+from learntok.plan import (
+    GiB,
+    MemoryTally,
+    StepFigures,
+    measure_step,
+    meta_model,
+    model_flops,
+    per_gpu_peak,
+    prepared_step,
+    run_step,
+)
 
 
 def allocator_peak(cfg, micro: int, accum: int, tmp_path) -> int:
@@ -27,18 +37,22 @@ def allocator_peak(cfg, micro: int, accum: int, tmp_path) -> int:
     return max(e["args"]["Total Allocated"] for e in events if e.get("name") == "[memory]")
 
 
-@pytest.mark.parametrize("overrides", [
-    [],                                          # bf16 autocast, as on a GPU
-    ["system.dtype=fp32"],
-    ["train.micro_batch_size=4"],                # 4 micro-batches a step: the earlier ones' gradients are held
-    ["model.boundary=hnet"],                     # a strategy with weights of its own
-], ids=["bf16", "fp32", "accumulating", "hnet"])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        [],  # bf16 autocast, as on a GPU
+        ["system.dtype=fp32"],
+        ["train.micro_batch_size=4"],  # 4 micro-batches a step: the earlier ones' gradients are held
+        ["model.boundary=hnet"],  # a strategy with weights of its own
+    ],
+    ids=["bf16", "fp32", "accumulating", "hnet"],
+)
 def test_planned_peak_is_the_cpu_allocators_within_10_percent(tmp_path, overrides):
     cfg = load_config("tiny", overrides=overrides)
     micro, accum = micro_plan(cfg.train.batch_size, cfg.train.micro_batch_size, 1)
     planned = per_gpu_peak(measure_step(cfg, micro), micro, accum, 1, False)
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)                                       # no per-thread scratch in the count
+    torch.set_num_threads(1)  # no per-thread scratch in the count
     try:
         real = allocator_peak(cfg, micro, accum, tmp_path)
     finally:
@@ -61,10 +75,10 @@ def test_fake_tensors_allocate_nothing():
     assert f.peak > 10 * GiB and grown < 2 * GiB, (f.peak, grown)
 
 
-@pytest.mark.parametrize("preset", ["tiny", "147M"])                # the smallest and the largest
+@pytest.mark.parametrize("preset", ["tiny", "147M"])  # the smallest and the largest
 def test_counted_flops_match_the_analytic_count(preset):
     cfg = load_config(preset)
-    f = measure_step(cfg, 8)                                       # 8 rows: packed tokens need no padding
+    f = measure_step(cfg, 8)  # 8 rows: packed tokens need no padding
     analytic = {k: v * 8 * cfg.train.seq_len for k, v in model_flops(cfg.model, cfg.train.seq_len).items()}
     # the boundaries are prescribed at the target rate (BOS on top): within 1%
     assert abs(f.matmul_flops / (analytic["byte level"] + analytic["token level"]) - 1) < 0.01
@@ -78,15 +92,15 @@ def test_counted_flops_match_the_analytic_count(preset):
 def test_memory_tally_counts_live_storages():
     tally = MemoryTally()
     with tally:
-        a = torch.empty(1 << 18)                                   # 1 MiB
-        b = torch.empty(1 << 19)                                   # 2 MiB
-        view = a[1:]                                               # no new storage
+        a = torch.empty(1 << 18)  # 1 MiB
+        b = torch.empty(1 << 19)  # 2 MiB
+        view = a[1:]  # no new storage
         del a
-        assert tally.live[""] == 3 << 20                          # the view keeps a's storage
+        assert tally.live[""] == 3 << 20  # the view keeps a's storage
         del view
-        c = torch.empty(1 << 17)                                   # 0.5 MiB
+        c = torch.empty(1 << 17)  # 0.5 MiB
     assert (tally.peak, tally.live[""]) == (3 << 20, (2 << 20) + (1 << 19))
-    tally.hold(b, "grads")                                         # b became a gradient
+    tally.hold(b, "grads")  # b became a gradient
     assert tally.live == {"": 1 << 19, "grads": 2 << 20}
     del b, c
 
@@ -95,16 +109,26 @@ def test_per_gpu_rule():
     """One step's figures in round numbers: weights 4, gradients 4, optimizer 8, activations 8
     at 8 rows (2 of them fixed) at the peak, where 1 of the 4 gradients is live; the root 1 and
     each block 0.5 of the 4 weights."""
-    f = StepFigures(micro=8, params=4, peak=21, at_peak={"params": 4, "grads": 1, "optimizer": 8, "": 8},
-                    state={"params": 4, "grads": 4, "optimizer": 8}, flops=0, attention_flops=0, matmul_flops=0,
-                    root_params=1, block_params=0.5, fixed=2)
+    f = StepFigures(
+        micro=8,
+        params=4,
+        peak=21,
+        at_peak={"params": 4, "grads": 1, "optimizer": 8, "": 8},
+        state={"params": 4, "grads": 4, "optimizer": 8},
+        flops=0,
+        attention_flops=0,
+        matmul_flops=0,
+        root_params=1,
+        block_params=0.5,
+        fixed=2,
+    )
     assert f.activations == 8
     assert per_gpu_peak(f, 8, 1, 1, False) == 21
-    assert per_gpu_peak(f, 4, 1, 1, False) == 18                     # half the rows: 2 + half of the other 6
-    assert per_gpu_peak(f, 8, 2, 1, False) == 24                     # accumulating: every gradient held
-    assert per_gpu_peak(f, 8, 1, 2, False) == 25                     # DDP: + the gradient buckets
+    assert per_gpu_peak(f, 4, 1, 1, False) == 18  # half the rows: 2 + half of the other 6
+    assert per_gpu_peak(f, 8, 2, 1, False) == 24  # accumulating: every gradient held
+    assert per_gpu_peak(f, 8, 1, 2, False) == 25  # DDP: + the gradient buckets
     assert per_gpu_peak(f, 8, 1, 4, True) == 12 / 4 + 1 / 4 + 2 + 8  # FSDP: shards + gathered root and 2 blocks
-    assert per_gpu_peak(f, 8, 2, 4, True) == 12 / 4 + 4 + 2 + 8      # accumulating under FSDP: gradients whole
+    assert per_gpu_peak(f, 8, 2, 4, True) == 12 / 4 + 4 + 2 + 8  # accumulating under FSDP: gradients whole
 
 
 @pytest.mark.parametrize("preset", preset_names())
@@ -120,4 +144,4 @@ def test_plan_prints_for_every_preset(capsys, preset):
     peaks = {(int(r[0][2:]), r[1]): float(r[4]) for r in rows}
     for (n, kind), peak in peaks.items():
         if kind == "FSDP":
-            assert peak < peaks[(n, "DDP")]                       # sharding saves memory
+            assert peak < peaks[(n, "DDP")]  # sharding saves memory

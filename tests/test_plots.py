@@ -1,4 +1,5 @@
 """`learntok plot`: metrics.jsonl parsing and PNG curves."""
+
 import pytest
 
 from learntok.data import DataError
@@ -11,11 +12,27 @@ def fake_run(path, shift=0.0):
     path.mkdir()
     lines = []
     for step in range(10, 110, 10):
-        lines.append({"step": step, "bytes_seen": step * 1000, "bpb": 3.0 - step / 100 + shift,
-                      "boundary_rate": 0.2, "whitespace_rate": step / 100, "loss": 2.0})
+        lines.append(
+            {
+                "step": step,
+                "bytes_seen": step * 1000,
+                "bpb": 3.0 - step / 100 + shift,
+                "boundary_rate": 0.2,
+                "whitespace_rate": step / 100,
+                "loss": 2.0,
+            }
+        )
         if step % 50 == 0:
-            lines.append({"step": step, "bytes_seen": step * 1000, "val_bpb": 3.1 - step / 100 + shift,
-                          "val_boundary_rate": 0.21, "val_whitespace_rate": step / 110, "val_bytes": 512})
+            lines.append(
+                {
+                    "step": step,
+                    "bytes_seen": step * 1000,
+                    "val_bpb": 3.1 - step / 100 + shift,
+                    "val_boundary_rate": 0.21,
+                    "val_whitespace_rate": step / 110,
+                    "val_bytes": 512,
+                }
+            )
     write_jsonl(path / "metrics.jsonl", lines)
     return path
 

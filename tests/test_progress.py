@@ -1,5 +1,6 @@
 """Commands that talk while they work: progress as timestamped lines when stderr is a log, each
 validation as a line, `compare --jobs` keeping each variant's log and naming it on failure."""
+
 import json
 import os
 import re
@@ -22,8 +23,9 @@ STEPS1 = [o for o in TINY if not o.startswith("train.steps")]
 
 def learntok(*args, env=None):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", **EAGER, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "learntok", *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "learntok", *map(str, args)], env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_train_to_a_pipe_prints_timestamped_lines_and_each_validation(tmp_path):
@@ -32,11 +34,17 @@ def test_train_to_a_pipe_prints_timestamped_lines_and_each_validation(tmp_path):
     assert "\r" not in r.stderr and "\r" not in r.stdout
     lines = r.stderr.splitlines()
     assert lines and all(STAMPED.match(line) for line in lines), lines
-    assert any(re.search(r" r: +100% 2/2 step \[", line) for line in lines)          # the bar, as whole lines
+    assert any(re.search(r" r: +100% 2/2 step \[", line) for line in lines)  # the bar, as whole lines
     for step in (1, 2):
-        assert any(re.search(rf"step {step}: val bpb \d+\.\d{{4}}, boundary rate 0\.\d{{3}}, whitespace rate "
-                             r"0\.\d{3}$", line) for line in lines)
-    assert json.loads(r.stdout)["step"] == 2                                          # --steps on train
+        assert any(
+            re.search(
+                rf"step {step}: val bpb \d+\.\d{{4}}, boundary rate 0\.\d{{3}}, whitespace rate "
+                r"0\.\d{3}$",
+                line,
+            )
+            for line in lines
+        )
+    assert json.loads(r.stdout)["step"] == 2  # --steps on train
 
 
 def test_only_rank_0_shows_progress(monkeypatch, capsys):
@@ -50,8 +58,20 @@ def test_only_rank_0_shows_progress(monkeypatch, capsys):
 
 
 def test_compare_jobs_keeps_a_log_per_variant_and_shows_one_line_each(tmp_path):
-    r = learntok("compare", "--strategies", "fixed,uniform", "--steps", "1", "--eval-bytes", "512", "--jobs", "2",
-                 "--out", tmp_path, *STEPS1)
+    r = learntok(
+        "compare",
+        "--strategies",
+        "fixed,uniform",
+        "--steps",
+        "1",
+        "--eval-bytes",
+        "512",
+        "--jobs",
+        "2",
+        "--out",
+        tmp_path,
+        *STEPS1,
+    )
     assert r.returncode == 0, r.stderr
     for variant in ("fixed", "uniform"):
         log = (tmp_path / variant / "train.log").read_text()
@@ -66,8 +86,19 @@ def test_compare_jobs_keeps_a_log_per_variant_and_shows_one_line_each(tmp_path):
 def test_a_failed_variant_names_its_log(tmp_path):
     """The child fails when it reads the data (the parent checks only the config); the error
     says so and where the whole log is."""
-    r = learntok("compare", "--strategies", "fixed", "--jobs", "2", "--steps", "1", "--out", tmp_path,
-                 *STEPS1, f"data.source={tmp_path / 'missing.txt'}")
+    r = learntok(
+        "compare",
+        "--strategies",
+        "fixed",
+        "--jobs",
+        "2",
+        "--steps",
+        "1",
+        "--out",
+        tmp_path,
+        *STEPS1,
+        f"data.source={tmp_path / 'missing.txt'}",
+    )
     log = tmp_path / "fixed" / "train.log"
     assert r.returncode == 2 and r.stderr.count("learntok: error:") == 1
     assert "variant fixed failed (exit 2)" in r.stderr and f"its whole log: {log}" in r.stderr
@@ -78,13 +109,15 @@ def test_a_failed_variant_names_its_log(tmp_path):
 def test_eval_and_segment_hint_that_a_short_learned_run_has_not_settled(tmp_path, command):
     from learntok.checkpoint import SETTLE_STEPS
     from learntok.cli import main
+
     for name, boundary in (("learned", "learned"), ("fixed", "fixed")):
-        assert main(["train", "--steps", "1", "--out", str(tmp_path / name), *STEPS1,
-                     f"model.boundary={boundary}"]) == 0
+        assert (
+            main(["train", "--steps", "1", "--out", str(tmp_path / name), *STEPS1, f"model.boundary={boundary}"]) == 0
+        )
     args = {"eval": ["--max-bytes", "512", "--bpe-vocab", "300"], "segment": ["some text"]}[command]
     hint = f"this run has trained 1 steps; a learned boundary policy needs about {SETTLE_STEPS}"
     assert hint in learntok(command, tmp_path / "learned", *args).stderr
-    assert "hint:" not in learntok(command, tmp_path / "fixed", *args).stderr     # no policy to settle
+    assert "hint:" not in learntok(command, tmp_path / "fixed", *args).stderr  # no policy to settle
 
 
 def test_on_a_terminal_it_is_a_bar_that_redraws_in_place():
@@ -93,18 +126,25 @@ def test_on_a_terminal_it_is_a_bar_that_redraws_in_place():
     import pty
     import struct
     import termios
-    code = ("import time\nfrom learntok.progress import Progress, note\n"
-            "for i in Progress(range(3), desc='work', total=3, unit='step'):\n    time.sleep(0.05)\nnote('done')\n")
+
+    code = (
+        "import time\nfrom learntok.progress import Progress, note\n"
+        "for i in Progress(range(3), desc='work', total=3, unit='step'):\n    time.sleep(0.05)\nnote('done')\n"
+    )
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # a fresh pty is 0 wide
-    proc = subprocess.Popen([sys.executable, "-c", code], stderr=follower, stdout=subprocess.DEVNULL,
-                            env={**os.environ, "PYTHONPATH": str(ROOT), **EAGER})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stderr=follower,
+        stdout=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **EAGER},
+    )
     os.close(follower)
     out = b""
     while True:
         try:
             chunk = os.read(leader, 4096)
-        except OSError:                                          # the child closed the terminal
+        except OSError:  # the child closed the terminal
             break
         if not chunk:
             break

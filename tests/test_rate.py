@@ -1,5 +1,6 @@
 """Compression as a dial (docs/rate.md): every strategy at a requested rate on held-out text, the
 inference-time offset (monotone, calibrated), the whitespace rule's knob, and `--rate`."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,15 +18,15 @@ from tests.test_strategies import TRAIN_TEXT, shakespeare
 
 from conftest import tiny_config
 
-VAL_TEXT = shakespeare(24_000, skip=100_000)    # calibration text, never the test text
-TEST_TEXT = shakespeare(24_000, skip=150_000)   # held-out text the reached rate is measured on
+VAL_TEXT = shakespeare(24_000, skip=100_000)  # calibration text, never the test text
+TEST_TEXT = shakespeare(24_000, skip=150_000)  # held-out text the reached rate is measured on
 
 
 def tiny(boundary: str, w: int = 1, rate: float = 0.2) -> AUNet:
     torch.manual_seed(0)
     cfg = tiny_config(boundary, window=w, target_rate=rate)
     model = AUNet(cfg)
-    if boundary == "entropy":                                    # spread the early head's entropies, as training does
+    if boundary == "entropy":  # spread the early head's entropies, as training does
         nn.init.normal_(model.early_head.linear.weight, std=0.3)
     model.strategy.fit([TRAIN_TEXT])
     return model.eval()
@@ -35,17 +36,17 @@ def test_bresenham_counts_and_strides():
     n = torch.arange(1, 1001)
     for rate in (0.1, 0.2, 1 / 3, 0.33, 0.37, 0.5):
         on = bresenham(n, rate)
-        assert int(on.sum()) == int(rate * 1000 + 1e-9)                      # floor(rate m) in the first m
+        assert int(on.sum()) == int(rate * 1000 + 1e-9)  # floor(rate m) in the first m
         strides = torch.diff(n[on])
-        assert set(strides.tolist()) <= {int(1 / rate), int(1 / rate) + 1}   # evenly spread
-    assert torch.equal(bresenham(n, 0.2), n % 5 == 0)                        # rate 1/k: every k-th
+        assert set(strides.tolist()) <= {int(1 / rate), int(1 / rate) + 1}  # evenly spread
+    assert torch.equal(bresenham(n, 0.2), n % 5 == 0)  # rate 1/k: every k-th
 
 
 def test_bisect_rate_brackets_and_ends():
-    rate_of = lambda z: min(max(z, 0.0), 1.0)                    # noqa: E731
+    rate_of = lambda z: min(max(z, 0.0), 1.0)  # noqa: E731
     z, r = bisect_rate(rate_of, 0.3, -1.0, 2.0)
     assert abs(r - 0.3) < 1e-6 and abs(z - 0.3) < 1e-6
-    assert bisect_rate(rate_of, 0.3, 0.5, 2.0) == (0.5, 0.5)    # out of reach: the nearest end
+    assert bisect_rate(rate_of, 0.3, 0.5, 2.0) == (0.5, 0.5)  # out of reach: the nearest end
 
 
 @pytest.mark.parametrize("theta", [0.0, 0.05, 0.21, 0.6, 1.0, -0.2, -0.45, -0.7, -0.93])
@@ -54,8 +55,12 @@ def test_whitespace_knob_step_matches_forward(theta):
     a = whitespace_at_rate(x, theta)
     if theta == 0:
         assert torch.equal(a, whitespace_boundaries(x))
-    prev, last, edges, steps = torch.tensor([256]), torch.zeros(1, dtype=torch.long), torch.zeros(1,
-                                                                                                  dtype=torch.long), []
+    prev, last, edges, steps = (
+        torch.tensor([256]),
+        torch.zeros(1, dtype=torch.long),
+        torch.zeros(1, dtype=torch.long),
+        [],
+    )
     for t in range(x.size(1)):
         d, last, edges = whitespace_step(prev, x[:, t], t, last, edges, theta)
         prev = x[:, t]
@@ -67,7 +72,7 @@ def test_whitespace_knob_adds_above_and_drops_below_the_rule():
     x = encode(TRAIN_TEXT[:20_000]).unsqueeze(0)
     rule = whitespace_boundaries(x).bool()
     counts = [int(whitespace_at_rate(x, th).sum()) for th in torch.linspace(-0.99, 1.0, 41).tolist()]
-    assert counts == sorted(counts) and counts[0] < counts[-1] == x.size(1)     # nondecreasing, up to every byte
+    assert counts == sorted(counts) and counts[0] < counts[-1] == x.size(1)  # nondecreasing, up to every byte
     above, below = whitespace_at_rate(x, 0.2).bool(), whitespace_at_rate(x, -0.3).bool()
     assert bool((above | rule).eq(above).all()) and bool((below & rule).eq(below).all())  # a superset; a subset
 
@@ -109,7 +114,7 @@ def test_learned_offset_moves_the_rate_monotonically_and_calibrates():
 def test_strategy_inputs_are_what_the_forward_hands_the_strategy():
     model = tiny("learned")
     x = text_batches(VAL_TEXT[:2000], 128)[0]
-    (h, x2, early), = strategy_inputs(model, [x])
+    ((h, x2, early),) = strategy_inputs(model, [x])
     with torch.no_grad():
         out = model(x)
     assert torch.equal(x2, x) and torch.equal(early, out.early_logits) and h.shape == (*x.shape, 32)
@@ -122,7 +127,7 @@ def test_set_rate_errors():
         set_rate(tiny("uniform"), 1.0)
     with pytest.raises(ConfigError, match="held-out text"):
         set_rate(tiny("learned"), 0.2)
-    far = set_rate(tiny("fixed"), 0.25)                          # a rule needs no text
+    far = set_rate(tiny("fixed"), 0.25)  # a rule needs no text
     assert far.knob == "rule" and far.reached == 0.25
 
 
@@ -144,10 +149,17 @@ def test_whitespace_checkpoints_from_before_the_knob_load_as_the_plain_rule():
 
 
 def test_compare_variants_at_rates():
-    assert parse_variant("learned+w=1@0.2")[1] == ["model.boundary=learned", "strategy.window=1",
-                                                    "model.target_rate=0.2"]
-    assert variants_from_args("learned,uniform", False, "0.1, 0.33") == ["learned@0.1", "learned@0.33",
-                                                                        "uniform@0.1", "uniform@0.33"]
+    assert parse_variant("learned+w=1@0.2")[1] == [
+        "model.boundary=learned",
+        "strategy.window=1",
+        "model.target_rate=0.2",
+    ]
+    assert variants_from_args("learned,uniform", False, "0.1, 0.33") == [
+        "learned@0.1",
+        "learned@0.33",
+        "uniform@0.1",
+        "uniform@0.33",
+    ]
     with pytest.raises(ConfigError, match="must be in"):
         variants_from_args("learned", False, "0.1,1.2")
     with pytest.raises(ConfigError, match="not a number"):
@@ -166,6 +178,7 @@ def test_compare_at_rates_writes_the_frontier_and_the_sweep(tmp_path):
     from learntok.data import ByteData
     from learntok.evaluate import EvalOptions, evaluate_bpb
     from tests.test_compare import TINY
+
     variants = variants_from_args("learned,uniform", False, "0.2,0.33")
     compare(variants, tmp_path, preset="tiny", overrides=TINY, eval_bytes=2048, progress=False, sweep="learned@0.2")
     front = json.loads((tmp_path / "frontier.json").read_text())
@@ -173,7 +186,7 @@ def test_compare_at_rates_writes_the_frontier_and_the_sweep(tmp_path):
     uni = {r["target_rate"]: r for r in front["frontier"] if r["family"] == "uniform"}
     assert all(abs(r["rate"] - r["target_rate"]) < 0.01 and r["vs_uniform"] == 0.0 for r in uni.values())
     flops = [r["flops_per_byte"] for r in front["frontier"] if r["family"] == "learned"]
-    assert flops[0] < flops[1]                                   # more tokens per byte cost more
+    assert flops[0] < flops[1]  # more tokens per byte cost more
     sweep = {r["target_rate"]: r for r in front["sweep"]}
     assert set(sweep) == {0.2, 0.33} and abs(sweep[0.33]["rate"] - 0.33) < 0.05
     for name in ("frontier.md", "frontier.png", "flops.png"):
@@ -196,6 +209,7 @@ def test_rate_options_of_eval_segment_and_sample(tmp_path, capsys):
 
     from learntok.cli import main
     from tests.test_compare import TINY
+
     run = tmp_path / "run"
     assert main(["train", "--out", str(run), *TINY]) == 0
     capsys.readouterr()
@@ -204,8 +218,23 @@ def test_rate_options_of_eval_segment_and_sample(tmp_path, capsys):
     assert report["rate_setting"]["target"] == 0.3 and abs(report["rate_setting"]["reached"] - 0.3) <= 0.01
     assert "rate: target 0.300" in capsys.readouterr().out
     text = "A text to cut into tokens, at a chosen rate of boundaries per byte."
-    assert main(["segment", str(run), text, "--rate", "0.5", "--greedy", "--html", str(tmp_path / "p.html"),
-                 "--json", str(tmp_path / "s.json")]) == 0
+    assert (
+        main(
+            [
+                "segment",
+                str(run),
+                text,
+                "--rate",
+                "0.5",
+                "--greedy",
+                "--html",
+                str(tmp_path / "p.html"),
+                "--json",
+                str(tmp_path / "s.json"),
+            ]
+        )
+        == 0
+    )
     assert "rate: target 0.500" in capsys.readouterr().err
     assert 'id="offset"' in (tmp_path / "p.html").read_text()
     assert main(["sample", str(run), "--prompt", "AB", "--max-bytes", "8", "--seed", "1", "--rate", "0.1"]) == 0

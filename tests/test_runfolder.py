@@ -1,6 +1,7 @@
 """Run-folder ownership and crash safety (docs/reliability.md, learntok.runfolder): one writer per folder,
 never into a folder that is not a run, and a kill -9 at any point leaves nothing damaged: the
 resumed run ends with the same metrics, segments and weights as an uninterrupted one."""
+
 import json
 import os
 import signal
@@ -16,10 +17,24 @@ from learntok.config import load_config
 from learntok.runfolder import RunFolderError, claim, release, trim_logs
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN = ["--preset", "tiny", "model.d_model=32", "model.n_heads=2", "train.seq_len=64", "train.batch_size=4",
-       "train.steps=8", "optim.warmup_steps=2", "log.log_every=1", "checkpoint.every=2", "log.eval_every=4",
-       "log.eval_bytes=512", "log.segment_every=2", "checkpoint.keep=2", "data.source=corpus.txt"]
-TIMING = {"bytes_per_s", "time"}                                 # the figures a rerun cannot repeat
+RUN = [
+    "--preset",
+    "tiny",
+    "model.d_model=32",
+    "model.n_heads=2",
+    "train.seq_len=64",
+    "train.batch_size=4",
+    "train.steps=8",
+    "optim.warmup_steps=2",
+    "log.log_every=1",
+    "checkpoint.every=2",
+    "log.eval_every=4",
+    "log.eval_bytes=512",
+    "log.segment_every=2",
+    "checkpoint.keep=2",
+    "data.source=corpus.txt",
+]
+TIMING = {"bytes_per_s", "time"}  # the figures a rerun cannot repeat
 
 # A child that runs `learntok ARGS` after arranging to SIGKILL itself at one point of the run.
 KILLER = r"""
@@ -73,13 +88,25 @@ def env():
 
 
 def cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "learntok", *map(str, args)], cwd=cwd, env=env(),
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "learntok", *map(str, args)],
+        cwd=cwd,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def killed(point, at, *args, cwd):
-    r = subprocess.run([sys.executable, "-c", KILLER, point, str(at), *map(str, args)], cwd=cwd, env=env(),
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", KILLER, point, str(at), *map(str, args)],
+        cwd=cwd,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == -signal.SIGKILL, (point, r.returncode, r.stderr[-2000:])
 
 
@@ -90,8 +117,10 @@ def folder(tmp_path):
 
 
 def metrics(run: Path) -> list[dict]:
-    return [{k: v for k, v in json.loads(line).items() if k not in TIMING}
-            for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [
+        {k: v for k, v in json.loads(line).items() if k not in TIMING}
+        for line in (run / "metrics.jsonl").read_text().splitlines()
+    ]
 
 
 def assert_whole(run: Path) -> None:
@@ -129,16 +158,24 @@ def test_a_kill_at_any_point_then_resume_equals_an_uninterrupted_run(folder):
 
 
 def test_two_trains_on_one_folder_one_runs_one_gets_an_error(folder):
-    procs = [subprocess.Popen([sys.executable, "-m", "learntok", "train", *RUN, f"train.seed={seed}", "--out", "conc"],
-                              cwd=folder, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for seed in (1, 2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "learntok", "train", *RUN, f"train.seed={seed}", "--out", "conc"],
+            cwd=folder,
+            env=env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for seed in (1, 2)
+    ]
     results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
     assert sorted(rc for rc, _ in results) == [0, 2], results
     winner = [seed for seed, (rc, _) in zip((1, 2), results) if rc == 0][0]
     loser = [err for rc, err in results if rc == 2][0].splitlines()
     assert len(loser) == 1 and loser[0].startswith("learntok: error: run folder conc")
     steps = [r["step"] for r in metrics(folder / "conc") if "loss" in r]
-    assert steps == list(range(1, 9))                              # one run's rows, each once
+    assert steps == list(range(1, 9))  # one run's rows, each once
     assert load_config(file=folder / "conc" / "config.toml").train.seed == winner
 
 
@@ -149,8 +186,8 @@ def test_a_held_lock_names_its_holder_and_a_stale_one_is_taken_over(folder):
         assert r.returncode == 2 and f"in use by pid {os.getpid()}" in r.stderr and r.stderr.count("\n") == 1
     finally:
         release(folder / "held")
-    (folder / "stale").mkdir()                                    # a lock left by a process that is gone
-    (folder / "stale" / ".lock").write_text(json.dumps({"pid": 2 ** 22 + 1, "host": "elsewhere"}))
+    (folder / "stale").mkdir()  # a lock left by a process that is gone
+    (folder / "stale" / ".lock").write_text(json.dumps({"pid": 2**22 + 1, "host": "elsewhere"}))
     r = cli("train", *RUN, "train.steps=2", "--out", "stale", cwd=folder)
     assert r.returncode == 0, r.stderr[-2000:]
 
@@ -161,7 +198,7 @@ def test_claim_refuses_folders_that_are_not_runs(tmp_path):
     with pytest.raises(RunFolderError, match="not a run folder"):
         claim(tmp_path / "mine", resume=False)
     release(tmp_path / "mine")
-    (tmp_path / "old").mkdir()                                    # a run whose checkpoints were deleted
+    (tmp_path / "old").mkdir()  # a run whose checkpoints were deleted
     (tmp_path / "old" / "metrics.jsonl").write_text('{"step": 10, "loss": 1.0}\n')
     (tmp_path / "old" / ".lock").write_text("")
     with pytest.raises(RunFolderError, match="no checkpoint to resume from"):

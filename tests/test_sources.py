@@ -2,6 +2,7 @@
 built-in corpus, a local text file, a folder, and a prepared (memory-mapped) folder (`eval`
 on a run trained from a prepared folder once failed). And the scale path end to end at
 toy size: prepare -> train two strategies -> compare table -> eval -> segment."""
+
 import json
 
 import pytest
@@ -9,8 +10,18 @@ import pytest
 from learntok.cli import main
 from learntok.data.prepare import PrepareOptions, prepare
 
-TINY = ["model.d_model=32", "model.n_heads=2", "model.n_mid=1", "train.seq_len=64", "train.batch_size=4",
-        "optim.warmup_steps=1", "log.eval_every=0", "log.eval_bytes=512", "log.segment_every=0", "system.device=cpu"]
+TINY = [
+    "model.d_model=32",
+    "model.n_heads=2",
+    "model.n_mid=1",
+    "train.seq_len=64",
+    "train.batch_size=4",
+    "optim.warmup_steps=1",
+    "log.eval_every=0",
+    "log.eval_bytes=512",
+    "log.segment_every=0",
+    "system.device=cpu",
+]
 
 
 def _text(n=400):
@@ -26,15 +37,21 @@ def sources(tmp_path_factory):
     for i in range(70):
         (folder / f"doc{i:02d}.txt").write_text(_text(6) + f" document {i}")
     prepare([str(root / "corpus.txt")], root / "prepared", PrepareOptions(piece_bytes=512), progress=False)
-    return {"builtin": "kjv", "file": str(root / "corpus.txt"), "folder": str(folder),
-            "prepared": str(root / "prepared")}
+    return {
+        "builtin": "kjv",
+        "file": str(root / "corpus.txt"),
+        "folder": str(folder),
+        "prepared": str(root / "prepared"),
+    }
 
 
 @pytest.mark.parametrize("kind", ["builtin", "file", "folder", "prepared"])
 def test_every_command_reads_a_run_of_every_source(kind, sources, tmp_path, capsys):
     run = tmp_path / "run"
-    assert main(["train", "--preset", "tiny", "--out", str(run), f"data.source={sources[kind]}",
-                 "train.steps=2", *TINY]) == 0
+    assert (
+        main(["train", "--preset", "tiny", "--out", str(run), f"data.source={sources[kind]}", "train.steps=2", *TINY])
+        == 0
+    )
     assert main(["eval", str(run), "--max-bytes", "600", "--bpe-vocab", "300", "--json", str(tmp_path / "e.json")]) == 0
     report = json.loads((tmp_path / "e.json").read_text())
     assert 0 < report["n_bytes"] <= 600 and report["split"] == "test" and report["source"] == sources[kind]
@@ -43,8 +60,12 @@ def test_every_command_reads_a_run_of_every_source(kind, sources, tmp_path, caps
     task = tmp_path / "t.jsonl"
     task.write_text(json.dumps({"context": "the quick brown", "continuation": "fox"}) + "\n")
     assert main(["eval-tasks", str(run), "--task", str(task)]) == 0
-    assert main(["diagnose", str(run), "--batches", "1", "--samples", "2", "--seq-len", "32", "--out",
-                 str(tmp_path / "d")]) == 0
+    assert (
+        main(
+            ["diagnose", str(run), "--batches", "1", "--samples", "2", "--seq-len", "32", "--out", str(tmp_path / "d")]
+        )
+        == 0
+    )
     assert main(["plot", str(run), "--out", str(tmp_path / "p")]) == 0
 
 
@@ -52,8 +73,22 @@ def test_scale_path_end_to_end_on_a_prepared_folder(sources, tmp_path, capsys):
     """The README's scale path at toy size: compare two strategies on a prepared folder, then
     eval and segment one of its runs."""
     out = tmp_path / "cmp"
-    assert main(["compare", "--strategies", "learned,uniform", "--steps", "2", "--out", str(out),
-                 f"data.source={sources['prepared']}", *TINY]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                "--strategies",
+                "learned,uniform",
+                "--steps",
+                "2",
+                "--out",
+                str(out),
+                f"data.source={sources['prepared']}",
+                *TINY,
+            ]
+        )
+        == 0
+    )
     table = (out / "results.md").read_text()
     assert "| learned |" in table and "| uniform |" in table
     assert main(["eval", str(out / "learned"), "--max-bytes", "300", "--bpe-vocab", "300"]) == 0
@@ -62,10 +97,38 @@ def test_scale_path_end_to_end_on_a_prepared_folder(sources, tmp_path, capsys):
 
 def test_eval_of_all_documents_of_a_prepared_folder(sources, tmp_path):
     run = tmp_path / "run"
-    assert main(["train", "--preset", "tiny", "--out", str(run), f"data.source={sources['prepared']}",
-                 "train.steps=1", *TINY]) == 0
-    assert main(["eval", str(run), "--split", "all", "--max-bytes", "2000", "--bpe-vocab", "300",
-                 "--json", str(tmp_path / "all.json")]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--preset",
+                "tiny",
+                "--out",
+                str(run),
+                f"data.source={sources['prepared']}",
+                "train.steps=1",
+                *TINY,
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "eval",
+                str(run),
+                "--split",
+                "all",
+                "--max-bytes",
+                "2000",
+                "--bpe-vocab",
+                "300",
+                "--json",
+                str(tmp_path / "all.json"),
+            ]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "all.json").read_text())["n_bytes"] == 2000
 
 

@@ -1,5 +1,6 @@
 """Boundary strategies (docs/design.md §5): causality of every registered strategy, gradients of the
 trainable ones, and each rule against a plain reference."""
+
 from __future__ import annotations
 
 import copy
@@ -28,7 +29,7 @@ TRAIN_TEXT = shakespeare(60_000, skip=20_000)
 
 def tiny(boundary: str, w: int = 8) -> AUNet:
     model = tiny_model(boundary, window=w, target_rate=0.3 if boundary == "bpe" else 0.2)
-    model.strategy.fit([TRAIN_TEXT])                             # bpe: 0.3, which its pre-tokenizer can reach here
+    model.strategy.fit([TRAIN_TEXT])  # bpe: 0.3, which its pre-tokenizer can reach here
     return model
 
 
@@ -38,8 +39,9 @@ def models() -> dict[str, AUNet]:
 
 
 def test_every_strategy_is_tested():
-    assert {"learned", "uniform", "fixed", "whitespace", "bpe", "bpe-causal", "entropy", "nawrot",
-            "hnet"} <= set(strategy_names())
+    assert {"learned", "uniform", "fixed", "whitespace", "bpe", "bpe-causal", "entropy", "nawrot", "hnet"} <= set(
+        strategy_names()
+    )
 
 
 @pytest.mark.parametrize("name", strategy_names())
@@ -56,11 +58,11 @@ def test_causality(models, name, train_mode):
     state = copy.deepcopy(model.state_dict())
     for t in (47, T - 3):
         y = x.clone()
-        y[:, t + 1:] = torch.randint(0, 256, (2, T - t - 1), generator=torch.Generator().manual_seed(t))
+        y[:, t + 1 :] = torch.randint(0, 256, (2, T - t - 1), generator=torch.Generator().manual_seed(t))
         sl = slice(0, t + 1)
         outs = []
         for inp in (x, y):
-            model.load_state_dict(state)                         # e.g. the entropy threshold's running EMA
+            model.load_state_dict(state)  # e.g. the entropy threshold's running EMA
             torch.manual_seed(123)
             outs.append(model(inp))
         o1, o2 = outs
@@ -71,13 +73,15 @@ def test_causality(models, name, train_mode):
         p1 = model(x, boundaries=o1.boundaries)
         model.load_state_dict(state)
         p2 = model(y, boundaries=o1.boundaries)
-        assert torch.equal(p1.boundaries, o1.boundaries)          # prescribed decisions pass through
+        assert torch.equal(p1.boundaries, o1.boundaries)  # prescribed decisions pass through
         torch.testing.assert_close(p1.logits[:, sl], p2.logits[:, sl], atol=1e-5, rtol=1e-5)
     model.load_state_dict(state)
 
 
-@pytest.mark.parametrize("name,params", [("learned", ["proj.weight"]), ("nawrot", ["mlp.0.weight", "mlp.2.weight"]),
-                                         ("hnet", ["q.weight", "k.weight"])])
+@pytest.mark.parametrize(
+    "name,params",
+    [("learned", ["proj.weight"]), ("nawrot", ["mlp.0.weight", "mlp.2.weight"]), ("hnet", ["q.weight", "k.weight"])],
+)
 def test_trainable_strategies_get_gradients(name, params):
     model = tiny(name)
     x = torch.stack([encode(shakespeare(64, skip=1000 + 64 * i)) for i in range(4)])
@@ -96,14 +100,17 @@ def test_unknown_strategy_lists_known():
 # ---------------------------------------------------------------- whitespace
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("ab cd", "00100"),
-    ("a, b", "0100"),            # "," follows a letter; " " follows "," (space-like): no boundary
-    ("x1 2", "0010"),            # digits are word bytes
-    ("  hi", "0000"),            # space-like after BOS (space-like): none
-    ("café!", "000101"),         # é = C3 A9: the lead byte C3 is space-like, the continuation A9 a word byte
-    ("é.", "001"),               # C3 after BOS: no; '.' after the continuation byte A9: yes
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("ab cd", "00100"),
+        ("a, b", "0100"),  # "," follows a letter; " " follows "," (space-like): no boundary
+        ("x1 2", "0010"),  # digits are word bytes
+        ("  hi", "0000"),  # space-like after BOS (space-like): none
+        ("café!", "000101"),  # é = C3 A9: the lead byte C3 is space-like, the continuation A9 a word byte
+        ("é.", "001"),  # C3 after BOS: no; '.' after the continuation byte A9: yes
+    ],
+)
 def test_whitespace_rule(text, expected):
     a = whitespace_boundaries(encode(text).unsqueeze(0))[0]
     assert a[0] == 1
@@ -132,7 +139,7 @@ def test_paper_bpe_boundaries_are_the_first_bytes_of_the_tokens(models):
 def test_paper_bpe_maps_multibyte_and_invalid_bytes():
     """Token starts inside a character split into byte tokens land on the right byte; invalid
     UTF-8 (a window cut inside a character) is left out and never a boundary."""
-    text, src = bpe.utf8_text(b"\xa9ab\xc3\xa9\xe2")          # a cut-off char, "ab", "é", a cut-off char
+    text, src = bpe.utf8_text(b"\xa9ab\xc3\xa9\xe2")  # a cut-off char, "ab", "é", a cut-off char
     assert text == "ab\u00e9" and src == [1, 2, 3, 4]
     assert bpe.token_byte_starts(["\u0120ab", "\u00c3", "\u00a9"], src) == [1, 3, 4]  # prefix space, é split
     assert bpe.token_byte_starts(["\u0120", "a", "b\u00c3\u00a9"], src) == [1, 2]
@@ -143,11 +150,11 @@ def test_paper_bpe_maps_multibyte_and_invalid_bytes():
 def test_paper_bpe_special_symbols_split_runs(models):
     strategy = models["bpe"].strategy
     one = encode(b"the king").tolist()
-    x = torch.tensor([one + [EOS] + one[1:]])                    # BOS the king EOS the king
+    x = torch.tensor([one + [EOS] + one[1:]])  # BOS the king EOS the king
     a = strategy.boundaries(x)[0]
     n = len(one)
-    assert a[n] == 1 and a[n + 1] == 1                             # EOS and the byte after it
-    assert torch.equal(a[1:n], a[n + 1:])                          # each run tokenized on its own
+    assert a[n] == 1 and a[n + 1] == 1  # EOS and the byte after it
+    assert torch.equal(a[1:n], a[n + 1 :])  # each run tokenized on its own
 
 
 def test_paper_bpe_looks_ahead(models):
@@ -156,7 +163,7 @@ def test_paper_bpe_looks_ahead(models):
     strategy = models["bpe"].strategy
     x = encode(shakespeare(400, skip=3000)).unsqueeze(0)
     full = strategy.boundaries(x)[0]
-    changed = sum(int(not torch.equal(strategy.boundaries(x[:, :t + 1])[0], full[:t + 1])) for t in range(1, 400))
+    changed = sum(int(not torch.equal(strategy.boundaries(x[:, : t + 1])[0], full[: t + 1])) for t in range(1, 400))
     assert changed > 10
 
 
@@ -183,7 +190,7 @@ def test_paper_bpe_tokenizer_and_vocab_options(models, tmp_path):
         assert sized.fit([TRAIN_TEXT])["bpe_vocab_size"] == 400
     huge = build_strategy(load_config(overrides=["model.boundary=bpe", "strategy.vocab_size=200000"]).model)
     with pytest.raises(ConfigError, match="only supports a .*strategy.tokenizer=PATH"):
-        huge.fit([TRAIN_TEXT])                                    # never a silently smaller vocabulary
+        huge.fit([TRAIN_TEXT])  # never a silently smaller vocabulary
     missing = build_strategy(load_config(overrides=["model.boundary=bpe", "strategy.tokenizer=nope.json"]).model)
     with pytest.raises(ConfigError, match="nope.json"):
         missing.fit([TRAIN_TEXT])
@@ -246,7 +253,7 @@ def test_bpe_unreachable_rate_warns():
     strategy = build_strategy(ModelConfig(boundary="bpe-causal", target_rate=0.05))
     with pytest.warns(UserWarning, match=r"cannot reach boundary rate 0.05: .* gives 0\.2"):
         info = strategy.fit([b"the cat sat on the mat, " * 50 + b"a bb ccc dddd"])
-    assert info["bpe_rate"] > 0.2                               # every pre-token costs a boundary
+    assert info["bpe_rate"] > 0.2  # every pre-token costs a boundary
 
 
 # ---------------------------------------------------------------- entropy
@@ -263,7 +270,7 @@ def test_entropy_rate_near_target_after_warmup():
         out = strategy(None, x, early_logits=logits)
         rates.append(out.decisions[:, 1:].mean().item())
     assert abs(sum(rates[-20:]) / 20 - 0.2) < 0.02
-    assert rates[0] == 1.0                                       # no threshold before the first update
+    assert rates[0] == 1.0  # no threshold before the first update
 
 
 def entropy_threshold_reference(thr: float, updates: int, entropy, x, rho: float, gain: float) -> tuple[float, int]:
@@ -284,9 +291,9 @@ def test_entropy_tracker_matches_the_plain_reference():
     for step in range(6):
         x = torch.randint(0, 256, (3, 50), generator=g)
         x[:, 0] = BOS
-        x[1, 30:] = PAD                                          # a short row
+        x[1, 30:] = PAD  # a short row
         if step == 2:
-            x[:, 1:] = PAD                                       # a batch without a real byte: no update
+            x[:, 1:] = PAD  # a batch without a real byte: no update
         entropy = torch.rand(3, 50, generator=g) * 5
         strategy.update_threshold(entropy, x)
         thr, updates = entropy_threshold_reference(thr, updates, entropy, x, 0.2, strategy.opts.gain)
@@ -301,10 +308,10 @@ def test_entropy_rate_holds_while_entropy_falls():
     x = torch.randint(0, 256, (8, 200), generator=g)
     rates = []
     for step in range(300):
-        scale = 6.0 * 0.99 ** step + 0.5                         # sharper predictions over time
+        scale = 6.0 * 0.99**step + 0.5  # sharper predictions over time
         logits = torch.randn(8, 200, 64, generator=g) * torch.rand(8, 200, 1, generator=g) * scale
         rates.append(strategy(None, x, early_logits=logits).decisions[:, 1:].mean().item())
-    assert all(abs(sum(rates[i:i + 50]) / 50 - 0.2) < 0.03 for i in range(50, 300, 50)), rates[::25]
+    assert all(abs(sum(rates[i : i + 50]) / 50 - 0.2) < 0.03 for i in range(50, 300, 50)), rates[::25]
 
 
 # ---------------------------------------------------------------- nawrot
@@ -316,7 +323,7 @@ def test_mean_pool_matches_loop(S_extra):
     h = torch.randn(3, 40, 6, generator=g, dtype=torch.float64)
     a = (torch.rand(3, 40, generator=g) < 0.3).double()
     a[:, 0] = 1
-    a[2, 30:] = 0                                                # trailing bytes after the last boundary: no token
+    a[2, 30:] = 0  # trailing bytes after the last boundary: no token
     S = int(a.sum(1).max()) + S_extra
     torch.testing.assert_close(mean_pool(h, a, S), mean_pool_reference(h, a, S))
 
@@ -335,9 +342,13 @@ def test_mean_pool_gradient_is_nawrots():
     (z * gz).sum().backward()
     seg = (a.detach().cumsum(1) - a.detach()).long()[0]
     zr, n = z.detach()[0], torch.bincount(seg, minlength=S + 1)[:S]
-    dw = torch.stack([(gz[0, k] * (h[0, t] - zr[k])).sum() / n[k] if k < S else torch.zeros((), dtype=h.dtype)
-                      for t, k in enumerate(seg.tolist())])  # (T,) dL/dw of each byte in its own token
-    expected = torch.stack([dw[j + 1:].sum() for j in range(12)])
+    dw = torch.stack(
+        [
+            (gz[0, k] * (h[0, t] - zr[k])).sum() / n[k] if k < S else torch.zeros((), dtype=h.dtype)
+            for t, k in enumerate(seg.tolist())
+        ]
+    )  # (T,) dL/dw of each byte in its own token
+    expected = torch.stack([dw[j + 1 :].sum() for j in range(12)])
     torch.testing.assert_close(a.grad[0], expected)
 
 
@@ -345,8 +356,17 @@ def test_nawrot_gradient_reaches_the_predictor_through_pooling():
     """With the prior off, the predictor's only gradient is the straight-through one inside the
     mean-pooling weights."""
     torch.manual_seed(0)
-    cfg = ModelConfig(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16, boundary="nawrot",
-                      target_rate=0.2, strategy={"temperature": 1.0, "prior_weight": 0.0})
+    cfg = ModelConfig(
+        d_model=32,
+        n_heads=2,
+        n_down=1,
+        n_mid=1,
+        n_up=1,
+        attn_window=16,
+        boundary="nawrot",
+        target_rate=0.2,
+        strategy={"temperature": 1.0, "prior_weight": 0.0},
+    )
     model = AUNet(cfg)
     x = torch.stack([encode(shakespeare(64, skip=1000 + 64 * i)) for i in range(4)])
     out = model(x)
@@ -364,7 +384,6 @@ def test_nawrot_tokens_are_segment_means():
     z, pos = model.strategy.pool(h, out, S)
     torch.testing.assert_close(z, mean_pool_reference(h, out.decisions, S))
     assert pos[0].tolist() == torch.nonzero(out.decisions[0]).flatten().tolist()
-
 
 
 def test_binomial_log_prob_matches_torch():

@@ -1,6 +1,7 @@
 """learntok.Tokenizer: loads from a run or a model folder, encodes in batched windows (a forward
 per batch, not per text), decodes exactly in every script, runs at a requested rate and leaves
 the model's knob alone, and gives the chunks `learntok segment --json` gives for the same settings."""
+
 from __future__ import annotations
 
 import base64
@@ -35,7 +36,9 @@ CUTTING = cutting()
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tok")
-    (folder / "corpus.txt").write_text(corpus_text(600) + TEXT * 10, encoding="utf-8")  # a small val split: quick calibrations
+    (folder / "corpus.txt").write_text(
+        corpus_text(600) + TEXT * 10, encoding="utf-8"
+    )  # a small val split: quick calibrations
     overrides = [o for o in TINY if not o.startswith("data.source=")] + [f"data.source={folder / 'corpus.txt'}"]
     assert main(["train", "--out", str(folder / "run"), *overrides]) == 0
     return folder / "run"
@@ -47,20 +50,23 @@ def test_from_pretrained_loads_a_run_or_a_model_folder_in_eval_mode(tmp_path, ru
         tok = Tokenizer.from_pretrained(path)
         assert not tok.model.training and not AUNet.from_pretrained(path).training
         assert tok.decode(tok.encode("To be, or not to be")) == "To be, or not to be"
-    assert Tokenizer.from_pretrained(run_dir).run_cfg is not None and Tokenizer.from_pretrained(tmp_path / "m").run_cfg is None
+    assert (
+        Tokenizer.from_pretrained(run_dir).run_cfg is not None
+        and Tokenizer.from_pretrained(tmp_path / "m").run_cfg is None
+    )
 
 
 @pytest.mark.parametrize("greedy", [True, False])
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
 def test_encode_decode_round_trips_every_script(name, greedy):
-    tok = Tokenizer(cutting(), window=24)                        # several windows, cuts inside characters
+    tok = Tokenizer(cutting(), window=24)  # several windows, cuts inside characters
     text = SCRIPTS[name] * 3
     enc = tok.encode(text, greedy=greedy, seed=1)
     assert isinstance(enc, Encoding) and len(enc) == len(enc.tokens) == len(enc.offsets) == len(enc.bytes)
     assert tok.decode(enc) == text and tok.decode_bytes(enc) == text.encode()
     assert enc.bytes == [text.encode()[a:b] for a, b in enc.byte_offsets]
     for (a, b), data, mid in zip(enc.offsets, enc.bytes, enc.starts_mid):
-        whole = text[a:b].encode()                               # the characters the chunk touches
+        whole = text[a:b].encode()  # the characters the chunk touches
         assert data in whole and (mid or whole.startswith(data))
     assert "\ufffd" not in "".join(enc.tokens)
     assert len(tok.encode("")) == 0 and tok.decode(tok.encode("")) == "" and tok.encode([]) == []
@@ -79,7 +85,7 @@ def test_any_bytes_decode_exactly(data):
 def test_a_list_is_encoded_in_batches_and_greedy_cuts_do_not_depend_on_batch_mates(monkeypatch):
     model = cutting()
     tok = Tokenizer(model, window=64, batch_bytes=4096)
-    texts = [f"sentence {i}: déjà vu, 漢字 {i * 7}." for i in range(200)]   # about 7 KB in all
+    texts = [f"sentence {i}: déjà vu, 漢字 {i * 7}." for i in range(200)]  # about 7 KB in all
     calls = []
     real = model.byte_level
     monkeypatch.setattr(model, "byte_level", lambda x, pos=None: calls.append(x.shape) or real(x, pos))
@@ -120,12 +126,12 @@ def test_rate_calibrates_for_the_rule_in_use_and_restores_the_knob(monkeypatch):
     before = float(model.strategy.rate_offset)
     for greedy in (True, False):
         enc = tok.encode(text, rate=0.4, greedy=greedy, seed=0)
-        cuts = sum(1 for c in enc.chunks) - len(range(0, len(text.encode()), 199))   # less the window starts
+        cuts = sum(1 for c in enc.chunks) - len(range(0, len(text.encode()), 199))  # less the window starts
         assert abs(cuts / len(text.encode()) - 0.4) < 0.03, greedy
-        assert float(model.strategy.rate_offset) == before      # the knob is back where it was
+        assert float(model.strategy.rate_offset) == before  # the knob is back where it was
     calls = []
     monkeypatch.setattr("learntok.tokenizer.set_rate_for_run", lambda *a: calls.append(a))
-    tok.encode(text, rate=0.4, greedy=True, seed=0)              # remembered: no second calibration
+    tok.encode(text, rate=0.4, greedy=True, seed=0)  # remembered: no second calibration
     assert calls == []
 
 
@@ -144,21 +150,32 @@ def test_the_model_takes_text_or_says_what_to_pass():
 def segment_json(tmp_path, *args) -> list[tuple]:
     assert main(["segment", *map(str, args), "--json", str(tmp_path / "s.json")]) == 0
     seg = json.loads((tmp_path / "s.json").read_text())
-    return [(c["start"], c["end"], base64.b64decode(c["bytes"]), c["text"], c["starts_mid"], c["ends_mid"])
-            for c in seg["chunks"]]
+    return [
+        (c["start"], c["end"], base64.b64decode(c["bytes"]), c["text"], c["starts_mid"], c["ends_mid"])
+        for c in seg["chunks"]
+    ]
 
 
 def as_rows(enc: Encoding) -> list[tuple]:
     return [(c.start, c.end, c.data, c.text, c.starts_mid, c.ends_mid) for c in enc.chunks]
 
 
-@pytest.mark.parametrize("greedy, rate, source", [(True, None, "text"), (False, None, "file"), (True, 0.3, "file"),
-                                                   (False, 0.3, "text")])
+@pytest.mark.parametrize(
+    "greedy, rate, source", [(True, None, "text"), (False, None, "file"), (True, 0.3, "file"), (False, 0.3, "text")]
+)
 def test_segment_json_gives_the_chunks_the_api_gives(tmp_path, capsys, run_dir, greedy, rate, source):
     text = TEXT * 4
     (tmp_path / "t.txt").write_text(text, encoding="utf-8")
-    args = [run_dir, *(["--file", tmp_path / "t.txt"] if source == "file" else [text]), "--window", "128",
-            "--seed", "3", *(["--greedy"] if greedy else []), *(["--rate", rate] if rate else [])]
+    args = [
+        run_dir,
+        *(["--file", tmp_path / "t.txt"] if source == "file" else [text]),
+        "--window",
+        "128",
+        "--seed",
+        "3",
+        *(["--greedy"] if greedy else []),
+        *(["--rate", rate] if rate else []),
+    ]
     cli = segment_json(tmp_path, *args)
     api = Tokenizer.from_pretrained(run_dir, window=128).encode(text, rate=rate, greedy=greedy, seed=3)
     assert cli == as_rows(api) and b"".join(c[2] for c in cli) == text.encode()
@@ -181,8 +198,22 @@ def test_segment_escapes_control_characters_and_marks_cut_characters(tmp_path, c
     assert "\x1b" not in out and "\x07" not in out and "\u241b[2J" in out.replace("|", "")
     assert "\ufffd" not in out and "\u25b8" in out
     for marks in ([], ["--show-boundaries"]):
-        assert main(["sample", str(tmp_path / "m"), "--prompt", "\x1b[2J\x1b]0;pwned\x07", "--max-bytes", "30",
-                     "--seed", "0", *marks]) == 0
+        assert (
+            main(
+                [
+                    "sample",
+                    str(tmp_path / "m"),
+                    "--prompt",
+                    "\x1b[2J\x1b]0;pwned\x07",
+                    "--max-bytes",
+                    "30",
+                    "--seed",
+                    "0",
+                    *marks,
+                ]
+            )
+            == 0
+        )
         out = capsys.readouterr().out
         assert "\x1b" not in out and "\x07" not in out and "\u241b[2J" in out.replace("|", "")
 
@@ -190,6 +221,7 @@ def test_segment_escapes_control_characters_and_marks_cut_characters(tmp_path, c
 @pytest.mark.parametrize("doc", ["README.md", "docs/tokenizer.md"])
 def test_the_documented_example_runs(tmp_path, run_dir, doc):
     from pathlib import Path
+
     text = (Path(__file__).resolve().parents[1] / doc).read_text(encoding="utf-8")
     block = next(b for b in text.split("```python")[1:] if "Tokenizer.from_pretrained" in b).split("```")[0]
     assert len(block.strip().splitlines()) <= 5

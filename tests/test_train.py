@@ -1,4 +1,5 @@
 """The training loop: run folder contents, exact resume, divergence, evaluation, optimizer groups."""
+
 import json
 
 import pytest
@@ -14,10 +15,25 @@ from learntok.train import TrainingDiverged, build_optimizer, train, validate
 
 @pytest.fixture
 def cfg(corpus_file):
-    return lambda *overrides: load_config(overrides=[
-        "model.d_model=32", "model.n_heads=2", "model.n_mid=1", f"data.source={corpus_file}", "system.device=cpu",
-        "train.seq_len=48", "train.batch_size=4", "train.steps=8", "optim.warmup_steps=2", "log.log_every=1",
-        "log.eval_every=4", "log.eval_bytes=512", "checkpoint.every=4", "log.segment_every=4", *overrides])
+    return lambda *overrides: load_config(
+        overrides=[
+            "model.d_model=32",
+            "model.n_heads=2",
+            "model.n_mid=1",
+            f"data.source={corpus_file}",
+            "system.device=cpu",
+            "train.seq_len=48",
+            "train.batch_size=4",
+            "train.steps=8",
+            "optim.warmup_steps=2",
+            "log.log_every=1",
+            "log.eval_every=4",
+            "log.eval_bytes=512",
+            "checkpoint.every=4",
+            "log.segment_every=4",
+            *overrides,
+        ]
+    )
 
 
 def _losses(run_dir):
@@ -42,8 +58,8 @@ def test_run_folder_and_summary(cfg, tmp_path):
 def test_resume_reproduces_an_uninterrupted_run_exactly(cfg, tmp_path):
     train(cfg(), tmp_path / "full", progress=False)
     part = tmp_path / "part"
-    train(cfg(), part, until=6, progress=False)               # interrupted after step 6 ...
-    ckpts = part / "checkpoints"                              # ... whose checkpoint was lost: resume from step 4
+    train(cfg(), part, until=6, progress=False)  # interrupted after step 6 ...
+    ckpts = part / "checkpoints"  # ... whose checkpoint was lost: resume from step 4
     for p in (ckpts / "step_0000006").iterdir():
         p.unlink()
     (ckpts / "step_0000006").rmdir()
@@ -57,7 +73,7 @@ def test_resume_reproduces_an_uninterrupted_run_exactly(cfg, tmp_path):
 def test_nan_loss_stops_and_names_the_last_good_checkpoint(cfg, tmp_path, monkeypatch):
     calls, real_loss = [], train_mod.loss
 
-    def poisoned(out, x, objective):                          # NaN at the 6th step
+    def poisoned(out, x, objective):  # NaN at the 6th step
         total, metrics = real_loss(out, x, objective)
         calls.append(1)
         return (total * float("nan") if len(calls) == 6 else total), metrics
@@ -66,7 +82,7 @@ def test_nan_loss_stops_and_names_the_last_good_checkpoint(cfg, tmp_path, monkey
     run = tmp_path / "run"
     with pytest.raises(TrainingDiverged, match=r"step 6.*step_0000004"):
         train(cfg("log.log_every=2"), run, progress=False)
-    assert load_checkpoint(run).step == 4                     # intact, and nothing newer written
+    assert load_checkpoint(run).step == 4  # intact, and nothing newer written
     assert not (run / "checkpoints" / "step_0000006").exists()
 
 
@@ -79,7 +95,7 @@ def test_evaluate_bpb_is_seeded_and_leaves_the_rng_alone(cfg):
     a = validate(model, data, c, None, None)
     assert torch.equal(torch.get_rng_state(), before)
     assert validate(model, data, c, None, None) == a
-    assert a["val_bytes"] == 256 and 7 < a["val_bpb"] < 10     # near-uniform over 256 bytes at init
+    assert a["val_bytes"] == 256 and 7 < a["val_bpb"] < 10  # near-uniform over 256 bytes at init
 
 
 def test_no_weight_decay_on_norms_biases_embeddings(cfg):

@@ -8,6 +8,7 @@ back (H-Net's EMA de-chunking and confidence) override `dechunk` / `confidence`.
 
 Shapes: B batch, T bytes (BOS at t = 0), S tokens, D width.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,11 +30,11 @@ class StrategyConfig:
 
 @dataclass
 class BoundaryOutput:
-    decisions: torch.Tensor   # (B, T) float 0/1; decisions[:, 0] == 1 (BOS)
-    logits: torch.Tensor      # (B, T) fp32 policy logits l_t (0 where the strategy has none)
-    probs: torch.Tensor       # (B, T) fp32 p_t = P(a_t = 1) (the decision itself where deterministic)
-    log_prob: torch.Tensor    # (B, T) fp32 log pi(a_t | x, a_<t) of the decisions used; 0 at BOS / no policy
-    aux_loss: torch.Tensor    # () fp32 the strategy's own loss, already weighted (0 for most)
+    decisions: torch.Tensor  # (B, T) float 0/1; decisions[:, 0] == 1 (BOS)
+    logits: torch.Tensor  # (B, T) fp32 policy logits l_t (0 where the strategy has none)
+    probs: torch.Tensor  # (B, T) fp32 p_t = P(a_t = 1) (the decision itself where deterministic)
+    log_prob: torch.Tensor  # (B, T) fp32 log pi(a_t | x, a_<t) of the decisions used; 0 at BOS / no policy
+    aux_loss: torch.Tensor  # () fp32 the strategy's own loss, already weighted (0 for most)
     # (B, T) fp32 differentiable relaxed decisions (nawrot's straight-through); None elsewhere
     relaxed: torch.Tensor | None = None
 
@@ -42,25 +43,26 @@ class BoundaryOutput:
 class PolicyTerms:
     """The learned logit's terms per byte, for re-deciding at any offset (segment's HTML page):
     l[t] = softcap(base[t] + sum_k mix[t, k-1] a[t-k] + offset, cap)."""
-    base: torch.Tensor   # (B, T) fp32 s v[t][w-1]
-    mix: torch.Tensor    # (B, T, W-1) fp32 s v[t][w-1-k], k = 1..w-1
-    offset: float        # logit(rho*) + rate_bias
-    cap: float           # the soft cap
+
+    base: torch.Tensor  # (B, T) fp32 s v[t][w-1]
+    mix: torch.Tensor  # (B, T, W-1) fp32 s v[t][w-1-k], k = 1..w-1
+    offset: float  # logit(rho*) + rate_bias
+    cap: float  # the soft cap
 
 
 class BoundaryStrategy(nn.Module):
     """Base class. Subclasses implement `forward`; `has_policy` says whether log_prob is a
     real score-function term."""
 
-    has_policy: bool = False          # log_prob is a score-function term (the objective's L_pi acts on it)
-    has_reference: bool = False       # `reference_starts` gives the strategy's own reference boundaries
-    causal: bool = True               # a[t] reads bytes <= t only (False: it sees the whole sequence; no generation)
-    Config: type = StrategyConfig     # the strategy's own options ([strategy] section), set by `register`
+    has_policy: bool = False  # log_prob is a score-function term (the objective's L_pi acts on it)
+    has_reference: bool = False  # `reference_starts` gives the strategy's own reference boundaries
+    causal: bool = True  # a[t] reads bytes <= t only (False: it sees the whole sequence; no generation)
+    Config: type = StrategyConfig  # the strategy's own options ([strategy] section), set by `register`
     # Inference-time rate control (learntok.rate, docs/rate.md): "rule" sets `rule_rate`, "offset"
     # moves `rate_offset` within `rate_offset_range`; None: no knob (bpe's rate is its vocabulary).
     rate_knob: str | None = None
-    rule_rate: float                  # "rule": the rate the strategy's rule places exactly
-    rate_offset: torch.Tensor         # "offset": () the knob; raising it raises the rate
+    rule_rate: float  # "rule": the rate the strategy's rule places exactly
+    rate_offset: torch.Tensor  # "offset": () the knob; raising it raises the rate
     rate_offset_range: tuple[float, float] = (0.0, 0.0)  # "offset": the bracket a calibration bisects in
 
     def __init__(self, cfg: ModelConfig):
@@ -70,11 +72,11 @@ class BoundaryStrategy(nn.Module):
 
     def forward(
         self,
-        h: torch.Tensor,                         # (B, T, D) encoder output
-        x: torch.Tensor,                         # (B, T) byte ids
+        h: torch.Tensor,  # (B, T, D) encoder output
+        x: torch.Tensor,  # (B, T) byte ids
         boundaries: torch.Tensor | None = None,  # (B, T) prescribed decisions, or None to decide
         early_logits: torch.Tensor | None = None,  # (B, T, V) early-exit head logits
-        greedy: bool = False,                    # decide p > 0.5 instead of sampling
+        greedy: bool = False,  # decide p > 0.5 instead of sampling
     ) -> BoundaryOutput:
         raise NotImplementedError
 
@@ -133,8 +135,9 @@ class BoundaryStrategy(nn.Module):
         """Decoding state for `step` (e.g. the last w-1 decisions). Empty by default."""
         return {}
 
-    def prefill_state(self, h: torch.Tensor, x: torch.Tensor, decisions: torch.Tensor,
-                      early_logits: torch.Tensor | None = None) -> dict:
+    def prefill_state(
+        self, h: torch.Tensor, x: torch.Tensor, decisions: torch.Tensor, early_logits: torch.Tensor | None = None
+    ) -> dict:
         """The `step` state after reading a whole prompt: h (B, T, D), x (B, T), the decisions
         made (B, T), early_logits (B, T, V). Default: replay `step` with those decisions;
         strategies may override it with a vectorised equivalent."""
@@ -146,9 +149,9 @@ class BoundaryStrategy(nn.Module):
 
     def step(
         self,
-        h: torch.Tensor,                         # (B, D) encoder output at the new byte t
-        x: torch.Tensor,                         # (B,) the new byte ids
-        t: int,                                  # its position (0 = BOS)
+        h: torch.Tensor,  # (B, D) encoder output at the new byte t
+        x: torch.Tensor,  # (B,) the new byte ids
+        t: int,  # its position (0 = BOS)
         state: dict,
         early_logits: torch.Tensor | None = None,  # (B, V) early head at t
         greedy: bool = False,
@@ -173,10 +176,12 @@ _REGISTRY: dict[str, type[BoundaryStrategy]] = {}
 
 def register(name: str, config: type = StrategyConfig) -> Callable[[type[BoundaryStrategy]], type[BoundaryStrategy]]:
     """Class decorator: make a strategy available as model.boundary=`name`, with options `config`."""
+
     def wrap(cls: type[BoundaryStrategy]) -> type[BoundaryStrategy]:
         _REGISTRY[name] = cls
         cls.name, cls.Config = name, config
         return cls
+
     return wrap
 
 

@@ -8,6 +8,7 @@ lookahead is worth: docs/compare.md.
 
 Shapes: B batch, T bytes.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,14 +27,14 @@ from learntok.errors import ConfigError
 
 @dataclass
 class PaperBPEConfig:
-    vocab_size: int = 0   # BPE vocabulary; 0: the number of merges whose rate on the fit sample is closest to rho*
-    tokenizer: str = ""   # path of a byte-level BPE tokenizer.json to use instead of fitting ("": fit one)
+    vocab_size: int = 0  # BPE vocabulary; 0: the number of merges whose rate on the fit sample is closest to rho*
+    tokenizer: str = ""  # path of a byte-level BPE tokenizer.json to use instead of fitting ("": fit one)
 
 
 def utf8_text(data: bytes) -> tuple[str, list[int]]:
     """The valid UTF-8 text of `data` (invalid bytes left out) and, for each byte of the text's
     UTF-8 encoding, its offset in `data`."""
-    text = data.decode("utf-8", errors="surrogateescape")         # an invalid byte -> one lone surrogate
+    text = data.decode("utf-8", errors="surrogateescape")  # an invalid byte -> one lone surrogate
     kept, src, i = [], [], 0
     for ch in text:
         if 0xDC80 <= ord(ch) <= 0xDCFF:
@@ -52,8 +53,10 @@ def token_byte_starts(tokens: list[str], src: list[int]) -> list[int]:
     (add_prefix_space) is one byte more than the text has, and covers no byte of the run."""
     extra = sum(len(t) for t in tokens) - len(src)
     if extra not in (0, 1):
-        raise ConfigError("the bpe strategy's tokenizer is not a byte-level BPE: its tokens do not spell the text's "
-                          "bytes (use a tokenizer with the ByteLevel pre-tokenizer and no normalizer)")
+        raise ConfigError(
+            "the bpe strategy's tokenizer is not a byte-level BPE: its tokens do not spell the text's "
+            "bytes (use a tokenizer with the ByteLevel pre-tokenizer and no normalizer)"
+        )
     starts, pos = [], -extra
     for t in tokens:
         if pos + len(t) > 0 and pos < len(src):
@@ -65,10 +68,10 @@ def token_byte_starts(tokens: list[str], src: list[int]) -> list[int]:
 def bpe_boundaries(tokenizer, x: torch.Tensor) -> torch.Tensor:
     """(B, T) ids -> (B, T) float: 1 at the first byte of each BPE token of each run of real
     bytes (the run tokenized as a whole), at every special symbol and at the byte after it."""
-    xc = x.cpu()                                                 # one copy to the host
-    ids, real = xc.numpy(), is_byte(xc).numpy()                  # (B, T), (B, T) bool
-    a = (~real).astype(np.float32)                                # special symbols
-    runs = []                                                     # (row, start, end) of each run of real bytes
+    xc = x.cpu()  # one copy to the host
+    ids, real = xc.numpy(), is_byte(xc).numpy()  # (B, T), (B, T) bool
+    a = (~real).astype(np.float32)  # special symbols
+    runs = []  # (row, start, end) of each run of real bytes
     for b in range(ids.shape[0]):
         edges = np.flatnonzero(np.diff(np.concatenate([[0], real[b], [0]]).astype(np.int8)))
         runs.extend((b, s, e) for s, e in zip(edges[::2], edges[1::2]))
@@ -85,10 +88,12 @@ def train_bytelevel_bpe(documents: list[bytes], vocab_size: int):
     """The authors' tokenizer recipe: BPE with the ByteLevel pre-tokenizer (add_prefix_space),
     trained on the documents (the full byte alphabet included, so that any byte encodes)."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
     tok.train_from_iterator((utf8_text(d)[0] for d in documents), trainer)
     return tok
 
@@ -97,6 +102,7 @@ def truncate_merges(tokenizer, n_merges: int):
     """The same tokenizer (pre-tokenizer included) with only its first n_merges merges: BPE
     training appends one token per merge, so the vocabulary keeps its first ids."""
     from tokenizers import Tokenizer
+
     d = json.loads(tokenizer.to_str())
     merges = d["model"]["merges"]
     keep = len(d["model"]["vocab"]) - len(merges) + n_merges
@@ -122,6 +128,7 @@ def fit_merges(tokenizer, documents: list[bytes], target_rate: float) -> tuple[o
 
 def load_tokenizer(path: str):
     from tokenizers import Tokenizer
+
     if not Path(path).is_file():
         raise ConfigError(f"strategy.tokenizer {path!r}: no such file (give a tokenizer.json)")
     try:
@@ -139,7 +146,7 @@ class PaperBPE(TokenizerStrategy):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self._parsed = None                                      # the tokenizer parsed from the buffer (a cache)
+        self._parsed = None  # the tokenizer parsed from the buffer (a cache)
 
     def _forget_tokenizer(self) -> None:
         self._parsed = None
@@ -156,11 +163,15 @@ class PaperBPE(TokenizerStrategy):
                     f"strategy.vocab_size={self.opts.vocab_size}: the {sum(map(len, documents)):,}-byte fit sample only "
                     f"supports a {tok.get_vocab_size():,}-token BPE (every pair it holds is merged). For the paper's "
                     "tokenizer, train one on enough text (the authors used 500k FineWeb documents; docs/reproduce.md) "
-                    "and give it as strategy.tokenizer=PATH/tokenizer.json, or leave strategy.vocab_size=0 to fit the rate")
+                    "and give it as strategy.tokenizer=PATH/tokenizer.json, or leave strategy.vocab_size=0 to fit the rate"
+                )
         rate = bpe_rate(tok, documents)
         if abs(rate - self.cfg.target_rate) > RATE_TOLERANCE:
-            warnings.warn(f"the bpe strategy's tokenizer ({tok.get_vocab_size()} tokens) gives {rate:.4f} boundaries "
-                          f"per byte on the fit sample, not rho* = {self.cfg.target_rate}", stacklevel=2)
+            warnings.warn(
+                f"the bpe strategy's tokenizer ({tok.get_vocab_size()} tokens) gives {rate:.4f} boundaries "
+                f"per byte on the fit sample, not rho* = {self.cfg.target_rate}",
+                stacklevel=2,
+            )
         self.set_tokenizer(tok)
         return {"bpe_vocab_size": tok.get_vocab_size(), "bpe_rate": rate, "bpe_target_rate": self.cfg.target_rate}
 
@@ -170,8 +181,10 @@ class PaperBPE(TokenizerStrategy):
         return bpe_boundaries(self._parsed, x)
 
     def init_state(self, batch, device) -> dict:
-        raise ConfigError("the bpe strategy (the paper's BPE guidance) tokenizes the whole sequence, so it cannot "
-                          "decide boundaries byte by byte: generate with a model trained with bpe-causal")
+        raise ConfigError(
+            "the bpe strategy (the paper's BPE guidance) tokenizes the whole sequence, so it cannot "
+            "decide boundaries byte by byte: generate with a model trained with bpe-causal"
+        )
 
     def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
         return self.init_state(x.size(0), x.device)

@@ -10,6 +10,7 @@ to the BPE's own merges: docs/strategies.md ("bpe-causal").
 
 Shapes: B batch, T bytes.
 """
+
 from __future__ import annotations
 
 import json
@@ -100,6 +101,7 @@ def causal_rate(tokenizer, words: Counter) -> float:
 def train_bpe(words: Counter, vocab_size: int):
     """A byte-level BPE (no normaliser, no pre-tokenizer: the words are pre-tokens already)."""
     from tokenizers import Tokenizer, models, trainers
+
     tok = Tokenizer(models.BPE())
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=BYTE_CHARS, show_progress=False)
     tok.train_from_iterator((to_chars(w) for w, c in words.items() for _ in range(c)), trainer)
@@ -109,13 +111,13 @@ def train_bpe(words: Counter, vocab_size: int):
 def truncate_bpe(tokenizer, n_merges: int):
     """The same BPE with only its first n_merges merges (and their tokens)."""
     from tokenizers import Tokenizer, models
+
     merges = json.loads(tokenizer.to_str())["model"]["merges"][:n_merges]
     merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in merges]
     vocab = {c: i for i, c in enumerate(BYTE_CHARS)}
     for a, b in merges:
         vocab.setdefault(a + b, len(vocab))
     return Tokenizer(models.BPE(vocab=vocab, merges=merges))
-
 
 
 def fit_bpe(words: Counter, target_rate: float, max_vocab: int = MAX_VOCAB):
@@ -131,7 +133,7 @@ def fit_bpe(words: Counter, target_rate: float, max_vocab: int = MAX_VOCAB):
 def sample_words(documents: list[bytes], max_bytes: int = FIT_BYTES) -> Counter:
     words, seen = Counter(), 0
     for doc in documents:
-        doc = doc[:max_bytes - seen]
+        doc = doc[: max_bytes - seen]
         words.update(split_pretokens(doc))
         seen += len(doc)
         if seen >= max_bytes:
@@ -149,14 +151,17 @@ class CausalBPE(TokenizerStrategy):
         self._forget_tokenizer()
 
     def _forget_tokenizer(self) -> None:
-        self._prefixes: frozenset[str] | None = None            # the tokenizer's token prefixes (a cache of the buffer)
+        self._prefixes: frozenset[str] | None = None  # the tokenizer's token prefixes (a cache of the buffer)
         self._word_cache: dict[bytes, list[int]] = {}
 
     def fit(self, documents: list[bytes]) -> dict:
         tok, info = fit_bpe(sample_words(documents), self.cfg.target_rate)
         if abs(info["bpe_rate"] - self.cfg.target_rate) > RATE_TOLERANCE:
-            warnings.warn(f"BPE cannot reach boundary rate {self.cfg.target_rate}: the closest, with "
-                          f"{info['bpe_vocab_size']} tokens, gives {info['bpe_rate']:.4f}", stacklevel=2)
+            warnings.warn(
+                f"BPE cannot reach boundary rate {self.cfg.target_rate}: the closest, with "
+                f"{info['bpe_vocab_size']} tokens, gives {info['bpe_rate']:.4f}",
+                stacklevel=2,
+            )
         self.set_tokenizer(tok)
         return info
 
@@ -192,12 +197,14 @@ class CausalBPE(TokenizerStrategy):
     def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
         if self._prefixes is None:
             self._prefixes = token_prefixes(self.tokenizer())
-        pair = torch.stack([state["prev"], x], dim=1)             # (B, 2)
-        starts = pretoken_starts(pair)[:, 1].tolist()             # (B,) a pre-token starts at x
+        pair = torch.stack([state["prev"], x], dim=1)  # (B, 2)
+        starts = pretoken_starts(pair)[:, 1].tolist()  # (B,) a pre-token starts at x
         chars = [BYTE_CHARS[b] if is_byte(b) else "" for b in x.tolist()]
         if boundaries is None:
-            extend = [not start and t > 0 and bool(ch) and bool(cur) and cur + ch in self._prefixes
-                      for start, ch, cur in zip(starts, chars, state["current"])]
+            extend = [
+                not start and t > 0 and bool(ch) and bool(cur) and cur + ch in self._prefixes
+                for start, ch, cur in zip(starts, chars, state["current"])
+            ]
             boundaries = torch.tensor([0.0 if e else 1.0 for e in extend], device=x.device)
         a = boundaries.float()
         current = [ch if new else cur + ch for new, ch, cur in zip(a.tolist(), chars, state["current"])]

@@ -4,6 +4,7 @@ even integer strides (Bresenham), stateless decoding and SpaceByte's word rule.
 
 Shapes: B batch, T bytes (BOS at t = 0).
 """
+
 from __future__ import annotations
 
 import math
@@ -25,7 +26,7 @@ def decision_mask(x: torch.Tensor) -> torch.Tensor:
 
 def fixed_output(decisions: torch.Tensor) -> BoundaryOutput:
     """BoundaryOutput for strategies with no policy: probabilities are the decisions themselves."""
-    d = decisions.float().clone()                                # never write into the caller's tensor
+    d = decisions.float().clone()  # never write into the caller's tensor
     d[:, 0] = 1.0
     zeros = torch.zeros_like(d)
     return BoundaryOutput(d, zeros, d, zeros, torch.zeros((), device=d.device))
@@ -37,8 +38,9 @@ def target_logit(rate: float) -> float:
     return math.log(rate / (1.0 - rate))
 
 
-def bisect_rate(rate_of: Callable[[float], float], target: float, low: float, high: float,
-                iters: int = 30) -> tuple[float, float]:
+def bisect_rate(
+    rate_of: Callable[[float], float], target: float, low: float, high: float, iters: int = 30
+) -> tuple[float, float]:
     """Bisection for a knob whose rate is nondecreasing in it: (knob, its rate), the knob being
     whichever end of the final bracket [low, high] gives the rate closest to `target`. When the
     target lies outside [rate(low), rate(high)], that end is returned (the caller says why)."""
@@ -79,7 +81,6 @@ class StatelessStrategy(BoundaryStrategy):
         return boundaries.float(), boundaries.float(), state
 
 
-
 def is_wordlike(x: torch.Tensor) -> torch.Tensor:
     """SpaceByte's word bytes: ASCII letters, digits and UTF-8 continuation bytes (0x80-0xBF).
     Anything else (space, punctuation, UTF-8 lead bytes, BOS/EOS/PAD) is "space-like"."""
@@ -93,5 +94,5 @@ def whitespace_boundaries(x: torch.Tensor) -> torch.Tensor:
     """SpaceByte's rule (Slagle 2024): a boundary at a space-like byte that follows a word byte.
     x (B, T) ids -> (B, T) float 0/1 with a[:, 0] = 1. Causal: a[t] reads x[t-1] and x[t] only."""
     word = is_wordlike(x)
-    a = ~word[:, 1:] & word[:, :-1]                              # (B, T-1): decision for t = 1..T-1
+    a = ~word[:, 1:] & word[:, :-1]  # (B, T-1): decision for t = 1..T-1
     return torch.cat([torch.ones_like(x[:, :1], dtype=torch.bool), a], dim=1).float()

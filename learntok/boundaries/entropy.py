@@ -3,6 +3,7 @@ a threshold that tracks the target rate.
 
 Shapes: B batch, T bytes, V vocabulary.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ def next_byte_entropy(early_logits: torch.Tensor) -> torch.Tensor:
 def entropy_boundaries(entropy: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
     """BLT's global-threshold rule: byte t starts a token when H[t-1], the uncertainty about
     byte t given bytes < t, exceeds the threshold. (B, T) -> (B, T) float, a[:, 0] = 1."""
-    a = (entropy[:, :-1] > threshold).float()                    # (B, T-1): decision for t = 1..T-1
+    a = (entropy[:, :-1] > threshold).float()  # (B, T-1): decision for t = 1..T-1
     return torch.cat([torch.ones_like(a[:, :1]), a], dim=1)
 
 
@@ -49,7 +50,7 @@ class EntropyBoundaries(BoundaryStrategy):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.register_buffer("thr", torch.zeros(()))              # the threshold on H, nats
+        self.register_buffer("thr", torch.zeros(()))  # the threshold on H, nats
         self.register_buffer("updates", torch.zeros((), dtype=torch.long))  # training updates so far
         self.register_buffer("rate_offset", torch.zeros(()), persistent=False)  # raising it raises the rate
 
@@ -64,20 +65,20 @@ class EntropyBoundaries(BoundaryStrategy):
     @torch.no_grad()
     def update_threshold(self, entropy: torch.Tensor, x: torch.Tensor) -> None:
         """One step of the quantile tracker on H[t-1] over real target bytes (no host sync)."""
-        real = is_byte(x[:, 1:])                                   # (B, T-1)
-        h, n = entropy[:, :-1], real.sum()                       # selecting the real bytes would be a host sync
+        real = is_byte(x[:, 1:])  # (B, T-1)
+        h, n = entropy[:, :-1], real.sum()  # selecting the real bytes would be a host sync
         rho = self.cfg.target_rate
-        first = torch.nanquantile(torch.where(real, h, float("nan")).flatten()[:2 ** 24], 1.0 - rho)  # its size limit
+        first = torch.nanquantile(torch.where(real, h, float("nan")).flatten()[: 2**24], 1.0 - rho)  # its size limit
         rate = ((h > self.thr) & real).sum() / n.clamp(min=1)
         tracked = self.thr + self.opts.gain * (rate - rho)
         updated = torch.where(self.updates > 0, tracked, first)
-        self.thr.copy_(torch.where(n > 0, updated, self.thr))    # a batch without real bytes changes nothing
+        self.thr.copy_(torch.where(n > 0, updated, self.thr))  # a batch without real bytes changes nothing
         self.updates.add_((n > 0).long())
 
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
         if early_logits is None:
             raise ValueError("the entropy strategy needs the early head's logits")
-        entropy = next_byte_entropy(early_logits.detach())       # (B, T)
+        entropy = next_byte_entropy(early_logits.detach())  # (B, T)
         if boundaries is None:
             boundaries = entropy_boundaries(entropy, self.threshold() - self.rate_offset)
         if self.training:

@@ -3,6 +3,7 @@ between).
 
 Shapes: B batch, T bytes.
 """
+
 from __future__ import annotations
 
 import torch

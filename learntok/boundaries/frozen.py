@@ -7,6 +7,7 @@ through a stop-gradient, so nothing of it changes during training. What a learne
 over `frozen` is what learning the boundaries buys; what `frozen` gains over `uniform` comes
 from the process itself (independent draws at about the target rate).
 """
+
 from __future__ import annotations
 
 import torch

@@ -9,6 +9,7 @@ term); the ratio loss (strategy.ratio_weight) holds the rate.
 
 Shapes: B batch, T bytes (BOS at t = 0), S tokens, D width.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -51,8 +52,8 @@ def ema_scan(z: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     by Hillis-Steele doubling of the affine recurrence (log2 S steps, differentiable).
     z (B, S, D), p (B, S) -> (B, S, D). After the step with shift s, (A, C)[k] composes
     elements k-2s+1 .. k: zbar[k] = C[k] + A[k] zbar[k-2s]."""
-    A = (1.0 - p).unsqueeze(-1).to(z.dtype)                      # (B, S, 1)
-    C = p.unsqueeze(-1).to(z.dtype) * z                          # (B, S, D)
+    A = (1.0 - p).unsqueeze(-1).to(z.dtype)  # (B, S, 1)
+    C = p.unsqueeze(-1).to(z.dtype) * z  # (B, S, D)
     S, shift = z.size(1), 1
     while shift < S:
         C = C + A * F.pad(C[:, :-shift], (0, 0, shift, 0))
@@ -110,7 +111,7 @@ class HNetRouting(BoundaryStrategy):
         nn.init.eye_(self.k.weight)
 
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
-        p = routing_probs(self.q(h), self.k(h))                  # (B, T) fp32, differentiable
+        p = routing_probs(self.q(h), self.k(h))  # (B, T) fp32, differentiable
         if boundaries is None:
             boundaries = (p > self.threshold()).float()
         a = boundaries.float().clone()
@@ -127,7 +128,7 @@ class HNetRouting(BoundaryStrategy):
         return {"q": self.q(h[:, -1]).float()}
 
     def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
-        q, k = self.q(h).float(), self.k(h).float()               # (B, D)
+        q, k = self.q(h).float(), self.k(h).float()  # (B, D)
         p = ((1.0 - F.cosine_similarity(state["q"], k, dim=-1)) / 2.0).clamp(0.0, 1.0)  # (B,)
         if t == 0:
             p = torch.ones_like(p)
@@ -142,7 +143,7 @@ class HNetRouting(BoundaryStrategy):
     def dechunk(self, z: torch.Tensor, out: BoundaryOutput, token_pos: torch.Tensor) -> torch.Tensor:
         """token_pos (B, S): each token's boundary byte offset (T for padding)."""
         T = out.probs.size(1)
-        p = out.probs.gather(1, token_pos.clamp(max=T - 1))     # (B, S) p at each token's boundary byte
+        p = out.probs.gather(1, token_pos.clamp(max=T - 1))  # (B, S) p at each token's boundary byte
         return ema_scan(z, p.clamp(1e-4, 1 - 1e-4))
 
     def confidence(self, y: torch.Tensor, out: BoundaryOutput) -> torch.Tensor:

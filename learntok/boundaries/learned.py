@@ -13,6 +13,7 @@ B, without a host sync, from pre-drawn uniforms; then `policy_logits` recomputes
 sampled decisions in one parallel, differentiable pass. With w = 1 everything is parallel.
 Shapes: B batch, T bytes, D width, W = w.
 """
+
 from __future__ import annotations
 
 import math
@@ -40,20 +41,21 @@ def past_decisions(a: torch.Tensor, w: int) -> torch.Tensor:
 def policy_logits(v: torch.Tensor, a: torch.Tensor, scale: float, offset: float, cap: float) -> torch.Tensor:
     """Parallel logits for given decisions. v (B, T, W) fp32, a (B, T) -> l (B, T)."""
     w = v.size(-1)
-    coef = v[..., :-1].flip(-1)                                  # (B, T, W-1): [..., k-1] = v[t][w-1-k]
+    coef = v[..., :-1].flip(-1)  # (B, T, W-1): [..., k-1] = v[t][w-1-k]
     mix = v[..., -1] + (coef * past_decisions(a.to(v.dtype), w)).sum(-1)
     return softcap(scale * mix + offset, cap)
 
 
 @torch.no_grad()
-def sample_scan(v: torch.Tensor, u: torch.Tensor, scale: float, offset, cap: float,
-                greedy: bool = False) -> torch.Tensor:
+def sample_scan(
+    v: torch.Tensor, u: torch.Tensor, scale: float, offset, cap: float, greedy: bool = False
+) -> torch.Tensor:
     """Sample decisions on the device, no host sync. v (B, T, W) fp32, u (B, T) uniforms in
     (0, 1) -> a (B, T) float, a[:, 0] = 1. a[t] = 1 iff u[t] < sigmoid(l[t]) iff logit(u[t]) < l[t]
     (greedy: 0 < l[t]). w = 1 is parallel; small windows (or CUDA) use the parallel map scan,
     larger windows on CPU the sequential loop (fewer total operations there)."""
     B, T, w = v.shape
-    thr = torch.zeros_like(u) if greedy else torch.logit(u)      # (B, T)
+    thr = torch.zeros_like(u) if greedy else torch.logit(u)  # (B, T)
     if w == 1:
         a = (thr < softcap(scale * v[..., 0] + offset, cap)).to(v.dtype)
         a[:, 0] = 1.0
@@ -69,17 +71,21 @@ def _loop_scan(v, thr, scale, offset, cap):
     with the last w-1 decisions and a comparison."""
     B, T, w = v.shape
     ratio = thr / cap
-    inv = torch.where(ratio >= 1, torch.full_like(thr, float("inf")),
-                      torch.where(ratio <= -1, torch.full_like(thr, -float("inf")),
-                                  cap * torch.atanh(ratio.clamp(-1 + 1e-7, 1 - 1e-7))))
-    need = inv - (scale * v[..., -1] + offset)                   # (B, T): a[t] = 1 iff need[t] < mix
-    coef = scale * v[..., :-1]                                   # (B, T, W-1): [..., j] multiplies a[t-(w-1)+j]
-    buf = v.new_zeros(B, T + w - 1)                              # buf[:, t + w - 1] = a[t]; zeros before 0
-    buf[:, w - 1] = 1.0                                          # BOS
+    inv = torch.where(
+        ratio >= 1,
+        torch.full_like(thr, float("inf")),
+        torch.where(
+            ratio <= -1, torch.full_like(thr, -float("inf")), cap * torch.atanh(ratio.clamp(-1 + 1e-7, 1 - 1e-7))
+        ),
+    )
+    need = inv - (scale * v[..., -1] + offset)  # (B, T): a[t] = 1 iff need[t] < mix
+    coef = scale * v[..., :-1]  # (B, T, W-1): [..., j] multiplies a[t-(w-1)+j]
+    buf = v.new_zeros(B, T + w - 1)  # buf[:, t + w - 1] = a[t]; zeros before 0
+    buf[:, w - 1] = 1.0  # BOS
     for t in range(1, T):
-        mix = torch.linalg.vecdot(coef[:, t], buf[:, t:t + w - 1])  # (B,)
+        mix = torch.linalg.vecdot(coef[:, t], buf[:, t : t + w - 1])  # (B,)
         torch.lt(need[:, t], mix, out=buf[:, t + w - 1])
-    return buf[:, w - 1:]
+    return buf[:, w - 1 :]
 
 
 def _map_scan(v, thr, scale, offset, cap):
@@ -91,15 +97,15 @@ def _map_scan(v, thr, scale, offset, cap):
     n, n_states = w - 1, 1 << (w - 1)
     states = torch.arange(n_states, device=v.device)
     bits = ((states[:, None] >> torch.arange(n, device=v.device)) & 1).to(v.dtype)  # (Sn, W-1): bit j = a[t-j]
-    coef = scale * v[..., :-1].flip(-1)                          # (B, T, W-1): [..., j] multiplies a[t-1-j]
+    coef = scale * v[..., :-1].flip(-1)  # (B, T, W-1): [..., j] multiplies a[t-1-j]
     logits = (scale * v[..., -1] + offset).unsqueeze(-1) + coef @ bits.T  # (B, T, Sn)
-    decide = (thr.unsqueeze(-1) < softcap(logits, cap)).long()   # (B, T, Sn) decision at t given state at t-1
-    maps = ((states << 1) & (n_states - 1)) | decide[:, 1:]      # (B, T-1, Sn) state at t-1 -> state at t
+    decide = (thr.unsqueeze(-1) < softcap(logits, cap)).long()  # (B, T, Sn) decision at t given state at t-1
+    maps = ((states << 1) & (n_states - 1)) | decide[:, 1:]  # (B, T-1, Sn) state at t-1 -> state at t
     d = 1
-    while d < T - 1:                                             # maps[i] <- maps[i] o maps[i-d]
+    while d < T - 1:  # maps[i] <- maps[i] o maps[i-d]
         maps = torch.cat([maps[:, :d], torch.gather(maps[:, d:], -1, maps[:, :-d])], dim=1)
         d *= 2
-    state = maps[..., 1]                                         # start from state 1 (a[0] = 1)
+    state = maps[..., 1]  # start from state 1 (a[0] = 1)
     ones = torch.ones(B, 1, dtype=v.dtype, device=v.device)
     return torch.cat([ones, (state & 1).to(v.dtype)], dim=1)
 
@@ -128,9 +134,10 @@ def bernoulli_log_prob(logits: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
 @dataclass
 class LearnedConfig:
     """The learned policy's options ([strategy] when model.boundary is learned or frozen)."""
-    window: int = 8                # w: the logit mixes the current byte with w-1 past decisions
+
+    window: int = 8  # w: the logit mixes the current byte with w-1 past decisions
     logit_scale: float = 1.0 / 16  # s: scaling of the policy's raw outputs v (keeps p near rho* while v is O(1))
-    softcap: float = 6.0           # c: the logit's soft cap, c * tanh(z / c) (logit units)
+    softcap: float = 6.0  # c: the logit's soft cap, c * tanh(z / c) (logit units)
 
     def __post_init__(self) -> None:
         if self.window < 1:
@@ -148,7 +155,7 @@ class LearnedPolicy(BoundaryStrategy):
         self.norm = nn.RMSNorm(cfg.d_model, elementwise_affine=False)
         self.proj = nn.Linear(cfg.d_model, self.opts.window)
         self.offset = target_logit(cfg.target_rate)
-        self.register_buffer("rate_bias", torch.zeros(()))       # integral term of the rate controller
+        self.register_buffer("rate_bias", torch.zeros(()))  # integral term of the rate controller
 
     def init_weights(self, generator: torch.Generator | None = None) -> None:
         # small weights: p starts near rho* everywhere (s = 1/16 keeps it there while v is O(1))
@@ -158,10 +165,10 @@ class LearnedPolicy(BoundaryStrategy):
 
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
         opts = self.opts
-        v = self.proj(self.norm(h.float())).float()              # (B, T, W) fp32
+        v = self.proj(self.norm(h.float())).float()  # (B, T, W) fp32
         offset = self.offset + self.rate_bias
         if boundaries is None:
-            u = self.uniforms(x)                                 # (B, T) fixed draws
+            u = self.uniforms(x)  # (B, T) fixed draws
             boundaries = sample_scan(v.detach(), u, opts.logit_scale, offset, opts.softcap, greedy)
         a = boundaries.float().clone()
         a[:, 0] = 1.0
@@ -185,9 +192,10 @@ class LearnedPolicy(BoundaryStrategy):
     def terms(self, h: torch.Tensor) -> PolicyTerms:
         """The logit's terms for encoder vectors h (B, T, D) (`policy_logits` from them, tested)."""
         s = self.opts.logit_scale
-        v = self.proj(self.norm(h.float())).float()              # (B, T, W)
-        return PolicyTerms(s * v[..., -1], s * v[..., :-1].flip(-1), self.offset + float(self.rate_bias),
-                           self.opts.softcap)
+        v = self.proj(self.norm(h.float())).float()  # (B, T, W)
+        return PolicyTerms(
+            s * v[..., -1], s * v[..., :-1].flip(-1), self.offset + float(self.rate_bias), self.opts.softcap
+        )
 
     @torch.no_grad()
     def adapt_rate(self, rate: torch.Tensor, gain: float) -> None:
@@ -203,20 +211,20 @@ class LearnedPolicy(BoundaryStrategy):
 
     def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
         padded = F.pad(decisions.float(), (self.opts.window - 1, 0))  # (B, W-1 + T): zeros before 0
-        return {"past": padded[:, decisions.size(1):]}              # (B, W-1) the last w-1 decisions
+        return {"past": padded[:, decisions.size(1) :]}  # (B, W-1) the last w-1 decisions
 
     @torch.no_grad()
     def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
         opts = self.opts
-        v = self.proj(self.norm(h.float())).float()              # (B, W)
-        past = state["past"]                                     # (B, W-1)
-        mix = v[:, -1] + (v[:, :-1] * past).sum(-1)              # same order as policy_logits
+        v = self.proj(self.norm(h.float())).float()  # (B, W)
+        past = state["past"]  # (B, W-1)
+        mix = v[:, -1] + (v[:, :-1] * past).sum(-1)  # same order as policy_logits
         logits = softcap(opts.logit_scale * mix + self.offset + self.rate_bias, opts.softcap)  # (B,)
         probs = torch.sigmoid(logits)
         if boundaries is not None:
             a = boundaries.float()
         elif t == 0:
-            a = torch.ones_like(logits)                          # BOS
+            a = torch.ones_like(logits)  # BOS
         elif greedy:
             a = (logits > 0).float()
         else:

@@ -11,6 +11,7 @@ count (`step`, `pool_step`).
 
 Shapes: B batch, T bytes (BOS at t = 0), S tokens, D width.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,8 +47,8 @@ def straight_through(a: torch.Tensor, soft: torch.Tensor) -> torch.Tensor:
 def binomial_prior_loss(hard: torch.Tensor, mask: torch.Tensor, rate: float) -> torch.Tensor:
     """Nawrot et al.'s prior: -log Binomial(#boundaries | #bytes, rho*) / #bytes, mean over rows.
     hard (B, T) carries the straight-through gradient; mask (B, T) marks scored bytes."""
-    n = mask.sum(1)                                              # (B,)
-    k = (hard * mask).sum(1)                                     # (B,)
+    n = mask.sum(1)  # (B,)
+    k = (hard * mask).sum(1)  # (B,)
     return (-binomial_log_prob(k, n, rate) / n.clamp(min=1)).mean()
 
 
@@ -57,13 +58,13 @@ def mean_pool(h: torch.Tensor, hard: torch.Tensor, S: int) -> torch.Tensor:
     gradient -> z (B, S, D), zeros past each row's count. Nawrot's pooling matrix: with
     seg[t] = #boundaries strictly before t (differentiable), the weight of byte t in token k is
     1 - (k - seg[t]) where k == seg[t] (value 1) and 0 elsewhere, normalised over t."""
-    seg = hard.cumsum(1) - hard                                  # (B, T) the token byte t belongs to
-    k = torch.arange(S, device=h.device, dtype=seg.dtype)        # (S,)
-    offset = k[None, :, None] - seg[:, None, :]                  # (B, S, T)
+    seg = hard.cumsum(1) - hard  # (B, T) the token byte t belongs to
+    k = torch.arange(S, device=h.device, dtype=seg.dtype)  # (S,)
+    offset = k[None, :, None] - seg[:, None, :]  # (B, S, T)
     # trailing bytes: no token
     member = (offset.detach() == 0) & (k[None, :, None] < hard.detach().sum(1)[:, None, None])
     w = torch.where(member, 1.0 - offset, torch.zeros_like(offset))  # (B, S, T) value 0/1
-    weights = w / (w.sum(-1, keepdim=True) + 1e-9)               # (B, S, T) rows sum to 1 (0 for padding)
+    weights = w / (w.sum(-1, keepdim=True) + 1e-9)  # (B, S, T) rows sum to 1 (0 for padding)
     return torch.einsum("bst,btd->bsd", weights.to(h.dtype), h)
 
 
@@ -75,16 +76,20 @@ def mean_pool_reference(h: torch.Tensor, a: torch.Tensor, S: int) -> torch.Tenso
         start, k = 0, 0
         for t in range(T):
             if a[b, t] > 0:
-                z[b, k] = h[b, start:t + 1].mean(0)
+                z[b, k] = h[b, start : t + 1].mean(0)
                 start, k = t + 1, k + 1
     return z
 
 
 @dataclass
 class DynamicPoolingConfig:
-    temperature: float = 0.5   # relaxed-Bernoulli (Gumbel-sigmoid) temperature (Nawrot's `temp`: 0.5 in configs/gumbel.yaml)
+    temperature: float = (
+        0.5  # relaxed-Bernoulli (Gumbel-sigmoid) temperature (Nawrot's `temp`: 0.5 in configs/gumbel.yaml)
+    )
     prior_weight: float = 1.0  # weight of the binomial prior loss (aux_loss)
-    hidden_mult: float = 1.0   # predictor hidden width / D (Nawrot's d_inner = 4 D; 1 keeps older runs loadable, docs/compare.md)
+    hidden_mult: float = (
+        1.0  # predictor hidden width / D (Nawrot's d_inner = 4 D; 1 keeps older runs loadable, docs/compare.md)
+    )
 
     def __post_init__(self) -> None:
         if not self.temperature > 0:
@@ -119,7 +124,7 @@ class DynamicPooling(BoundaryStrategy):
         nn.init.constant_(self.mlp[2].bias, target_logit(self.cfg.target_rate))
 
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
-        logits = self.mlp(h.float()).squeeze(-1).float() + self.rate_offset         # (B, T)
+        logits = self.mlp(h.float()).squeeze(-1).float() + self.rate_offset  # (B, T)
         u = torch.rand(x.shape, device=x.device).clamp_(1e-6, 1 - 1e-6)  # (B, T) draws
         soft = relaxed_bernoulli(logits, u, self.opts.temperature)
         soft = torch.cat([torch.ones_like(soft[:, :1]), soft[:, 1:]], dim=1)  # BOS: constant 1
@@ -127,8 +132,9 @@ class DynamicPooling(BoundaryStrategy):
             boundaries = (logits > 0).float() if greedy else (soft > 0.5).float()
         a = boundaries.float().clone()
         a[:, 0] = 1.0
-        aux = self.opts.prior_weight * binomial_prior_loss(straight_through(a, soft), decision_mask(x).float(),
-                                                           self.cfg.target_rate)
+        aux = self.opts.prior_weight * binomial_prior_loss(
+            straight_through(a, soft), decision_mask(x).float(), self.cfg.target_rate
+        )
         zeros = torch.zeros_like(a)
         return BoundaryOutput(a, logits.detach(), torch.sigmoid(logits.detach()), zeros, aux, relaxed=soft)
 
@@ -136,31 +142,34 @@ class DynamicPooling(BoundaryStrategy):
         return packing.to_packed(self.pool(h, out, packing.padded_index.size(1))[0])  # (N, D) segment means
 
     def pool(self, h: torch.Tensor, out: BoundaryOutput, S: int) -> tuple[torch.Tensor, torch.Tensor]:
-        _, pos, _ = downsample(h[..., :0], out.decisions, S)     # (B, S) boundary byte offsets (no vectors moved)
+        _, pos, _ = downsample(h[..., :0], out.decisions, S)  # (B, S) boundary byte offsets (no vectors moved)
         return mean_pool(h, straight_through(out.decisions, out.relaxed), S), pos
 
     # Incremental decoding: the state is the running sum and count of the current segment
     # (bytes after the last closed boundary, up to and including byte t) and whether a[t] closed it.
     def init_state(self, batch, device) -> dict:
-        return {"sum": torch.zeros(batch, self.cfg.d_model, device=device), "count": torch.zeros(batch, device=device),
-                "closed": torch.zeros(batch, device=device)}
+        return {
+            "sum": torch.zeros(batch, self.cfg.d_model, device=device),
+            "count": torch.zeros(batch, device=device),
+            "closed": torch.zeros(batch, device=device),
+        }
 
     def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
         T = x.size(1)
-        t = torch.arange(T, device=x.device)                     # (T,)
-        before = decisions[:, :-1] * t[None, :-1]                # (B, T-1) boundary offsets before the last byte
+        t = torch.arange(T, device=x.device)  # (T,)
+        before = decisions[:, :-1] * t[None, :-1]  # (B, T-1) boundary offsets before the last byte
         last = before.amax(1, keepdim=True) if T > 1 else torch.full_like(decisions[:, :1], -1.0)  # (B, 1)
-        mask = (t[None, :] > last).float()                       # (B, T) the last byte's current segment
+        mask = (t[None, :] > last).float()  # (B, T) the last byte's current segment
         return {"sum": (h.float() * mask[..., None]).sum(1), "count": mask.sum(1), "closed": decisions[:, -1].float()}
 
     def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
-        logits = self.mlp(h.float()).squeeze(-1).float() + self.rate_offset         # (B,)
+        logits = self.mlp(h.float()).squeeze(-1).float() + self.rate_offset  # (B,)
         if boundaries is None:
             u = torch.rand(x.shape, device=x.device).clamp_(1e-6, 1 - 1e-6)
             hard = (logits > 0) if greedy else relaxed_bernoulli(logits, u, self.opts.temperature) > 0.5
             boundaries = torch.ones_like(logits) if t == 0 else hard.float()
         a = boundaries.float()
-        keep = 1.0 - state["closed"]                             # (B,) a boundary at t-1 closed the segment
+        keep = 1.0 - state["closed"]  # (B,) a boundary at t-1 closed the segment
         new = {"sum": state["sum"] * keep[:, None] + h.float(), "count": state["count"] * keep + 1.0, "closed": a}
         return a, torch.sigmoid(logits), new
 

@@ -4,6 +4,7 @@ and the keys that moved into it from [model] (so that old config files and comma
 A strategy registers its config class (`@register("name", config=MyConfig)`); `option_types` is
 the one lookup of a strategy's options, for the run config, overrides, model folders and compare.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,8 +29,9 @@ MOVED_KEYS: dict[str, str] = {
 def option_types(boundary: str) -> dict[str, Any]:
     """{option: type} of strategy `boundary`'s [strategy] section; an unknown strategy is an error."""
     if boundary not in strategy_names():
-        raise ConfigError(f"model.boundary {boundary!r} is not a boundary strategy; "
-                          f"known: {', '.join(strategy_names())}")
+        raise ConfigError(
+            f"model.boundary {boundary!r} is not a boundary strategy; known: {', '.join(strategy_names())}"
+        )
     return field_types(strategy_class(boundary).Config)
 
 
@@ -40,8 +42,9 @@ def strategy_options(boundary: str, values: dict[str, Any], source: str = STRATE
     for key in values:
         if key not in hints:
             known = ", ".join(hints) or "none"
-            raise ConfigError(f"{source}: {STRATEGY}.{key} is not an option of strategy {boundary!r} "
-                              f"(its options: {known})")
+            raise ConfigError(
+                f"{source}: {STRATEGY}.{key} is not an option of strategy {boundary!r} (its options: {known})"
+            )
     given = {k: check_value(v, hints[k], f"{STRATEGY}.{k}") for k, v in values.items()}
     try:
         return dataclasses.asdict(strategy_class(boundary).Config(**given))
@@ -69,4 +72,4 @@ def move_old_keys(model: dict[str, Any], options: dict[str, Any], boundary: str)
         name = old.partition(".")[2]
         if name in model:
             moved[new.partition(".")[2]] = model.pop(name)
-    return model, {**kept_options(moved, boundary), **options}      # a new key given beside its old one wins
+    return model, {**kept_options(moved, boundary), **options}  # a new key given beside its old one wins

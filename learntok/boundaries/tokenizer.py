@@ -4,6 +4,7 @@ brings a BPE's rate to rho*.
 
 Shapes: B batch, T bytes.
 """
+
 from __future__ import annotations
 
 import torch
@@ -11,7 +12,7 @@ import torch
 from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy
 from learntok.boundaries.common import fixed_output
 
-MAX_VOCAB = 32768      # vocabulary of the BPE that a fit truncates
+MAX_VOCAB = 32768  # vocabulary of the BPE that a fit truncates
 RATE_TOLERANCE = 0.01  # warn when the reached rate is further than this from rho*
 
 
@@ -20,13 +21,12 @@ def bisect_merges(n_max: int, rate, target_rate: float) -> tuple[int, float]:
     (the rate falls as merges are added). Returns (m, rate(m))."""
     lo, hi, tried = 0, n_max, {n_max: rate(n_max)}
     if tried[n_max] <= target_rate:
-        while hi - lo > 1:                                       # invariant: rate(lo) > target >= rate(hi)
+        while hi - lo > 1:  # invariant: rate(lo) > target >= rate(hi)
             mid = (lo + hi) // 2
             tried[mid] = rate(mid)
             lo, hi = (mid, hi) if tried[mid] > target_rate else (lo, mid)
     best = min(tried, key=lambda m: abs(tried[m] - target_rate))
     return best, tried[best]
-
 
 
 class TokenizerStrategy(BoundaryStrategy):
@@ -51,9 +51,12 @@ class TokenizerStrategy(BoundaryStrategy):
     def tokenizer(self):
         """The trained tokenizer, parsed from the buffer."""
         if self.tokenizer_json.numel() == 0:
-            raise RuntimeError(f"the {self.name} strategy has no tokenizer: call model.strategy.fit(train_documents) "
-                               "(learntok's train does so on a fresh run)")
+            raise RuntimeError(
+                f"the {self.name} strategy has no tokenizer: call model.strategy.fit(train_documents) "
+                "(learntok's train does so on a fresh run)"
+            )
         from tokenizers import Tokenizer
+
         return Tokenizer.from_str(bytes(self.tokenizer_json.cpu().numpy()).decode("utf-8"))
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):

@@ -3,6 +3,7 @@ control for the learned policy (same rate, no information).
 
 Shapes: B batch, T bytes.
 """
+
 from __future__ import annotations
 
 import torch
@@ -22,15 +23,15 @@ class UniformBoundaries(StatelessStrategy):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.rule_rate = cfg.target_rate                          # the rate the rule places exactly
+        self.rule_rate = cfg.target_rate  # the rate the rule places exactly
 
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
         if boundaries is None:
-            real = decision_mask(x)                             # (B, T)
+            real = decision_mask(x)  # (B, T)
             u = torch.rand(x.size(0), 1, device=x.device)
             n = torch.floor(self.rule_rate * real.sum(1, keepdim=True) + u)  # (B, 1) boundaries per row
             keys = torch.rand(x.shape, device=x.device).masked_fill(~real, 2.0)  # (B, T) non-real last
-            rank = keys.argsort(dim=1).argsort(dim=1)            # (B, T) each position's rank
+            rank = keys.argsort(dim=1).argsort(dim=1)  # (B, T) each position's rank
             boundaries = (rank < n).float()
         return fixed_output(boundaries)
 

@@ -4,6 +4,7 @@ toward the target rate by one fitted knob. (The strategy's name is not the metri
 
 Shapes: B batch, T bytes.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,17 +25,17 @@ def whitespace_at_rate(x: torch.Tensor, theta: float) -> torch.Tensor:
     boundaries), theta < 0 merges short words into the next. Every boundary count is
     nondecreasing in theta, so a bisection reaches any rate (`WhitespaceBoundaries.fit`); the
     rule in full: docs/strategies.md ("whitespace")."""
-    ws = whitespace_boundaries(x).bool()                        # (B, T), True at BOS
+    ws = whitespace_boundaries(x).bool()  # (B, T), True at BOS
     if theta == 0:
         return ws.float()
     t = torch.arange(x.size(1), device=x.device)
-    last = torch.cummax(torch.where(ws, t, 0), dim=1).values    # (B, T) the last rule boundary <= t
+    last = torch.cummax(torch.where(ws, t, 0), dim=1).values  # (B, T) the last rule boundary <= t
     if theta > 0:
         inside = ~ws
         return (ws | (inside & bresenham(inside.long().cumsum(1), theta))).float()
     mu = -theta / (1.0 + theta)
     level, frac = 1 + math.floor(mu), mu - math.floor(mu)
-    length = t - F.pad(last[:, :-1], (1, 0))                     # (B, T) length of the chunk a boundary at t closes
+    length = t - F.pad(last[:, :-1], (1, 0))  # (B, T) length of the chunk a boundary at t closes
     closing = ws.clone()
     closing[:, 0] = False
     edge = closing & (length == level)
@@ -42,8 +43,9 @@ def whitespace_at_rate(x: torch.Tensor, theta: float) -> torch.Tensor:
     return (ws & ~drop).float()
 
 
-def whitespace_step(prev: torch.Tensor, x: torch.Tensor, t: int, last: torch.Tensor, edges: torch.Tensor,
-                    theta: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def whitespace_step(
+    prev: torch.Tensor, x: torch.Tensor, t: int, last: torch.Tensor, edges: torch.Tensor, theta: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One byte of `whitespace_at_rate`: prev, x (B,) the previous and new byte, last (B,) the
     position of the last rule boundary before t, edges (B,) the running count of `bresenham`'s
     candidates (word bytes for theta > 0, boundaries at the fractional length for theta < 0).
@@ -69,7 +71,7 @@ class WhitespaceConfig:
 
 
 WHITESPACE_FIT_BYTES = 1 << 20  # training bytes the whitespace knob is fitted on
-WHITESPACE_FIT_ROW = 1024       # rows of this many bytes (each after its own BOS) for the fit
+WHITESPACE_FIT_ROW = 1024  # rows of this many bytes (each after its own BOS) for the fit
 
 
 @register("whitespace", config=WhitespaceConfig)
@@ -86,7 +88,7 @@ class WhitespaceBoundaries(BoundaryStrategy):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.register_buffer("rate_offset", torch.zeros(()))    # theta; 0 = SpaceByte's rule
+        self.register_buffer("rate_offset", torch.zeros(()))  # theta; 0 = SpaceByte's rule
 
     def init_weights(self, generator: torch.Generator | None = None) -> None:
         self.rate_offset.zero_()
@@ -99,19 +101,22 @@ class WhitespaceBoundaries(BoundaryStrategy):
         if not self.opts.match_rate:
             return {}
         sample = b"".join(documents)[:WHITESPACE_FIT_BYTES]
-        x = bos_rows(row_pieces(sample, WHITESPACE_FIT_ROW))     # (B, T)
+        x = bos_rows(row_pieces(sample, WHITESPACE_FIT_ROW))  # (B, T)
         real = decision_mask(x)
 
         def rate_of(theta: float) -> float:
-            self.rate_offset.fill_(theta)                        # decide with the stored (fp32) value
+            self.rate_offset.fill_(theta)  # decide with the stored (fp32) value
             a = whitespace_at_rate(x, float(self.rate_offset)).bool()
             return float((a & real).sum() / real.sum().clamp(min=1))
 
         natural = rate_of(0.0)
         theta, reached = bisect_rate(rate_of, self.cfg.target_rate, *self.rate_offset_range)
         self.rate_offset.fill_(theta)
-        return {"whitespace_natural_rate": natural, "whitespace_theta": float(self.rate_offset),
-                "whitespace_fit_rate": reached}
+        return {
+            "whitespace_natural_rate": natural,
+            "whitespace_theta": float(self.rate_offset),
+            "whitespace_fit_rate": reached,
+        }
 
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
         if boundaries is None:

@@ -15,6 +15,7 @@ name ending in .gz is decompressed (x.txt.gz is text). Files are read through le
 regular files only, and a source read into memory is at most files.memory_budget() bytes in all.
 Empty documents are dropped.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -28,7 +29,13 @@ from pathlib import Path
 from learntok.errors import DataError
 from learntok.files import check_input, memory_budget, open_input, too_large
 
-DEBIAN_REFERENCE = ("debref-de", "debref-fr", "debref-es", "debref-ja", "debref-zh")  # scripts/build_debian_reference.py
+DEBIAN_REFERENCE = (
+    "debref-de",
+    "debref-fr",
+    "debref-es",
+    "debref-ja",
+    "debref-zh",
+)  # scripts/build_debian_reference.py
 BUILTINS = ("shakespeare", "kjv", "python-stdlib", "python-docs", "python-rst", *DEBIAN_REFERENCE)
 _SHIPPED = ("shakespeare", "kjv", "python-rst", *DEBIAN_REFERENCE)  # learntok/corpora/NAME.jsonl.gz
 _STDLIB_SKIP = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
@@ -38,8 +45,6 @@ _BINARY_PROBE = 8192  # bytes read to decide whether a file is binary (contains 
 PIECE_BYTES = 1 << 14
 # Files `learntok prepare` writes before its index.json (learntok.data.shards: shard_name, SplitWriter)
 _PREPARE_PARTS = re.compile(r"(train|val|test)_(\d{5}\.bin|docs\.npy)|\.(train|val|test)_docs\.tmp")
-
-
 
 
 def load_documents(source: str, text_field: str = "text") -> list[bytes]:
@@ -73,13 +78,19 @@ def _unnamed_documents(source: str, text_field: str) -> list[bytes]:
         return _python_docs_documents()
     path = source_path(source)
     if not path.exists() and not path.is_symlink():
-        raise DataError(f"data source {source!r} is neither a built-in corpus ({', '.join(BUILTINS)}) "
-                        f"nor an existing path")
+        raise DataError(
+            f"data source {source!r} is neither a built-in corpus ({', '.join(BUILTINS)}) nor an existing path"
+        )
     docs = [doc for doc in bounded((d for d, _ in file_documents(path, text_field)), "data source", path) if doc]
     if not docs:
         table = file_kind(path) != "text"
-        raise DataError(f"{path} holds no documents" if table else f"file {path} is empty" if not path.stat().st_size
-                        else f"file {path} is binary (a NUL byte in its first {_BINARY_PROBE} bytes), not text")
+        raise DataError(
+            f"{path} holds no documents"
+            if table
+            else f"file {path} is empty"
+            if not path.stat().st_size
+            else f"file {path} is binary (a NUL byte in its first {_BINARY_PROBE} bytes), not text"
+        )
     return docs
 
 
@@ -100,8 +111,9 @@ def bounded(docs: Iterable[bytes], what: str, path: Path, limit: int | None = No
         yield doc
 
 
-def file_documents(path: Path, text_field: str = "text", piece_bytes: int = PIECE_BYTES,
-                   what: str = "data source") -> Iterator[tuple[bytes, int]]:
+def file_documents(
+    path: Path, text_field: str = "text", piece_bytes: int = PIECE_BYTES, what: str = "data source"
+) -> Iterator[tuple[bytes, int]]:
     """(document, bytes of the file read so far) for one file, streamed: JSONL(.gz) records
     (field `text_field`), parquet rows (column `text_field`), or a text file in pieces of about
     `piece_bytes` (nothing for a binary file: a NUL byte in its first 8 KB). Empty documents
@@ -197,11 +209,11 @@ def parquet_texts(path: Path, text_field: str) -> Iterator[bytes]:
 
 
 def prepared_state(root: Path) -> str | None:
-    """"prepared" for a folder `learntok prepare` finished (its shards and index.json),
+    """ "prepared" for a folder `learntok prepare` finished (its shards and index.json),
     "unfinished" for the shards a stopped `prepare` leaves without index.json, else None."""
     try:
         parts = any(_PREPARE_PARTS.fullmatch(p.name) for p in root.iterdir())
-    except OSError:                                              # not a folder, or unreadable
+    except OSError:  # not a folder, or unreadable
         return None
     return ("prepared" if (root / "index.json").exists() else "unfinished") if parts else None
 
@@ -210,12 +222,16 @@ def check_not_prepared(root: Path) -> None:
     """A prepared data folder, finished or not (or any folder with an index.json), is never read
     as a folder of text files: its shards would become documents."""
     if (root / "index.json").exists():
-        raise DataError(f"{root} is a prepared data folder (index.json): it is read as memory-mapped "
-                        f"shards by ByteData.from_config (data.source), not as a list of documents")
+        raise DataError(
+            f"{root} is a prepared data folder (index.json): it is read as memory-mapped "
+            f"shards by ByteData.from_config (data.source), not as a list of documents"
+        )
     if prepared_state(root) == "unfinished":
         parts = sorted(p.name for p in root.iterdir() if _PREPARE_PARTS.fullmatch(p.name))
-        raise DataError(f"{root} is an unfinished prepared folder ({', '.join(parts[:3])}, ... but no index.json: "
-                        f"`learntok prepare` stopped before the end); prepare it again into an empty folder")
+        raise DataError(
+            f"{root} is an unfinished prepared folder ({', '.join(parts[:3])}, ... but no index.json: "
+            f"`learntok prepare` stopped before the end); prepare it again into an empty folder"
+        )
 
 
 def _folder_documents(root: Path, text_field: str = "text") -> tuple[list[bytes], list[str]]:

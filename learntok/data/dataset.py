@@ -7,6 +7,7 @@ walks every document in consecutive windows so that each byte is scored exactly 
 
 Dimension letters: B batch rows, T sequence length (BOS included), N bytes per row = T - 1.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -73,15 +74,19 @@ class ByteData:
     text file, a folder, JSONL, parquet or a prepared folder), their documents, and the batches
     drawn from them. With `unsplit`, a single split "all" holds every document of the source."""
 
-    def __init__(self, splits: dict[str, list[bytes]], packed: bool = False,
-                 names: dict[str, list[str]] | None = None):
+    def __init__(self, splits: dict[str, list[bytes]], packed: bool = False, names: dict[str, list[str]] | None = None):
         unknown = set(splits) - set(SPLITS) - {ALL}
         if unknown:
             raise DataError(f"unknown split names {sorted(unknown)}; expected {', '.join(SPLITS)}")
-        keep = {name: [(d, n) for d, n in zip(docs, (names or {}).get(name) or [None] * len(docs)) if d]
-                for name, docs in splits.items()}
-        kept_names = {name: [n for _, n in pairs] for name, pairs in keep.items()
-                      if names is not None and names.get(name) is not None}
+        keep = {
+            name: [(d, n) for d, n in zip(docs, (names or {}).get(name) or [None] * len(docs)) if d]
+            for name, docs in splits.items()
+        }
+        kept_names = {
+            name: [n for _, n in pairs]
+            for name, pairs in keep.items()
+            if names is not None and names.get(name) is not None
+        }
         parts = {name: SplitBytes.from_documents([d for d, _ in pairs]) for name, pairs in keep.items()}
         if ALL not in parts:
             parts = {name: parts.get(name, SplitBytes.from_documents([])) for name in SPLITS}
@@ -90,7 +95,7 @@ class ByteData:
     def _init(self, splits: dict[str, SplitBytes], packed: bool, names: dict[str, list[str]] | None = None) -> None:
         self.packed = packed
         self._splits = splits
-        self._names = names or {}                                # split -> each document's file name (folders only)
+        self._names = names or {}  # split -> each document's file name (folders only)
         first = ALL if ALL in splits else "train"
         if not self.n_bytes(first):
             raise DataError(f"the {first} split is empty")
@@ -109,14 +114,15 @@ class ByteData:
     def from_config(cls, cfg: DataConfig, unsplit: bool = False) -> ByteData:
         """The run's data as `cfg` describes it: the same documents in the same splits for
         training, evaluation and every tool."""
-        source_path(cfg.source)                                  # an empty source is refused, not read as "."
+        source_path(cfg.source)  # an empty source is refused, not read as "."
         if shards.is_prepared(cfg.source):
             return cls.from_prepared(cfg.source, packed=cfg.packed, unsplit=unsplit)
         docs, names = load_named_documents(cfg.source, cfg.text_field)
         if unsplit:
             return cls({ALL: docs}, packed=cfg.packed, names=None if names is None else {ALL: names})
-        splits, split_names = split_named_documents(docs, names, seed=cfg.split_seed, val_fraction=cfg.val_fraction,
-                                                    test_fraction=cfg.test_fraction)
+        splits, split_names = split_named_documents(
+            docs, names, seed=cfg.split_seed, val_fraction=cfg.val_fraction, test_fraction=cfg.test_fraction
+        )
         return cls(splits, packed=cfg.packed, names=split_names)
 
     @property
@@ -139,7 +145,7 @@ class ByteData:
         s = self._get(split)
         n = self.n_documents(split) if limit is None else min(limit, self.n_documents(split))
         for i in range(n):
-            yield s.data[int(s.offsets[i]):int(s.offsets[i + 1])].tobytes()
+            yield s.data[int(s.offsets[i]) : int(s.offsets[i + 1])].tobytes()
 
     def sample_documents(self, split: str, max_bytes: int, seed: int = 0) -> list[bytes]:
         """A bounded random sample of the split for fitting (e.g. the bpe strategy's tokenizer):
@@ -153,12 +159,13 @@ class ByteData:
             if total >= max_bytes:
                 break
             a, b = int(s.offsets[i]), int(s.offsets[i + 1])
-            out.append(s.data[a:min(b, a + max_bytes - total)].tobytes())
+            out.append(s.data[a : min(b, a + max_bytes - total)].tobytes())
             total += len(out[-1])
         return out
 
-    def train_batch(self, step: int, batch_size: int, seq_len: int, seed: int,
-                    rank: int = 0, world: int = 1) -> torch.Tensor:
+    def train_batch(
+        self, step: int, batch_size: int, seq_len: int, seed: int, rank: int = 0, world: int = 1
+    ) -> torch.Tensor:
         """(B, T) LongTensor of random training windows; a pure function of (seed, step, rank).
 
         Windows start uniformly over all bytes, so documents are drawn in proportion to length.
@@ -176,8 +183,9 @@ class ByteData:
             rows = _window_rows(s.data, s.offsets[doc] + start, lengths[doc] - start, n)
         return _with_bos(rows)
 
-    def eval_batches(self, split: str, batch_size: int, seq_len: int, max_bytes: int | None = None,
-                     rank: int = 0, world: int = 1) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def eval_batches(
+        self, split: str, batch_size: int, seq_len: int, max_bytes: int | None = None, rank: int = 0, world: int = 1
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """Yield (x (B, T) LongTensor, doc_ids (B,) LongTensor) covering every byte of `split` once.
 
         Each document is cut into consecutive windows of T-1 bytes, the last one padded with PAD;
@@ -192,13 +200,15 @@ class ByteData:
             rows = _window_rows(s.data, s.offsets[doc[b]] + start[b], scored[b], n)
             yield _with_bos(rows), torch.from_numpy(doc[b])
 
-    def n_eval_batches(self, split: str, batch_size: int, seq_len: int, max_bytes: int | None = None,
-                       rank: int = 0, world: int = 1) -> int:
+    def n_eval_batches(
+        self, split: str, batch_size: int, seq_len: int, max_bytes: int | None = None, rank: int = 0, world: int = 1
+    ) -> int:
         """How many batches `eval_batches` yields with these arguments (for a progress bar)."""
         return -(-len(self._eval_windows(split, seq_len, max_bytes, rank, world)[0]) // batch_size)
 
-    def _eval_windows(self, split: str, seq_len: int, max_bytes: int | None, rank: int,
-                      world: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _eval_windows(
+        self, split: str, seq_len: int, max_bytes: int | None, rank: int, world: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(document, start offset, bytes scored) of each of rank's evaluation windows, (W,) each."""
         _check_rank(rank, world)
         s = self._get(split)
@@ -223,8 +233,9 @@ class ByteData:
             raise DataError(f"unknown split {split!r}; this data has {', '.join(self._splits)}")
         return self._splits[split]
 
-    def check_window(self, split: str, seq_len: int, batch_size: int, position_bytes: int = 8,
-                     training: bool = False) -> None:
+    def check_window(
+        self, split: str, seq_len: int, batch_size: int, position_bytes: int = 8, training: bool = False
+    ) -> None:
         """Refuse, before anything is allocated, rows that cannot fit. Training draws windows of
         exactly seq_len - 1 bytes, so the split must hold one; and one batch (batch_size rows,
         or fewer when evaluation has fewer windows) at `position_bytes` a position (a lower bound
@@ -236,16 +247,20 @@ class ByteData:
         need, budget = rows * seq_len * position_bytes, memory_budget()
         if need > budget:
             longest = int(s.lengths.max(initial=0))
-            raise DataError(f"a batch of {rows} rows of {seq_len} bytes needs at least {need / 1e9:.1f} GB, more "
-                            f"than the {budget / 1e9:.1f} GB this process can use (the {split} split has "
-                            f"{self.n_bytes(split)} bytes, its longest document {longest}): give a smaller "
-                            f"seq_len or batch size")
+            raise DataError(
+                f"a batch of {rows} rows of {seq_len} bytes needs at least {need / 1e9:.1f} GB, more "
+                f"than the {budget / 1e9:.1f} GB this process can use (the {split} split has "
+                f"{self.n_bytes(split)} bytes, its longest document {longest}): give a smaller "
+                f"seq_len or batch size"
+            )
 
     def _bytes_per_row(self, split: str, seq_len: int) -> int:
         n_bytes = self.n_bytes(split)
         if seq_len < 2 or n_bytes < seq_len - 1:
-            raise DataError(f"the {split} split has {n_bytes} bytes, fewer than one sequence of {seq_len} "
-                            f"(BOS + {seq_len - 1} bytes): give a seq_len of at most {max(n_bytes + 1, 2)}")
+            raise DataError(
+                f"the {split} split has {n_bytes} bytes, fewer than one sequence of {seq_len} "
+                f"(BOS + {seq_len - 1} bytes): give a seq_len of at most {max(n_bytes + 1, 2)}"
+            )
         return seq_len - 1
 
 

@@ -20,6 +20,7 @@ Filters: documents shorter than `min_doc_bytes` are dropped; longer than `max_do
 to it with `truncate` (the paper's 4096-byte cut) or dropped without it. They act after the
 split: a document keeps the split it would have had without them.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,22 +36,24 @@ from learntok.data.split import SPLITS, plan_split, small_split
 from learntok.files import check_input
 from learntok.progress import Progress, note
 
+
 @dataclass
 class PrepareOptions:
-    text_field: str = "text"          # JSONL field / parquet column holding the text
-    min_doc_bytes: int = 1            # drop documents shorter than this (bytes)
+    text_field: str = "text"  # JSONL field / parquet column holding the text
+    min_doc_bytes: int = 1  # drop documents shorter than this (bytes)
     max_doc_bytes: int | None = None  # longer documents are cut (truncate) or dropped; None = no limit
-    truncate: bool = False            # cut long documents to max_doc_bytes instead of dropping them
-    val_fraction: float = 0.05        # expected fraction of documents in val
-    test_fraction: float = 0.05       # expected fraction of documents in test
-    seed: int = 0                     # seed of the split hash
-    shard_bytes: int = 256 << 20      # target size of one shard file (bytes)
-    piece_bytes: int = PIECE_BYTES    # text files are read in pieces of about this many bytes (the default is training's)
+    truncate: bool = False  # cut long documents to max_doc_bytes instead of dropping them
+    val_fraction: float = 0.05  # expected fraction of documents in val
+    test_fraction: float = 0.05  # expected fraction of documents in test
+    seed: int = 0  # seed of the split hash
+    shard_bytes: int = 256 << 20  # target size of one shard file (bytes)
+    piece_bytes: int = PIECE_BYTES  # text files are read in pieces of about this many bytes (the default is training's)
 
     def __post_init__(self) -> None:
         if self.val_fraction < 0 or self.test_fraction < 0 or self.val_fraction + self.test_fraction >= 1:
-            raise DataError(f"val_fraction {self.val_fraction} + test_fraction {self.test_fraction} "
-                            "must be in [0, 1), each >= 0")
+            raise DataError(
+                f"val_fraction {self.val_fraction} + test_fraction {self.test_fraction} must be in [0, 1), each >= 0"
+            )
         too_small = not self.truncate and self.max_doc_bytes is not None and self.max_doc_bytes < self.min_doc_bytes
         if self.max_doc_bytes is not None and (self.max_doc_bytes < 1 or too_small):
             raise DataError(f"max_doc_bytes {self.max_doc_bytes} is below min_doc_bytes {self.min_doc_bytes}")
@@ -101,9 +104,11 @@ def empty_split(splits: dict[str, dict], opts: PrepareOptions, n_read: int) -> s
         if fractions[split] > 0 and not info["documents"]:
             if split == "train":
                 return f"prepare: no training documents kept ({n_read} read): check --min-doc-bytes / --max-doc-bytes"
-            return (f"prepare: the {split} split got no documents ({n_read} documents read, expected fraction "
-                    f"{fractions[split]}): cut text files into more documents with a smaller --piece-bytes "
-                    f"(now {opts.piece_bytes}), raise --{split}-fraction, or try another --seed")
+            return (
+                f"prepare: the {split} split got no documents ({n_read} documents read, expected fraction "
+                f"{fractions[split]}): cut text files into more documents with a smaller --piece-bytes "
+                f"(now {opts.piece_bytes}), raise --{split}-fraction, or try another --seed"
+            )
     return None
 
 
@@ -120,10 +125,11 @@ def prepare(sources: list[str], out: str | Path, opts: PrepareOptions | None = N
     t0, total = time.perf_counter(), sum(f.stat().st_size for f in files)
     bar = lambda desc: Progress(total=total, unit="B", unit_scale=True, desc=desc, enabled=progress)  # noqa: E731
     try:
-        with bar("prepare: count") as counting:                  # pass 1: the split plan
-            plan = plan_split(lambda: read_documents(files, opts, counting), opts.seed, opts.val_fraction,
-                              opts.test_fraction)
-        with bar("prepare: write") as writing:                   # pass 2: every document to its split's shards
+        with bar("prepare: count") as counting:  # pass 1: the split plan
+            plan = plan_split(
+                lambda: read_documents(files, opts, counting), opts.seed, opts.val_fraction, opts.test_fraction
+            )
+        with bar("prepare: write") as writing:  # pass 2: every document to its split's shards
             for piece in (p for doc in read_documents(files, opts, writing) for p in plan.pieces(doc)):
                 split = plan.split_of(counts["read"])
                 counts["read"] += 1
@@ -134,13 +140,13 @@ def prepare(sources: list[str], out: str | Path, opts: PrepareOptions | None = N
                     if not opts.truncate:
                         counts["dropped_long"] += 1
                         continue
-                    piece = piece[:opts.max_doc_bytes]
+                    piece = piece[: opts.max_doc_bytes]
                     counts["truncated"] += 1
                 writers[split].add(piece)
     except BaseException:
         for w in writers.values():
             w.close()
-        shutil.rmtree(out, ignore_errors=True)                    # never leave a folder that looks usable
+        shutil.rmtree(out, ignore_errors=True)  # never leave a folder that looks usable
         raise
     splits = {s: w.close() for s, w in writers.items()}
     empty = empty_split(splits, opts, counts["read"])
@@ -151,8 +157,16 @@ def prepare(sources: list[str], out: str | Path, opts: PrepareOptions | None = N
     for split in ("val", "test"):
         if warning := small_split(split, splits[split]["documents"], splits[split]["bytes"]):
             note(f"warning: {warning}", progress)
-    index = {"format": FORMAT, "version": VERSION, "splits": splits, "documents": counts, "split": plan.describe(),
-             "sources": [str(f) for f in files] if len(files) <= 1000 else [str(s) for s in sources],
-             "input_bytes": total, "seconds": round(seconds, 3), "options": asdict(opts)}
+    index = {
+        "format": FORMAT,
+        "version": VERSION,
+        "splits": splits,
+        "documents": counts,
+        "split": plan.describe(),
+        "sources": [str(f) for f in files] if len(files) <= 1000 else [str(s) for s in sources],
+        "input_bytes": total,
+        "seconds": round(seconds, 3),
+        "options": asdict(opts),
+    }
     (out / INDEX).write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")  # last: marks the folder complete
     return index

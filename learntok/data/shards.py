@@ -12,6 +12,7 @@ see a split as one virtual byte array (`ShardedBytes`) and never load it into me
 reads only the bytes of its rows. `index.json` is written last; its presence marks a complete
 folder.
 """
+
 from __future__ import annotations
 
 import json
@@ -68,9 +69,10 @@ class ShardedBytes:
         if stop <= start:
             return np.empty(0, dtype=np.uint8)
         first, last = (int(np.searchsorted(self.starts, i, side="right")) - 1 for i in (start, stop - 1))
-        pieces = [self.parts[k][max(start, self.starts[k]) - self.starts[k]:
-                                min(stop, self.starts[k + 1]) - self.starts[k]]
-                  for k in range(first, last + 1)]
+        pieces = [
+            self.parts[k][max(start, self.starts[k]) - self.starts[k] : min(stop, self.starts[k + 1]) - self.starts[k]]
+            for k in range(first, last + 1)
+        ]
         return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
 
 
@@ -82,8 +84,10 @@ def read_index(root: str | Path) -> dict:
         raise DataError(f"cannot read {root / INDEX}: {' '.join(str(e).split())}") from None
     if not isinstance(index, dict) or index.get("format") != FORMAT or index.get("version") != VERSION:
         found = index if isinstance(index, dict) else {}
-        raise DataError(f"{root / INDEX}: format {found.get('format')!r} version {found.get('version')!r}; "
-                        f"this learntok reads {FORMAT!r} version {VERSION}")
+        raise DataError(
+            f"{root / INDEX}: format {found.get('format')!r} version {found.get('version')!r}; "
+            f"this learntok reads {FORMAT!r} version {VERSION}"
+        )
     _check_splits(index.get("splits"), root / INDEX)
     return index
 
@@ -94,10 +98,19 @@ def _check_splits(splits, where: Path) -> None:
         got = sorted(splits) if isinstance(splits, dict) else "none"
         raise DataError(f"{where}: 'splits' must name {', '.join(SPLITS)} (found {got}); a damaged index?")
     for name, info in splits.items():
-        ok = (isinstance(info, dict) and all(isinstance(info.get(k), int) for k in ("documents", "bytes"))
-              and isinstance(info.get("shards"), list)
-              and all(isinstance(x, list) and len(x) == 2 and isinstance(x[0], str) and isinstance(x[1], int)
-                      and "/" not in x[0] for x in info["shards"]))
+        ok = (
+            isinstance(info, dict)
+            and all(isinstance(info.get(k), int) for k in ("documents", "bytes"))
+            and isinstance(info.get("shards"), list)
+            and all(
+                isinstance(x, list)
+                and len(x) == 2
+                and isinstance(x[0], str)
+                and isinstance(x[1], int)
+                and "/" not in x[0]
+                for x in info["shards"]
+            )
+        )
         if not ok:
             raise DataError(f"{where}: split {name!r} is not {{documents, bytes, shards: [[file, size], ...]}}")
 
@@ -125,7 +138,7 @@ def _load_offsets(path: Path) -> np.ndarray:
     """A split's (n_docs + 1,) int64 offsets, memory-mapped; anything else is a DataError."""
     try:
         offsets = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError) as e:                         # missing, truncated, or Python objects
+    except (OSError, ValueError) as e:  # missing, truncated, or Python objects
         raise DataError(f"cannot read {path}: {' '.join(str(e).split())}") from None
     if offsets.dtype != np.int64 or offsets.ndim != 1:
         raise DataError(f"{path} holds {offsets.dtype} of shape {offsets.shape}, not (n_docs + 1,) int64 offsets")
@@ -138,10 +151,10 @@ class SplitWriter:
 
     def __init__(self, root: Path, split: str, shard_bytes: int, flush_docs: int = 1 << 16):
         self.root, self.split, self.shard_bytes, self.flush_docs = root, split, shard_bytes, flush_docs
-        self.shards: list[list] = []                               # [name, bytes] per shard
+        self.shards: list[list] = []  # [name, bytes] per shard
         self.n_docs, self.n_bytes = 0, 0
         self._file = None
-        self._pending = array("q")                                 # offsets not yet on disk
+        self._pending = array("q")  # offsets not yet on disk
         self._offsets_tmp = root / f".{split}_docs.tmp"
         self._offsets = open(self._offsets_tmp, "wb")
         self._offsets.write(np.zeros(1, dtype=np.int64).tobytes())  # offset of document 0
@@ -175,10 +188,11 @@ class SplitWriter:
         self._flush()
         self._offsets.close()
         raw = np.memmap(self._offsets_tmp, dtype=np.int64, mode="r")
-        out = np.lib.format.open_memmap(self.root / f"{self.split}_docs.npy", mode="w+", dtype=np.int64,
-                                        shape=raw.shape)
-        for i in range(0, len(raw), 1 << 22):                     # copy in pieces: bounded memory
-            out[i:i + (1 << 22)] = raw[i:i + (1 << 22)]
+        out = np.lib.format.open_memmap(
+            self.root / f"{self.split}_docs.npy", mode="w+", dtype=np.int64, shape=raw.shape
+        )
+        for i in range(0, len(raw), 1 << 22):  # copy in pieces: bounded memory
+            out[i : i + (1 << 22)] = raw[i : i + (1 << 22)]
         out.flush()
         del out, raw
         os.remove(self._offsets_tmp)

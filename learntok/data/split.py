@@ -9,6 +9,7 @@ permutation picks exactly round(fraction * n) of them (at least one) for val and
 beyond, each document's split is a hash of (seed, its ordinal), which needs no memory and gives
 the fractions in expectation.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,13 +35,15 @@ def small_split(split: str, n_docs: int, n_bytes: int) -> str | None:
     """Why a held-out split is too small for a useful standard error (one line), or None."""
     if split == "train" or not n_docs or (n_docs >= MIN_SPLIT_DOCUMENTS and n_bytes >= MIN_SPLIT_BYTES):
         return None
-    return (f"the {split} split holds {n_docs} documents, {n_bytes:,} bytes (fewer than {MIN_SPLIT_DOCUMENTS} "
-            f"documents or {MIN_SPLIT_BYTES:,} bytes): its figures are too noisy to compare runs by; raise the "
-            f"{split} fraction or give the source more text")
+    return (
+        f"the {split} split holds {n_docs} documents, {n_bytes:,} bytes (fewer than {MIN_SPLIT_DOCUMENTS} "
+        f"documents or {MIN_SPLIT_BYTES:,} bytes): its figures are too noisy to compare runs by; raise the "
+        f"{split} fraction or give the source more text"
+    )
 
 
 EXACT_SPLIT_DOCUMENTS = 1 << 20  # up to this many documents, exact counts (a permutation: 8 bytes a document)
-MIN_PIECES = 60                  # fewer documents than this are cut into about this many pieces first
+MIN_PIECES = 60  # fewer documents than this are cut into about this many pieces first
 _MASK64 = (1 << 64) - 1
 
 
@@ -55,7 +58,7 @@ def splitmix64(x: int) -> int:
 def split_of(ordinal: int, seed: int, val_fraction: float, test_fraction: float) -> str:
     """The hashed split of document `ordinal`: u = splitmix64(seed, ordinal) / 2^64; val if
     u < val_fraction, test if u < val_fraction + test_fraction, else train."""
-    u = splitmix64(splitmix64(seed) ^ ordinal) / 2.0 ** 64
+    u = splitmix64(splitmix64(seed) ^ ordinal) / 2.0**64
     return "val" if u < val_fraction else "test" if u < val_fraction + test_fraction else "train"
 
 
@@ -63,12 +66,13 @@ def split_of(ordinal: int, seed: int, val_fraction: float, test_fraction: float)
 class SplitPlan:
     """Where each document of a source goes, by its ordinal among the non-empty documents after
     cutting (0-based, in source order)."""
-    piece_bytes: int | None      # cut every document into pieces of at most this many bytes first (None: keep them whole)
-    n_docs: int | None           # documents after cutting (None: more than EXACT_SPLIT_DOCUMENTS, not counted)
-    where: np.ndarray | None     # (n_docs,) int8 index into SPLITS of each document; None: hashed per ordinal
-    seed: int                    # seed of the permutation or of the hash
-    val_fraction: float          # fraction of documents in val
-    test_fraction: float         # fraction of documents in test
+
+    piece_bytes: int | None  # cut every document into pieces of at most this many bytes first (None: keep them whole)
+    n_docs: int | None  # documents after cutting (None: more than EXACT_SPLIT_DOCUMENTS, not counted)
+    where: np.ndarray | None  # (n_docs,) int8 index into SPLITS of each document; None: hashed per ordinal
+    seed: int  # seed of the permutation or of the hash
+    val_fraction: float  # fraction of documents in val
+    test_fraction: float  # fraction of documents in test
 
     def split_of(self, ordinal: int) -> str:
         if self.where is None:
@@ -79,12 +83,22 @@ class SplitPlan:
         return cut_document(doc, self.piece_bytes) if self.piece_bytes else [doc]
 
     def describe(self) -> dict:
-        return {"rule": "hash" if self.where is None else "permutation", "documents": self.n_docs,
-                "piece_bytes": self.piece_bytes, "seed": self.seed}
+        return {
+            "rule": "hash" if self.where is None else "permutation",
+            "documents": self.n_docs,
+            "piece_bytes": self.piece_bytes,
+            "seed": self.seed,
+        }
 
 
-def plan_split(docs: Callable[[], Iterable[bytes]], seed: int = 0, val_fraction: float = 0.05,
-               test_fraction: float = 0.05, min_pieces: int = MIN_PIECES, piece_bytes: int | None = None) -> SplitPlan:
+def plan_split(
+    docs: Callable[[], Iterable[bytes]],
+    seed: int = 0,
+    val_fraction: float = 0.05,
+    test_fraction: float = 0.05,
+    min_pieces: int = MIN_PIECES,
+    piece_bytes: int | None = None,
+) -> SplitPlan:
     """The split of the non-empty documents that each call of `docs()` yields (the same ones, in
     the same order, each time; read once, or twice when they are few and must be cut). With
     fewer than `min_pieces` documents, every one is cut into pieces of `piece_bytes` (default:
@@ -107,9 +121,9 @@ def plan_split(docs: Callable[[], Iterable[bytes]], seed: int = 0, val_fraction:
     if n - n_val - n_test < 1:
         raise DataError(f"{n} documents (after cutting) are too few for train, val ({n_val}) and test ({n_test})")
     order = np.random.default_rng(seed).permutation(n)
-    where = np.zeros(n, dtype=np.int8)                           # train
+    where = np.zeros(n, dtype=np.int8)  # train
     where[order[:n_val]] = SPLITS.index("val")
-    where[order[n_val:n_val + n_test]] = SPLITS.index("test")
+    where[order[n_val : n_val + n_test]] = SPLITS.index("test")
     return SplitPlan(size, n, where, seed, val_fraction, test_fraction)
 
 

@@ -1,4 +1,5 @@
 """Byte vocabulary: 256 byte values, then BOS, EOS, PAD; the table is padded to a multiple of 64."""
+
 from __future__ import annotations
 
 import torch
@@ -26,7 +27,7 @@ def encode(text: str | bytes, bos: bool = True) -> torch.Tensor:
 def row_pieces(data: bytes, seq_len: int | None) -> list[bytes]:
     """`data` in pieces of seq_len - 1 bytes, each to be read after its own BOS (one piece without seq_len)."""
     piece = max(1, seq_len - 1) if seq_len else max(1, len(data))
-    return [data[i:i + piece] for i in range(0, len(data), piece)]
+    return [data[i : i + piece] for i in range(0, len(data), piece)]
 
 
 def bos_rows(pieces: list[bytes]) -> torch.Tensor:

@@ -6,6 +6,7 @@
 
 Shapes: B batch, T bytes (BOS at t = 0), S tokens, D width, V vocabulary.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,22 +26,22 @@ from learntok.model.pretrained import WEIGHTS, ModelFiles, load_weights, read_mo
 
 @dataclass
 class ModelOutput:
-    logits: torch.Tensor             # (B, T, V) next-byte logits of the final head
-    early_logits: torch.Tensor       # (B, T, V) next-byte logits of the early-exit head
-    boundaries: torch.Tensor         # (B, T) float 0/1 decisions used; [:, 0] == 1
-    boundary_logits: torch.Tensor    # (B, T) fp32 policy logits (0 without a policy)
-    boundary_probs: torch.Tensor     # (B, T) fp32 P(a_t = 1)
+    logits: torch.Tensor  # (B, T, V) next-byte logits of the final head
+    early_logits: torch.Tensor  # (B, T, V) next-byte logits of the early-exit head
+    boundaries: torch.Tensor  # (B, T) float 0/1 decisions used; [:, 0] == 1
+    boundary_logits: torch.Tensor  # (B, T) fp32 policy logits (0 without a policy)
+    boundary_probs: torch.Tensor  # (B, T) fp32 P(a_t = 1)
     boundary_log_prob: torch.Tensor  # (B, T) fp32 log pi(a_t | x, a_<t); 0 at BOS / without a policy
-    aux_loss: torch.Tensor           # () the strategy's own (weighted) loss
-    target_rate: float               # rho*, for the rate loss
-    n_tokens: torch.Tensor           # (B,) tokens per sequence
+    aux_loss: torch.Tensor  # () the strategy's own (weighted) loss
+    target_rate: float  # rho*, for the rate loss
+    n_tokens: torch.Tensor  # (B,) tokens per sequence
 
 
 def token_level_padded(model: "AUNet", h: torch.Tensor, b: BoundaryOutput) -> torch.Tensor:
     """Reference for `AUNet.token_level`: the mid blocks on (B, S) rows padded to the batch's
     largest token count (padding is last, so causal masking hides it)."""
     S = num_tokens(b.decisions, model.cfg.token_pad_multiple)
-    z, tok_pos = model.strategy.pool(h, b, S)                    # (B, S, D), (B, S) byte offsets
+    z, tok_pos = model.strategy.pool(h, b, S)  # (B, S, D), (B, S) byte offsets
     return model.strategy.dechunk(model.mid(z, tok_pos), b, tok_pos)
 
 
@@ -64,8 +65,8 @@ class AUNet(nn.Module):
         super().__init__()
         self.cfg = cfg
         d, nh, base = cfg.d_model, cfg.n_heads, cfg.rope_base
-        seed = int(torch.randint(0, 2**62, (), device="cpu"))    # one draw, whatever the strategy
-        with torch.random.fork_rng(devices=[]):                  # construction's own draws are discarded
+        seed = int(torch.randint(0, 2**62, (), device="cpu"))  # one draw, whatever the strategy
+        with torch.random.fork_rng(devices=[]):  # construction's own draws are discarded
             self.embed = nn.Embedding(cfg.vocab_size, d)
             self.encoder = Stack(cfg.n_down, d, nh, cfg.mlp_ratio_bytes, cfg.attn_window, base)
             self.early_head = Head(d, cfg.vocab_size)
@@ -99,19 +100,25 @@ class AUNet(nn.Module):
         self.early_head.load_state_dict(self.head.state_dict())
         self.strategy.init_weights(own)
 
-    def forward(self, x: torch.Tensor | str | bytes, boundaries: torch.Tensor | None = None,
-                greedy: bool = False) -> ModelOutput:
-        x = self.as_ids(x)                                       # (B, T)
-        pos = torch.arange(x.size(1), device=x.device)           # (T,) byte positions
-        h, early = self.byte_level(x, pos)                       # (B, T, D), (B, T, V)
+    def forward(
+        self, x: torch.Tensor | str | bytes, boundaries: torch.Tensor | None = None, greedy: bool = False
+    ) -> ModelOutput:
+        x = self.as_ids(x)  # (B, T)
+        pos = torch.arange(x.size(1), device=x.device)  # (T,) byte positions
+        h, early = self.byte_level(x, pos)  # (B, T, D), (B, T, V)
         b = self.strategy(h, x, boundaries=boundaries, early_logits=early, greedy=greedy)
-        z = self.token_level(h, b)                               # (B, S, D)
+        z = self.token_level(h, b)  # (B, S, D)
         y = h + self.strategy.confidence(upsample(z, b.decisions), b)  # (B, T, D)
-        logits = self.head(self.decoder(y, pos))                 # (B, T, V)
+        logits = self.head(self.decoder(y, pos))  # (B, T, V)
         return ModelOutput(
-            logits=logits, early_logits=early, boundaries=b.decisions,
-            boundary_logits=b.logits, boundary_probs=b.probs, boundary_log_prob=b.log_prob,
-            aux_loss=b.aux_loss, target_rate=self.cfg.target_rate,
+            logits=logits,
+            early_logits=early,
+            boundaries=b.decisions,
+            boundary_logits=b.logits,
+            boundary_probs=b.probs,
+            boundary_log_prob=b.log_prob,
+            aux_loss=b.aux_loss,
+            target_rate=self.cfg.target_rate,
             n_tokens=b.decisions.sum(1),
         )
 
@@ -130,12 +137,16 @@ class AUNet(nn.Module):
         if isinstance(x, (str, bytes)):
             return encode(x).unsqueeze(0).to(self.embed.weight.device)
         if not isinstance(x, torch.Tensor) or x.is_floating_point() or x.is_complex():
-            raise TypeError(f"AUNet takes byte ids, a LongTensor (B, T) with BOS first "
-                            f"(learntok.data.encode(text).unsqueeze(0)), or a str or bytes; got {type(x).__name__}"
-                            + (f" of {x.dtype}" if isinstance(x, torch.Tensor) else ""))
+            raise TypeError(
+                f"AUNet takes byte ids, a LongTensor (B, T) with BOS first "
+                f"(learntok.data.encode(text).unsqueeze(0)), or a str or bytes; got {type(x).__name__}"
+                + (f" of {x.dtype}" if isinstance(x, torch.Tensor) else "")
+            )
         if x.dim() != 2:
-            raise ValueError(f"byte ids must be (B, T), got shape {tuple(x.shape)} "
-                             "(one text: learntok.data.encode(text).unsqueeze(0))")
+            raise ValueError(
+                f"byte ids must be (B, T), got shape {tuple(x.shape)} "
+                "(one text: learntok.data.encode(text).unsqueeze(0))"
+            )
         return x
 
     def token_level(self, h: torch.Tensor, b: BoundaryOutput) -> torch.Tensor:
@@ -144,8 +155,8 @@ class AUNet(nn.Module):
         stays within each row: learntok.nn.layers.packed_attention); `token_level_padded`
         is the plain reference it is tested against."""
         packing = pack_rows(b.decisions, self.cfg.token_pad_multiple)  # the forward's one host sync
-        z = self.strategy.pool_packed(h, b, packing)             # (N, D) the strategy's tokens, packed
-        z = self.mid(z, packing.pos, packing)                    # (N, D); RoPE at each token's byte offset
+        z = self.strategy.pool_packed(h, b, packing)  # (N, D) the strategy's tokens, packed
+        z = self.mid(z, packing.pos, packing)  # (N, D); RoPE at each token's byte offset
         return self.strategy.dechunk(packing.to_padded(z), b, packing.padded_pos())
 
     def generate(self, prompt, max_bytes: int = 256, **kwargs):

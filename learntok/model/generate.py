@@ -22,6 +22,7 @@ step: `seed` makes a generation reproducible and leaves the caller's RNG untouch
 
 Shapes: B batch, T bytes, D width, V vocabulary.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,10 +41,10 @@ BOUNDARY_MODES = ("sample", "greedy")
 
 @dataclass
 class DecodeState:
-    cache: ModelCache      # KV caches of every level
-    strategy: dict         # the boundary strategy's decoding state (see BoundaryStrategy.step)
-    token: torch.Tensor    # (B, D) token-level output of each row's current (latest) token
-    t: int                 # position of the next byte to read (shared by all rows)
+    cache: ModelCache  # KV caches of every level
+    strategy: dict  # the boundary strategy's decoding state (see BoundaryStrategy.step)
+    token: torch.Tensor  # (B, D) token-level output of each row's current (latest) token
+    t: int  # position of the next byte to read (shared by all rows)
 
 
 def _one_byte(a: torch.Tensor, probs: torch.Tensor) -> BoundaryOutput:
@@ -53,44 +54,47 @@ def _one_byte(a: torch.Tensor, probs: torch.Tensor) -> BoundaryOutput:
 
 
 @torch.no_grad()
-def prefill(model, x: torch.Tensor, boundaries: torch.Tensor | None = None,
-            greedy: bool = False) -> tuple[DecodeState, torch.Tensor, torch.Tensor]:
+def prefill(
+    model, x: torch.Tensor, boundaries: torch.Tensor | None = None, greedy: bool = False
+) -> tuple[DecodeState, torch.Tensor, torch.Tensor]:
     """Read a prompt x (B, T) (BOS first) in one full forward pass, filling the caches.
     Decisions are the strategy's (sampled or greedy) or the prescribed `boundaries` (B, T).
     Returns the state, the logits (B, V) of byte T and the decisions (B, T)."""
     cfg, strategy = model.cfg, model.strategy
     B, T = x.shape
     cache = ModelCache.empty_bytes(cfg.n_down, cfg.n_up, cfg.attn_window)
-    pos = torch.arange(T, device=x.device)                       # (T,)
+    pos = torch.arange(T, device=x.device)  # (T,)
     h = model.encoder.forward_cached(model.embed(x), pos, cache.encoder)  # (B, T, D)
-    early = model.early_head(h)                                  # (B, T, V)
+    early = model.early_head(h)  # (B, T, V)
     b = strategy(h, x, boundaries=boundaries, early_logits=early, greedy=greedy)
-    counts, _, S = token_counts(b.decisions)                     # (B,) tokens per row; the largest (one host sync)
-    z, tok_pos = strategy.pool(h, b, S)                          # (B, S, D), (B, S)
+    counts, _, S = token_counts(b.decisions)  # (B,) tokens per row; the largest (one host sync)
+    z, tok_pos = strategy.pool(h, b, S)  # (B, S, D), (B, S)
     cache.mid = [TokenKV(counts, S) for _ in range(cfg.n_mid)]
     z = strategy.dechunk(model.mid.forward_cached(z, tok_pos, cache.mid), b, tok_pos)
-    y = h + strategy.confidence(upsample(z, b.decisions), b)    # (B, T, D)
+    y = h + strategy.confidence(upsample(z, b.decisions), b)  # (B, T, D)
     logits = model.head(model.decoder.forward_cached(y, pos, cache.decoder)[:, -1])  # (B, V): byte T's only
     state = strategy.prefill_state(h, x, b.decisions, early)
-    token = z[torch.arange(B, device=x.device), counts - 1]      # (B, D) latest token of each row
+    token = z[torch.arange(B, device=x.device), counts - 1]  # (B, D) latest token of each row
     return DecodeState(cache, state, token, T), logits, b.decisions
 
 
 @torch.no_grad()
-def decode_step(model, state: DecodeState, x: torch.Tensor, boundaries: torch.Tensor | None = None,
-                greedy: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def decode_step(
+    model, state: DecodeState, x: torch.Tensor, boundaries: torch.Tensor | None = None, greedy: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Read one new byte per row, x (B,), at position state.t; advance the state in place.
     `boundaries` (B,) prescribes a[t] (teacher forcing), else the strategy decides.
     Returns the logits (B, V) of byte t+1 and the decisions a[t] (B,) float 0/1."""
     strategy, t = model.strategy, state.t
-    pos = torch.tensor([t], device=x.device)                     # (1,) byte position
+    pos = torch.tensor([t], device=x.device)  # (1,) byte position
     h = model.encoder.forward_cached(model.embed(x)[:, None], pos, state.cache.encoder)  # (B, 1, D)
-    early = model.early_head(h)                                  # (B, 1, V)
-    a, probs, state.strategy = strategy.step(h[:, 0], x, t, state.strategy, early[:, 0],
-                                             greedy=greedy, boundaries=boundaries)
-    rows = a.nonzero().flatten()                                 # (R,) rows with a new token
-    tok = strategy.pool_step(h[:, 0], state.strategy)[:, None]   # (B, 1, D) the new token's vector where a = 1
-    if rows.numel() == a.numel():                                # every row: no gather
+    early = model.early_head(h)  # (B, 1, V)
+    a, probs, state.strategy = strategy.step(
+        h[:, 0], x, t, state.strategy, early[:, 0], greedy=greedy, boundaries=boundaries
+    )
+    rows = a.nonzero().flatten()  # (R,) rows with a new token
+    tok = strategy.pool_step(h[:, 0], state.strategy)[:, None]  # (B, 1, D) the new token's vector where a = 1
+    if rows.numel() == a.numel():  # every row: no gather
         z = model.mid.forward_cached(tok, pos, state.cache.mid_rows(None))  # (B, 1, D)
         state.token = strategy.dechunk_step(z[:, 0], probs, state.token)
     elif rows.numel():
@@ -103,15 +107,16 @@ def decode_step(model, state: DecodeState, x: torch.Tensor, boundaries: torch.Te
     return logits, a
 
 
-def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
-                top_p: float | None = None) -> torch.Tensor:
+def sample_next(
+    logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None
+) -> torch.Tensor:
     """Next byte ids (B,) from logits (B, V) over the 256 byte values and EOS (BOS, PAD and the
     table's padding are never drawn). temperature 0 is argmax; top_k keeps the k likeliest;
     top_p keeps the smallest set whose probability reaches p (nucleus sampling)."""
     logits = logits.float()
     allowed = is_byte(torch.arange(logits.size(-1), device=logits.device))  # (V,)
     allowed[EOS] = True
-    logits = logits.masked_fill(~allowed, float("-inf"))         # (a boolean index would be a host sync)
+    logits = logits.masked_fill(~allowed, float("-inf"))  # (a boolean index would be a host sync)
     if temperature <= 0:
         return logits.argmax(-1)
     logits = logits / temperature
@@ -121,25 +126,26 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     if top_p is not None and top_p < 1.0:
         sorted_logits, order = logits.sort(dim=-1, descending=True)  # (B, V)
         probs = sorted_logits.softmax(-1)
-        drop = probs.cumsum(-1) - probs >= top_p                 # mass before this one already reaches p
+        drop = probs.cumsum(-1) - probs >= top_p  # mass before this one already reaches p
         logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
     return torch.multinomial(logits.softmax(-1), 1)[:, 0]
 
 
 class Piece(NamedTuple):
     """One byte of a streamed sequence."""
-    byte: int          # 0..255
-    boundary: bool     # a[t] = 1: a chunk (token) starts at this byte
-    generated: bool    # sampled by the model (False: a prompt byte)
+
+    byte: int  # 0..255
+    boundary: bool  # a[t] = 1: a chunk (token) starts at this byte
+    generated: bool  # sampled by the model (False: a prompt byte)
 
 
 @dataclass
 class _Event:
-    ids: torch.Tensor        # (B, L) bytes at positions t .. t+L-1 (the prefill: L = prompt prefix)
+    ids: torch.Tensor  # (B, L) bytes at positions t .. t+L-1 (the prefill: L = prompt prefix)
     decisions: torch.Tensor  # (B, L) float 0/1
-    keep: torch.Tensor       # (B, L) bool: part of the row's sequence (prompt or generated)
+    keep: torch.Tensor  # (B, L) bool: part of the row's sequence (prompt or generated)
     generated: torch.Tensor  # (B, L) bool: sampled by the model
-    logits: torch.Tensor     # (B, V) next-byte logits after the event's last byte
+    logits: torch.Tensor  # (B, V) next-byte logits after the event's last byte
 
 
 def prompt_ids(prompt) -> torch.Tensor:
@@ -150,18 +156,27 @@ def prompt_ids(prompt) -> torch.Tensor:
     return encode(prompt)
 
 
-def _events(model, prompts: Sequence[torch.Tensor], max_bytes: int, temperature: float, top_k, top_p,
-            seed, boundaries: str, stop_at_eos: bool) -> Iterator[_Event]:
+def _events(
+    model,
+    prompts: Sequence[torch.Tensor],
+    max_bytes: int,
+    temperature: float,
+    top_k,
+    top_p,
+    seed,
+    boundaries: str,
+    stop_at_eos: bool,
+) -> Iterator[_Event]:
     if boundaries not in BOUNDARY_MODES:
         raise ValueError(f"boundaries {boundaries!r}: expected one of {', '.join(BOUNDARY_MODES)}")
     greedy = boundaries == "greedy"
     device = next(model.parameters()).device
     sizes = [p.numel() for p in prompts]
-    lens = torch.tensor(sizes, device=device)                    # (B,)
-    B, L0, Lmax = len(prompts), min(sizes), max(sizes)          # from the host: no device read
+    lens = torch.tensor(sizes, device=device)  # (B,)
+    B, L0, Lmax = len(prompts), min(sizes), max(sizes)  # from the host: no device read
     x = torch.full((B, Lmax), PAD, dtype=torch.long, device=device)  # (B, Lmax) prompts, PAD after each end
     for b, p in enumerate(prompts):
-        x[b, :p.numel()] = p.to(device)
+        x[b, : p.numel()] = p.to(device)
     rng = PrivateRNG(seed, device)
     with eval_mode(model):
         with rng.active():
@@ -171,7 +186,7 @@ def _events(model, prompts: Sequence[torch.Tensor], max_bytes: int, temperature:
         made = torch.zeros(B, dtype=torch.long, device=device)
         done = torch.zeros(B, dtype=torch.bool, device=device)
         for t in range(L0, Lmax + max_bytes):
-            in_prompt = t < lens                                 # (B,)
+            in_prompt = t < lens  # (B,)
             with rng.active():
                 nxt = sample_next(logits, temperature, top_k, top_p)
             nxt = torch.where(in_prompt, x[:, min(t, Lmax - 1)], nxt)  # (B,)
@@ -187,22 +202,39 @@ def _events(model, prompts: Sequence[torch.Tensor], max_bytes: int, temperature:
             done |= made >= max_bytes
 
 
-def stream(model, prompt, max_bytes: int = 256, temperature: float = 1.0, top_k: int | None = None,
-           top_p: float | None = None, seed: int | None = None, boundaries: str = "sample",
-           stop_at_eos: bool = True, include_prompt: bool = False) -> Iterator[Piece]:
+def stream(
+    model,
+    prompt,
+    max_bytes: int = 256,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    boundaries: str = "sample",
+    stop_at_eos: bool = True,
+    include_prompt: bool = False,
+) -> Iterator[Piece]:
     """Generate after one prompt, yielding each byte as it is made (with the prompt's bytes
     first when include_prompt)."""
-    for ev in _events(model, [prompt_ids(prompt)], max_bytes, temperature, top_k, top_p, seed,
-                      boundaries, stop_at_eos):
-        for i, a, keep, gen in zip(ev.ids[0].tolist(), ev.decisions[0].tolist(), ev.keep[0].tolist(),
-                                   ev.generated[0].tolist()):
+    for ev in _events(model, [prompt_ids(prompt)], max_bytes, temperature, top_k, top_p, seed, boundaries, stop_at_eos):
+        for i, a, keep, gen in zip(
+            ev.ids[0].tolist(), ev.decisions[0].tolist(), ev.keep[0].tolist(), ev.generated[0].tolist()
+        ):
             if keep and is_byte(i) and (gen or include_prompt):
                 yield Piece(i, a > 0.5, gen)
 
 
-def generate(model, prompt, max_bytes: int = 256, temperature: float = 1.0, top_k: int | None = None,
-             top_p: float | None = None, seed: int | None = None, boundaries: str = "sample",
-             stop_at_eos: bool = True):
+def generate(
+    model,
+    prompt,
+    max_bytes: int = 256,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    boundaries: str = "sample",
+    stop_at_eos: bool = True,
+):
     """Sample up to max_bytes bytes after `prompt` (str, bytes or 1-D ids; a list of them for a
     batch). Returns (generated bytes, decisions), decisions (len(bytes),) float 0/1 aligned with
     the bytes: decisions[i] = 1 when a chunk starts at generated byte i (the prompt's decisions
@@ -211,8 +243,9 @@ def generate(model, prompt, max_bytes: int = 256, temperature: float = 1.0, top_
     single = not isinstance(prompt, (list, tuple))
     prompts = [prompt_ids(p) for p in ([prompt] if single else prompt)]
     events = list(_events(model, prompts, max_bytes, temperature, top_k, top_p, seed, boundaries, stop_at_eos))
-    ids, dec, gen = (torch.cat([getattr(e, f) for e in events], dim=1).cpu()
-                     for f in ("ids", "decisions", "generated"))  # (B, L) each
+    ids, dec, gen = (
+        torch.cat([getattr(e, f) for e in events], dim=1).cpu() for f in ("ids", "decisions", "generated")
+    )  # (B, L) each
     texts = [bytes(ids[b][gen[b]].tolist()) for b in range(len(prompts))]
     decisions = [dec[b][gen[b]] for b in range(len(prompts))]
     return (texts[0], decisions[0]) if single else (texts, decisions)

@@ -5,6 +5,7 @@ RunConfig in a training checkpoint), stamped with the format version. A run fold
 newest checkpoint in `checkpoints/latest`. Training checkpoints (learntok.checkpoint) build on
 these files; nothing here knows about optimizers or runs beyond finding the latest checkpoint.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,8 +50,10 @@ def check_format(config: dict, where: Path) -> dict:
     found = config.get(FORMAT_KEY, FORMAT_VERSION)
     if found != FORMAT_VERSION:
         by = config.get("learntok_version", "another version")
-        raise CheckpointError(f"{where} has checkpoint format {found} (written by learntok {by}); "
-                              f"this learntok reads format {FORMAT_VERSION}")
+        raise CheckpointError(
+            f"{where} has checkpoint format {found} (written by learntok {by}); "
+            f"this learntok reads format {FORMAT_VERSION}"
+        )
     return {k: v for k, v in config.items() if k not in (FORMAT_KEY, "learntok_version")}
 
 
@@ -93,11 +96,15 @@ def resolve(path: str | Path) -> Path:
             name = read_input(pointer, "checkpoint pointer", 4096, CheckpointError).decode("utf-8", "replace").strip()
             target = ckpts / name
             if not name or Path(name).name != name or name in (".", ".."):
-                raise CheckpointError(f"{pointer} names {name!r}, which is not a checkpoint folder's name: "
-                                      f"a run reads only its own checkpoints")
+                raise CheckpointError(
+                    f"{pointer} names {name!r}, which is not a checkpoint folder's name: "
+                    f"a run reads only its own checkpoints"
+                )
             if not target.resolve().is_relative_to(p.resolve()):
-                raise CheckpointError(f"{pointer} names {name}, a link to {target.resolve()} outside {p}: "
-                                      f"a run reads only its own checkpoints")
+                raise CheckpointError(
+                    f"{pointer} names {name}, a link to {target.resolve()} outside {p}: "
+                    f"a run reads only its own checkpoints"
+                )
             if not (target / WEIGHTS).is_file():
                 raise CheckpointError(f"{pointer} names {target.name}, which has no {WEIGHTS}")
             return target
@@ -149,10 +156,11 @@ def model_config(d: dict) -> ModelConfig:
 @dataclass
 class ModelFiles:
     """A model, checkpoint or run folder read once: what `AUNet.from_files` builds a model from."""
-    folder: Path                         # the model or checkpoint folder (a run folder's latest checkpoint)
-    config: dict                         # its config.json, the stamp removed (a run config or a model config)
-    model: ModelConfig                   # the model config in it
-    weights: dict[str, torch.Tensor]     # model.safetensors
+
+    folder: Path  # the model or checkpoint folder (a run folder's latest checkpoint)
+    config: dict  # its config.json, the stamp removed (a run config or a model config)
+    model: ModelConfig  # the model config in it
+    weights: dict[str, torch.Tensor]  # model.safetensors
 
 
 def read_model(path: str | Path, map_location: str | torch.device = "cpu") -> ModelFiles:
@@ -160,7 +168,7 @@ def read_model(path: str | Path, map_location: str | torch.device = "cpu") -> Mo
     folder = resolve(path)
     config = read_config(folder)
     model = config
-    if isinstance(config.get("model"), dict):                    # a run config: its model and strategy sections
+    if isinstance(config.get("model"), dict):  # a run config: its model and strategy sections
         model = {**config["model"], STRATEGY: config.get(STRATEGY, {})}
     try:
         cfg = model_config(model)

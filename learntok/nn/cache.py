@@ -15,6 +15,7 @@ the training path (blocked local attention), so prefill memory grows linearly in
 Shapes: B batch, R rows taking part in a token-level step, H heads, L new positions,
 N cached positions, E head size.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,9 +29,9 @@ class WindowKV:
 
     def __init__(self, window: int):
         self.window = window
-        self.k: torch.Tensor | None = None                       # (B, H, window, E) ring buffer
+        self.k: torch.Tensor | None = None  # (B, H, window, E) ring buffer
         self.v: torch.Tensor | None = None
-        self.t = 0                                               # positions seen so far
+        self.t = 0  # positions seen so far
 
     def update(self, k: torch.Tensor, v: torch.Tensor):
         B, H, L, E = k.shape
@@ -39,14 +40,14 @@ class WindowKV:
             self.v = v.new_zeros(B, H, self.window, E)
         elif L > 1:
             raise ValueError(f"a {L}-position update of a non-empty window cache; prefill once, then step")
-        first = max(0, L - self.window)                          # only the last `window` keys are kept
+        first = max(0, L - self.window)  # only the last `window` keys are kept
         slots = torch.arange(self.t + first, self.t + L, device=k.device) % self.window
         self.k[:, :, slots] = k[:, :, first:]
         self.v[:, :, slots] = v[:, :, first:]
         self.t += L
-        if L > 1:                                                # prefill from empty: the chunk attends to itself
-            return k, v, None                                    # (Attention.attend: blocked, as in training)
-        n = min(self.t, self.window)                             # slots 0..n-1 are filled
+        if L > 1:  # prefill from empty: the chunk attends to itself
+            return k, v, None  # (Attention.attend: blocked, as in training)
+        n = min(self.t, self.window)  # slots 0..n-1 are filled
         return self.k[:, :, :n], self.v[:, :, :n], None
 
     def nbytes(self) -> int:
@@ -58,9 +59,9 @@ class TokenKV:
     slots past n[b] are padding, masked out and overwritten by the next token."""
 
     def __init__(self, counts: torch.Tensor, longest: int):
-        self.n = counts.clone()                                  # (B,) long tokens per row
-        self.longest = longest                                   # max over rows of n, on the host (no sync per step)
-        self.k: torch.Tensor | None = None                       # (B, H, capacity, E)
+        self.n = counts.clone()  # (B,) long tokens per row
+        self.longest = longest  # max over rows of n, on the host (no sync per step)
+        self.k: torch.Tensor | None = None  # (B, H, capacity, E)
         self.v: torch.Tensor | None = None
 
     def update(self, k: torch.Tensor, v: torch.Tensor):
@@ -85,11 +86,11 @@ class TokenKV:
     def append(self, rows: torch.Tensor | None, k: torch.Tensor, v: torch.Tensor):
         """k, v (R, H, 1, E): one new token for each of `rows`. Returns keys, values (R, H, N, E)
         and mask (R, 1, 1, N) over the rows' tokens so far, the new one included."""
-        if self.longest + 1 > self.k.size(2):                    # amortised doubling
+        if self.longest + 1 > self.k.size(2):  # amortised doubling
             grow = lambda c: torch.cat([c, torch.zeros_like(c)], dim=2)  # noqa: E731
             self.k, self.v = grow(self.k), grow(self.v)
         idx = torch.arange(self.n.numel(), device=k.device) if rows is None else rows  # (R,)
-        n = self.n[idx]                                          # (R,) slot of the new token
+        n = self.n[idx]  # (R,) slot of the new token
         self.k[idx, :, n] = k[:, :, 0]
         self.v[idx, :, n] = v[:, :, 0]
         self.n[idx] = n + 1
@@ -106,8 +107,9 @@ class TokenKV:
 @dataclass
 class TokenRows:
     """One step's view of a TokenKV: the rows that drew a boundary."""
+
     cache: TokenKV
-    rows: torch.Tensor | None                                    # (R,) row indices, None = all rows
+    rows: torch.Tensor | None  # (R,) row indices, None = all rows
 
     def update(self, k: torch.Tensor, v: torch.Tensor):
         return self.cache.append(self.rows, k, v)
@@ -116,6 +118,7 @@ class TokenRows:
 @dataclass
 class ModelCache:
     """The caches of every attention layer of an AUNet, level by level."""
+
     encoder: list[WindowKV]
     mid: list[TokenKV]
     decoder: list[WindowKV]

@@ -6,6 +6,7 @@ the linear layers then see only real tokens, and attention stays within each row
 
 Shapes: B batch, L sequence (bytes or tokens), N packed tokens, D width, H heads, E head size.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -30,7 +31,7 @@ def rope_angles(pos: torch.Tensor, head_size: int, base: float) -> tuple[torch.T
     """cos, sin (B, 1, L, E/2) in fp32 from integer positions pos (B, L) or (L,).
     Positions stay integers until here: bf16 would round byte offsets above 256."""
     inv = 1.0 / (base ** (torch.arange(0, head_size, 2, device=pos.device, dtype=torch.float32) / head_size))
-    ang = pos.to(torch.float32).unsqueeze(-1) * inv              # (B, L, E/2) or (L, E/2)
+    ang = pos.to(torch.float32).unsqueeze(-1) * inv  # (B, L, E/2) or (L, E/2)
     if ang.dim() == 2:
         ang = ang.unsqueeze(0)
     return ang.cos().unsqueeze(1), ang.sin().unsqueeze(1)
@@ -63,31 +64,30 @@ def block_window_mask(n: int, window: int, device: torch.device) -> torch.Tensor
     return allowed
 
 
-def local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int,
-                    chunk: int = 4096) -> torch.Tensor:
+def local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int, chunk: int = 4096) -> torch.Tensor:
     """Causal sliding-window attention in O(L W): cut the sequence into blocks of W; each block's
     queries attend over their own block and the previous one (every key within the window lies
     there). q, k, v (B, H, L, E) -> (B, H, L, E). Equal to SDPA with `window_mask` (tested).
     Sequences longer than `chunk` go in pieces of about `chunk` queries, each with the window of
     keys before it, so the scores held at once stay bounded whatever L (a long prompt's prefill)."""
     L = q.size(2)
-    step = max(1, chunk // window) * window                      # a whole number of blocks
+    step = max(1, chunk // window) * window  # a whole number of blocks
     if L <= step:
         return _local_blocks(q, k, v, window)
     pieces = []
     for s in range(0, L, step):
-        a = max(0, s - window)                                   # block-aligned: the previous block's keys
-        part = (t[:, :, a:s + step] for t in (q, k, v))
-        pieces.append(_local_blocks(*part, window)[:, :, s - a:])  # (B, H, <= step, E)
+        a = max(0, s - window)  # block-aligned: the previous block's keys
+        part = (t[:, :, a : s + step] for t in (q, k, v))
+        pieces.append(_local_blocks(*part, window)[:, :, s - a :])  # (B, H, <= step, E)
     return torch.cat(pieces, dim=2)
 
 
 def _local_blocks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) -> torch.Tensor:
     B, H, L, E = q.shape
     n = -(-L // window)
-    pad = n * window - L                                         # padded keys come after every query: masked
+    pad = n * window - L  # padded keys come after every query: masked
     q, k, v = (F.pad(t, (0, 0, 0, pad)).view(B, H, n, window, E) for t in (q, k, v))  # (B, H, n, W, E)
-    prev = lambda t: F.pad(t, (0, 0, 0, 0, 1, 0))[:, :, :-1]    # noqa: E731  block i-1 (zeros for block 0)
+    prev = lambda t: F.pad(t, (0, 0, 0, 0, 1, 0))[:, :, :-1]  # noqa: E731  block i-1 (zeros for block 0)
     k2, v2 = torch.cat([prev(k), k], dim=3), torch.cat([prev(v), v], dim=3)  # (B, H, n, 2W, E)
     # 4-D with the blocks as "heads" and a (1, n, W, 2W) mask: the shapes the CPU flash kernel
     # accepts (a 5-D call falls back to the math path, 1.3-1.7x slower forward + backward)
@@ -117,7 +117,8 @@ def packed_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, packing)
     (A block-diagonal (N, N) mask over the packed sequence would cost B times more attention.)"""
     if varlen_available(q):
         from torch.nn.attention.varlen import varlen_attn
-        cu = packing.cu_seqlens.to(torch.int32)                  # (B+2,) the tail padding is a sequence of its own
+
+        cu = packing.cu_seqlens.to(torch.int32)  # (B+2,) the tail padding is a sequence of its own
         return varlen_attn(q, k, v, cu, cu, packing.max_len, packing.max_len, window_size=(-1, 0))
     N, H, E = q.shape
     qkv = packing.to_padded(torch.cat([q, k, v], dim=1).flatten(1))  # (B, S, 3 H E)
@@ -149,7 +150,7 @@ class Attention(nn.Module):
         q, k, v (B, H, L, E) -> (B, H, L, E). Memory O(L W) with a window, never O(L^2)."""
         L = q.size(2)
         if self.window is not None and 2 * self.window < L:
-            return local_attention(q, k, v, self.window)         # O(L W), not O(L^2)
+            return local_attention(q, k, v, self.window)  # O(L W), not O(L^2)
         if self.window is not None and self.window < L:
             return F.scaled_dot_product_attention(q, k, v, attn_mask=window_mask(L, self.window, q.device))
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -158,12 +159,12 @@ class Attention(nn.Module):
         """x (B, L, D), or (N, D) packed tokens with their `packing` (full causal attention within rows)."""
         if packing is not None:
             N, D = x.shape
-            q, k, v = self.split_heads(x[None], pos, rope)       # 3 x (1, H, N, E)
+            q, k, v = self.split_heads(x[None], pos, rope)  # 3 x (1, H, N, E)
             y = packed_attention(*(t[0].transpose(0, 1) for t in (q, k, v)), packing)  # (N, H, E)
-            return self.proj(y.reshape(N, D))                    # (N, D)
+            return self.proj(y.reshape(N, D))  # (N, D)
         B, L, D = x.shape
         y = self.attend(*self.split_heads(x, pos, rope))
-        return self.proj(y.transpose(1, 2).reshape(B, L, D))      # (B, L, D)
+        return self.proj(y.transpose(1, 2).reshape(B, L, D))  # (B, L, D)
 
     def forward_cached(self, x: torch.Tensor, pos: torch.Tensor, cache) -> torch.Tensor:
         """Attention of L new positions over a KV cache (learntok.nn.cache): `cache.update`
@@ -174,7 +175,7 @@ class Attention(nn.Module):
         q, k, v = self.split_heads(x, pos)
         k, v, mask = cache.update(k, v)
         y = self.attend(q, k, v) if L > 1 else F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        return self.proj(y.transpose(1, 2).reshape(B, L, D))      # (B, L, D)
+        return self.proj(y.transpose(1, 2).reshape(B, L, D))  # (B, L, D)
 
 
 class GatedMLP(nn.Module):

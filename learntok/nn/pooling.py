@@ -11,6 +11,7 @@ sampled policy's counts vary by row; uniform boundaries' do not). `Packing` hold
 maps between the three layouts (bytes, padded rows, packed), all computed on the device from
 the decisions after one host sync for the two sizes N and S.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ def token_counts(a: torch.Tensor) -> tuple[torch.Tensor, int, int]:
     """Tokens per row of decisions a (B, T) 0/1: the counts (B,) on the device, and their total
     and largest read on the host together. This read is the forward's one host sync (the token
     level's shapes depend on it); every other size is known before the forward."""
-    counts = a.long().sum(1)                                     # (B,)
+    counts = a.long().sum(1)  # (B,)
     total, longest = torch.stack([counts.sum(), counts.max()]).tolist()
     return counts, total, longest
 
@@ -46,14 +47,15 @@ def num_tokens(a: torch.Tensor, multiple: int = 1) -> int:
 class Packing:
     """Where the tokens of B rows lie in one packed sequence of N slots: row 0's tokens in
     order, then row 1's, ..., then padding (N is the total rounded up to a multiple)."""
-    byte_index: torch.Tensor    # (N,) long flat byte b * T + t of each slot's boundary byte; B * T for padding
-    pos: torch.Tensor           # (N,) long byte offset t of each slot (T for padding): the token-level RoPE positions
+
+    byte_index: torch.Tensor  # (N,) long flat byte b * T + t of each slot's boundary byte; B * T for padding
+    pos: torch.Tensor  # (N,) long byte offset t of each slot (T for padding): the token-level RoPE positions
     padded_index: torch.Tensor  # (B, S) long packed slot of row b's k-th token; N past the row's count
     packed_index: torch.Tensor  # (N,) long flat padded slot b * S + k of each packed token; B * S for padding
     # (B + 2,) long row starts, then the total, then N (varlen attention; the tail is its own row)
     cu_seqlens: torch.Tensor
-    max_len: int                # the longest "row" of cu_seqlens (S, or the tail padding if longer)
-    n_bytes: int                # T
+    max_len: int  # the longest "row" of cu_seqlens (S, or the tail padding if longer)
+    n_bytes: int  # T
 
     def pack(self, h: torch.Tensor) -> torch.Tensor:
         """Boundary bytes' vectors, packed: h (B, T, D) -> (N, D), zeros at padding."""
@@ -77,20 +79,21 @@ def pack_rows(a: torch.Tensor, multiple: int = 1) -> Packing:
     total count) and S (the largest), each rounded up to `multiple` so that shapes, and hence
     compiled graphs, take few distinct values."""
     B, T = a.shape
-    counts, total, longest = token_counts(a)                     # (B,); the one host sync
+    counts, total, longest = token_counts(a)  # (B,); the one host sync
     N, S = round_up(total, multiple), round_up(longest, multiple)
-    ends = counts.cumsum(0)                                      # (B,)
-    starts = ends - counts                                       # (B,) first slot of each row
+    ends = counts.cumsum(0)  # (B,)
+    starts = ends - counts  # (B,) first slot of each row
     dev = a.device
     # (B, T) packed slot of each boundary byte; N = dropped
     slot = torch.where(a.bool(), starts[:, None] + token_index(a), N)
     flat = torch.arange(B * T, device=dev)
     byte_index = torch.full((N + 1,), B * T, device=dev).scatter(0, slot.flatten(), flat)[:N]  # (N,)
-    pos = torch.where(byte_index < B * T, byte_index % T, T)     # (N,)
+    pos = torch.where(byte_index < B * T, byte_index % T, T)  # (N,)
     k = torch.arange(S, device=dev)
     padded_index = torch.where(k < counts[:, None], starts[:, None] + k, N)  # (B, S)
     packed_index = torch.full((N + 1,), B * S, device=dev).scatter(
-        0, padded_index.flatten(), torch.arange(B * S, device=dev))[:N]  # (N,)
+        0, padded_index.flatten(), torch.arange(B * S, device=dev)
+    )[:N]  # (N,)
     cu_seqlens = torch.cat([ends.new_zeros(1), ends, ends.new_full((1,), N)])  # (B + 2,)
     return Packing(byte_index, pos, padded_index, packed_index, cu_seqlens, max(S, N - total), T)
 
@@ -100,10 +103,10 @@ def downsample(h: torch.Tensor, a: torch.Tensor, S: int) -> tuple[torch.Tensor, 
     h (B, T, D), a (B, T) 0/1 -> z (B, S, D) (zeros past each sequence's count),
     pos (B, S) long byte offsets (T past the count), valid (B, S) bool."""
     B, T, D = h.shape
-    k = token_index(a)                                           # (B, T)
+    k = token_index(a)  # (B, T)
     is_b = a.bool()
     # boundary bytes scatter to their own slot; other bytes to a dump slot S (dropped)
-    slot = torch.where(is_b, k, torch.full_like(k, S))           # (B, T)
+    slot = torch.where(is_b, k, torch.full_like(k, S))  # (B, T)
     z = h.new_zeros(B, S + 1, D).scatter(1, slot.unsqueeze(-1).expand(B, T, D), h)[:, :S]  # (B, S, D)
     t = torch.arange(T, device=h.device).expand(B, T)
     pos = torch.full((B, S + 1), T, dtype=torch.long, device=h.device).scatter(1, slot, t)[:, :S]  # (B, S)
@@ -113,7 +116,7 @@ def downsample(h: torch.Tensor, a: torch.Tensor, S: int) -> tuple[torch.Tensor, 
 
 def upsample(z: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
     """Distribute: byte t reads token k(t). z (B, S, D), a (B, T) -> (B, T, D)."""
-    k = token_index(a)                                           # (B, T)
+    k = token_index(a)  # (B, T)
     return z.gather(1, k.unsqueeze(-1).expand(-1, -1, z.size(-1)))
 
 
