@@ -141,12 +141,12 @@ def build(kind: str, d: int, T: int, rate: float, layout: dict | None = None):
         from h_net_dynamic_chunking.h_net import HNet
         from x_transformers import Decoder
 
-        layer = lambda depth: Decoder(
+        layer = lambda depth: Decoder(  # noqa: E731
             dim=d,
             depth=depth,
             heads=heads,
             attn_dim_head=32,
-            rotary_pos_emb=True,  # noqa: E731
+            rotary_pos_emb=True,
             rotary_emb_dim=16,
             attn_flash=True,
         )

@@ -27,8 +27,8 @@ from learntok.model.pretrained import (
     WEIGHTS,
     atomic_dir,
     commit,
-    one_line,
     read_config,
+    read_failure,
     read_model,
     read_weights,
     resolve,
@@ -37,12 +37,45 @@ from learntok.model.pretrained import (
 from learntok.runtime import rng_state
 
 STATE = "state.pt"
+STATE_KEYS = ("step", "optimizer", "rng")  # what every state.pt holds (save_checkpoint)
 
 # Optimizer steps a learned boundary policy needs before its boundaries settle (its validation
 # whitespace rate within 0.05 of its final value): 500-750 at `tiny` on Shakespeare at three
 # seeds (docs/results/compare-tiny-seeds.md; one corpus so far). `segment` and `eval` say so when
 # a run has trained fewer.
 SETTLE_STEPS = 750
+
+
+class _KeepWriteError:
+    """A binary file that keeps what stopped a write: torch.save reports it as a bare RuntimeError
+    ("unexpected pos ..."), without the errno that says the disk is full, or the Ctrl-C that
+    came during the write."""
+
+    def __init__(self, f):
+        self.f, self.error = f, None
+
+    def write(self, data) -> int:
+        try:
+            return self.f.write(data)
+        except BaseException as e:  # OSError (disk full), KeyboardInterrupt
+            self.error = e
+            raise
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
+def save_torch(obj: Any, path: Path) -> None:
+    """torch.save to `path`; a write that fails raises what stopped it: the OS's error (ENOSPC,
+    EFBIG) or a KeyboardInterrupt."""
+    with open(path, "wb") as f:
+        kept = _KeepWriteError(f)
+        try:
+            torch.save(obj, kept)
+        except RuntimeError:
+            if kept.error is not None:
+                raise kept.error from None
+            raise
 
 
 def remove_stale_tmp(folder: str | Path) -> list[Path]:
@@ -90,7 +123,7 @@ def save_checkpoint(
     try:
         write_model_files(model, tmp, run_cfg.to_dict())
         state = {"step": step, "optimizer": optimizer.state_dict(), "rng": rng_state(), **(extra or {})}
-        torch.save(state, tmp / STATE)
+        save_torch(state, tmp / STATE)
         commit(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -100,15 +133,24 @@ def save_checkpoint(
     return target
 
 
-def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> Checkpoint:
-    """Read a training checkpoint (folder, or a run folder for its latest one)."""
+def load_checkpoint(
+    path: str | Path, map_location: str | torch.device = "cpu", needs: tuple[str, ...] = ()
+) -> Checkpoint:
+    """Read a training checkpoint (folder, or a run folder for its latest one). Its state.pt must
+    hold the keys every checkpoint has (STATE_KEYS) and those in `needs` (the loop's extra state)."""
     folder = resolve(path)
     if not (folder / STATE).is_file():
         raise CheckpointError(f"{folder} is a model folder, not a training checkpoint (no {STATE})")
     try:
         state = torch.load(folder / STATE, map_location=map_location, weights_only=True)
     except Exception as e:  # pickle, zip and EOF errors from a truncated or garbled file
-        raise CheckpointError(f"cannot read {folder / STATE} (corrupt?): {one_line(e)}") from None
+        raise read_failure(e, folder / STATE) from None
+    missing = [k for k in (*STATE_KEYS, *needs) if not isinstance(state, dict) or k not in state]
+    if missing:
+        raise CheckpointError(
+            f"{folder / STATE} is incomplete: it lacks {', '.join(missing)} (not a checkpoint "
+            f"this learntok wrote, or a damaged one); resume from another checkpoint"
+        )
     weights = read_weights(folder / WEIGHTS, map_location)
     return Checkpoint(folder, int(state["step"]), weights, state, read_config(folder))
 
@@ -122,9 +164,25 @@ def load_run(path: str | Path, device: str | torch.device = "cpu") -> tuple[AUNe
 
 def load_run_folder(path: str | Path, device: str | torch.device = "cpu") -> tuple[AUNet, RunConfig | None, Path]:
     """`load_run` and the model or checkpoint folder it read, each file read once. A config or
-    weights that do not fit this version's model say that the checkpoint may be from another version."""
+    weights that do not fit this version's model say that the checkpoint may be from another version.
+    A run's latest checkpoint that a training run rotates away while it is read (checkpoint.keep)
+    is not an error: the newer latest is read instead, once."""
+    folder = resolve(path)
     try:
-        files = read_model(path, device)
+        return _load_model_folder(folder, device)
+    except (CheckpointError, FileNotFoundError):
+        try:
+            newer = resolve(path)
+        except CheckpointError:
+            newer = folder
+        if newer == folder:
+            raise
+        return _load_model_folder(newer, device)
+
+
+def _load_model_folder(folder: Path, device: str | torch.device) -> tuple[AUNet, RunConfig | None, Path]:
+    try:
+        files = read_model(folder, device)
         model = AUNet.from_files(files, map_location=device)
         run_cfg = RunConfig.from_dict(files.config) if isinstance(files.config.get("model"), dict) else None
     except (CheckpointError, ConfigError) as e:

@@ -3,7 +3,10 @@
 To add a subcommand, write `add_NAME(sub)` that adds its parser and sets `func` (a function
 of the parsed args returning an exit code or None), and list it in COMMANDS. Expected
 mistakes (bad config, data, checkpoint, a diverged run, a missing file) print one line
-`learntok: error: ...` and exit 2; anything else is a bug and keeps its traceback.
+`learntok: error: ...` and exit 2; so do faults of the machine (disk full, a file size limit,
+permission denied), saying what the command left behind. Ctrl-C prints one line and exits 130;
+a closed pipe (`learntok sample ... | head`) ends the command quietly with 141, as SIGPIPE
+would. Anything else is a bug and keeps its traceback (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -16,8 +19,23 @@ import time
 from pathlib import Path
 
 from learntok import __version__
+from learntok.arguments import (
+    COUNT,
+    FRACTION_ARG,
+    NONNEGATIVE,
+    POSITIVE,
+    PROBABILITY,
+    RATE_ARG,
+    SEED_ARG,
+    SHARD_MB,
+    WINDOW,
+    number,
+    text_arg,
+)
 from learntok.errors import ConfigError
 from learntok.files import input_data, input_file, input_run, output_file, output_folder
+from learntok.faults import SIGINT_EXIT, SIGPIPE_EXIT, fault_line, quiet_stdout
+from learntok.ranges import THREADS
 
 
 def set_threads(n: int) -> None:
@@ -51,27 +69,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         command = self.prog.removeprefix("learntok").strip()  # "" for the top level, else the subcommand
         self.exit(2, f"{ERROR}{command + ': ' if command else ''}{message} (see {self.prog} --help)\n")
-
-
-def _bounded(kind: type, low: float, above: bool = False, high: float | None = None):
-    """An argparse type: a `kind` number >= low (> low with `above`; <= high if given)."""
-
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
-        if value < low or (above and value == low) or (high is not None and value > high):
-            rng = f"{'> ' if above else '>= '}{low}" + (f" and <= {high}" if high is not None else "")
-            raise argparse.ArgumentTypeError(f"{text} must be {rng}")
-        return value
-
-    return parse
-
-
-POSITIVE, NONNEGATIVE, WINDOW = _bounded(int, 1), _bounded(float, 0.0), _bounded(int, 2)
-COUNT = _bounded(int, 0)  # a whole number >= 0
-PROBABILITY = _bounded(float, 0.0, above=True, high=1.0)
 
 
 def device_arg(text: str) -> str:
@@ -137,7 +134,7 @@ def add_train(sub) -> None:
     p.add_argument(
         "overrides", nargs="*", type=str, metavar="key.sub=value", help="config overrides, e.g. train.steps=100"
     )
-    p.set_defaults(func=cmd_train)
+    p.set_defaults(func=cmd_train, left=train_left)
 
 
 def default_preset(preset: str | None, file: str | Path | None) -> str | None:
@@ -154,11 +151,30 @@ def cmd_train(args) -> None:
     base = Path(args.out) / "config.toml" if args.resume and not (args.preset or args.config) else args.config
     preset = default_preset(args.preset, base)
     cfg = load_config(preset, base, with_steps(args))
-    out = args.out or f"runs/{preset or Path(base).stem}-{cfg.model.boundary}-{time.strftime('%Y%m%d-%H%M%S')}"
-    summary = train(cfg, out, resume=args.resume)
+    args.out = args.out or f"runs/{preset or Path(base).stem}-{cfg.model.boundary}-{time.strftime('%Y%m%d-%H%M%S')}"
+    summary = train(cfg, args.out, resume=args.resume)
     if launch_rank() == 0:  # under torchrun, one summary
         print(json.dumps(summary, indent=2))
         write_json(args.json, summary)
+
+
+def train_left(args) -> str:
+    """What a train stopped by Ctrl-C or a fault leaves: the run, whole at its latest checkpoint
+    (every write is atomic: docs/reliability.md), and the command that resumes it."""
+    from learntok.checkpoint import latest_checkpoint
+
+    if not args.out or not Path(args.out).is_dir():
+        return "no run folder was written"
+    try:
+        latest = latest_checkpoint(args.out)
+    except Exception:  # an unreadable pointer: say nothing wrong
+        latest = None
+    if latest is None:
+        return f"the run {args.out} has no checkpoint yet: start it again with the same command"
+    return (
+        f"the run {args.out} is whole at step {int(latest.name.removeprefix('step_'))} (its latest "
+        f"checkpoint); resume with `learntok train --out {args.out} --resume`"
+    )
 
 
 # ---------------------------------------------------------------- config
@@ -213,7 +229,7 @@ def add_segment(sub) -> None:
     p.add_argument(
         "model", type=input_run, metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder"
     )
-    p.add_argument("text", nargs="?", type=str, help="text to segment (or --file, or --held-out)")
+    p.add_argument("text", nargs="?", type=text_arg, help="text to segment (or --file, or --held-out)")
     p.add_argument("--file", type=input_file, help="read the text from this file (bytes as they are)")
     p.add_argument(
         "--held-out", action="store_true", help="a passage of the run's test split, with the run's validation figures"
@@ -225,20 +241,18 @@ def add_segment(sub) -> None:
         help="also write an HTML page (with the learned policy: a compression slider)",
     )
     p.add_argument("--greedy", action="store_true", help="decide p > 0.5 instead of sampling")
-    p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
+    p.add_argument("--seed", type=SEED_ARG, default=0, help="seed of the sampled boundaries")
     p.add_argument(
         "--window", type=WINDOW, default=4096, help="read long texts in pieces of this many bytes (BOS included)"
     )
     p.add_argument(
-        "--rate", type=PROBABILITY, help="cut at this boundary rate, calibrated on the run's val split (docs/rate.md)"
+        "--rate", type=RATE_ARG, help="cut at this boundary rate, calibrated on the run's val split (docs/rate.md)"
     )
     p.add_argument("--json", type=output_file, help="write chunks and stats to this JSON file")
     p.set_defaults(func=cmd_segment)
 
 
 def cmd_segment(args) -> None:
-    import os
-
     from learntok.checkpoint import load_run
     from learntok.config import ConfigError
     from learntok.data import ByteData
@@ -260,7 +274,7 @@ def cmd_segment(args) -> None:
     if args.file:  # streamed, window by window
         rows, head = file_rows(args.file, args.window), next(read_pieces(args.file, CALIBRATION_BYTES), b"")
     else:
-        data = data if args.held_out else os.fsencode(args.text)  # the argument's own bytes
+        data = data if args.held_out else args.text  # the argument's own bytes (text_arg)
         rows, head = text_rows([data], args.window), data[:CALIBRATION_BYTES]
     figures = segment_to(
         Tokenizer(model, run_cfg, window=args.window),
@@ -319,9 +333,9 @@ def add_eval(sub) -> None:
     p.add_argument(
         "--bpe-vocab", type=POSITIVE, default=4096, help="vocabulary of the BPE reference trained on the fly"
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
+    p.add_argument("--seed", type=SEED_ARG, default=0, help="seed of the sampled boundaries")
     p.add_argument(
-        "--rate", type=PROBABILITY, help="run at this boundary rate, calibrated on the val split (docs/rate.md)"
+        "--rate", type=RATE_ARG, help="run at this boundary rate, calibrated on the val split (docs/rate.md)"
     )
     p.add_argument(
         "--boundaries-from",
@@ -368,12 +382,12 @@ def add_eval_tasks(sub) -> None:
     p.add_argument("--batch-size", type=POSITIVE, default=16)
     p.add_argument("--seq-len", type=WINDOW, help="bytes per row, BOS included (default: the run's)")
     p.add_argument("--greedy", action="store_true", help="greedy boundaries (p > 0.5) instead of sampled ones")
-    p.add_argument("--seed", type=int, default=0, help="seed of the sampled boundaries")
+    p.add_argument("--seed", type=SEED_ARG, default=0, help="seed of the sampled boundaries")
     p.add_argument("--limit", type=POSITIVE, help="first N examples of each task")
     p.add_argument(
         "--delimiter",
-        type=str,
         default=" ",
+        type=text_arg,
         help="between context and continuation (unless the context ends in whitespace)",
     )
     p.add_argument("--device", default="cpu", type=device_arg)
@@ -406,7 +420,7 @@ def add_diagnose(sub) -> None:
     p.add_argument("--samples", type=POSITIVE, default=16, help="K boundary samples per batch")
     p.add_argument("--batch-size", type=POSITIVE, help="default: the run's, at most 16")
     p.add_argument("--seq-len", type=WINDOW, help="default: the run's, at most 512")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=SEED_ARG, default=0)
     p.add_argument("--out", type=output_folder, help="folder for diagnose.md/.json/.png (default RUN/diagnose)")
     p.add_argument("--device", default="cpu", type=device_arg)
     p.add_argument("--json", type=output_file, help="also write the table to this JSON file")
@@ -450,22 +464,20 @@ def add_sample(sub) -> None:
     p.add_argument(
         "model", type=input_run, metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder"
     )
-    p.add_argument("--prompt", type=str, required=True, help="text to continue")
+    p.add_argument("--prompt", required=True, type=text_arg, help="text to continue")
     p.add_argument("--max-bytes", type=POSITIVE, default=256, help="bytes to generate (fewer if EOS is drawn)")
     p.add_argument("--temperature", type=NONNEGATIVE, default=1.0, help="0: argmax")
     p.add_argument("--top-k", type=POSITIVE, help="sample from the k likeliest bytes")
     p.add_argument(
         "--top-p", type=PROBABILITY, help="nucleus sampling: the smallest set of bytes with probability >= p"
     )
-    p.add_argument("--seed", type=int, help="seed of the sampled bytes and boundaries")
+    p.add_argument("--seed", type=SEED_ARG, help="seed of the sampled bytes and boundaries")
     p.add_argument(
         "--boundaries", choices=["sample", "greedy"], default="sample", help="sample boundaries or take p > 0.5"
     )
     p.add_argument("--show-boundaries", action="store_true", help="mark chunks: colours on a terminal, | otherwise")
     p.add_argument(
-        "--rate",
-        type=PROBABILITY,
-        help="generate at this boundary rate, calibrated on the run's val split (docs/rate.md)",
+        "--rate", type=RATE_ARG, help="generate at this boundary rate, calibrated on the run's val split (docs/rate.md)"
     )
     p.add_argument("--device", default="cpu", type=device_arg)
     p.add_argument(
@@ -490,8 +502,6 @@ def cmd_sample(args) -> None:
             ).describe(),
             file=sys.stderr,
         )
-    if isinstance(sys.stdout, io.TextIOWrapper):
-        sys.stdout.reconfigure(errors="replace")  # a non-UTF-8 terminal shows "?", no crash
     stats = sample(
         model,
         args.prompt,
@@ -564,7 +574,10 @@ def add_compare(sub) -> None:
     p.add_argument(
         "overrides", nargs="*", type=str, metavar="key.sub=value", help="config overrides shared by every variant"
     )
-    p.set_defaults(func=cmd_compare)
+    p.set_defaults(
+        func=cmd_compare,
+        left=lambda args: f"finished variants are kept in {args.out}; the same command with --out {args.out} continues",
+    )
 
 
 def cmd_compare(args) -> None:
@@ -577,7 +590,7 @@ def cmd_compare(args) -> None:
     preset = args.preset or "tiny"
     overrides = with_steps(args)
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
-    out = args.out or f"runs/compare-{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = args.out = args.out or f"runs/compare-{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
     variants = variants_from_args(args.strategies, args.ablations, args.rates)
     records = compare(variants, out, preset, overrides, args.eval_bytes, jobs=args.jobs, sweep=args.sweep, seeds=seeds)
     if launch_rank() == 0:  # under torchrun, one table
@@ -623,18 +636,23 @@ def add_prepare(sub) -> None:
     )
     p.add_argument("--out", type=output_folder, required=True, metavar="DATA_DIR", help="output folder (new or empty)")
     p.add_argument("--text-field", type=str, default="text", help="JSONL field / parquet column of the text")
-    p.add_argument("--min-doc-bytes", type=int, default=1, help="drop shorter documents")
+    p.add_argument("--min-doc-bytes", type=COUNT, default=1, help="drop shorter documents")
     p.add_argument("--max-doc-bytes", type=POSITIVE, help="drop longer documents (or cut them with --truncate)")
     p.add_argument("--truncate", action="store_true", help="cut documents to --max-doc-bytes instead of dropping them")
-    p.add_argument("--val-fraction", type=float, default=0.05, help="expected fraction of documents in val")
-    p.add_argument("--test-fraction", type=float, default=0.05, help="expected fraction of documents in test")
-    p.add_argument("--seed", type=int, default=0, help="seed of the split hash")
-    p.add_argument("--shard-mb", type=POSITIVE, default=256, help="target shard size (MiB)")
+    p.add_argument("--val-fraction", type=FRACTION_ARG, default=0.05, help="expected fraction of documents in val")
+    p.add_argument("--test-fraction", type=FRACTION_ARG, default=0.05, help="expected fraction of documents in test")
+    p.add_argument("--seed", type=SEED_ARG, default=0, help="seed of the split hash")
+    p.add_argument("--shard-mb", type=SHARD_MB, default=256, help="target shard size (MiB)")
     p.add_argument(
         "--piece-bytes", type=POSITIVE, default=1 << 14, help="read text files as documents of about this many bytes"
     )
     p.add_argument("--json", type=output_file, help="also write the index to this JSON file")
-    p.set_defaults(func=cmd_prepare)
+    p.set_defaults(
+        func=cmd_prepare,
+        left=lambda args: (
+            f"nothing was left in {args.out} (prepare writes its folder whole or not at all): run it again"
+        ),
+    )
 
 
 def cmd_prepare(args) -> None:
@@ -686,7 +704,7 @@ def build_parser() -> argparse.ArgumentParser:
     for p in sub.choices.values():
         p.add_argument(
             "--threads",
-            type=COUNT,
+            type=number(int, THREADS),
             default=0,
             help="CPU threads for torch (default: all cores; give 1 to runs that share a machine)",
         )
@@ -701,12 +719,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args, extra = parser.parse_known_args(argv)
     command = parser._subparsers._group_actions[0].choices[args.command]  # the subcommand's parser
     # argparse fills positionals only from the first run of them: an optional one (segment's
-    # text) given after an option is left over; place it.
+    # text) given after an option is left over; place it (through its type, as argparse would).
     for action in command._get_positional_actions():
         if action.nargs == "?" and getattr(args, action.dest) is None:
             plain = [a for a in extra if not a.startswith("-") and (not hasattr(args, "overrides") or "=" not in a)]
             if plain:
-                setattr(args, action.dest, plain[0])
+                setattr(args, action.dest, action.type(plain[0]) if action.type else plain[0])
                 extra.remove(plain[0])
     if hasattr(args, "overrides"):
         args.overrides += [a for a in extra if "=" in a and not a.startswith("-")]
@@ -716,18 +734,40 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _stopped(args, what: str) -> str:
+    """`what` happened, and what the command leaves behind (its `left` hook), in one line."""
+    left = getattr(args, "left", None)
+    return " ".join((f"{what}; {left(args)}" if left else what).split())
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(argv)
     except SystemExit as e:  # --help, or a usage error already printed
         return e.code
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(errors="replace")  # a non-UTF-8 terminal shows "?", no crash
     try:
         check_outputs(args)
         if args.threads and hasattr(args, "overrides"):
             args.overrides = [*args.overrides, f"system.threads={args.threads}"]  # recorded in the run's config
         set_threads(args.threads)
-        return args.func(args) or 0
+        code = args.func(args) or 0
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
     except _expected_errors() as e:
         message = " ".join(str(e).split()).replace(ERROR, "")  # a quoted child's error line keeps no prefix of its own
         print(ERROR + message, file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        quiet_stdout()
+        return SIGPIPE_EXIT
+    except KeyboardInterrupt:
+        print(f"learntok: {_stopped(args, 'interrupted')}", file=sys.stderr)
+        return SIGINT_EXIT
+    except OSError as e:
+        line = fault_line(e)
+        if line is None:
+            raise
+        print(f"learntok: error: {_stopped(args, line)}", file=sys.stderr)
         return 2

@@ -26,10 +26,11 @@ from learntok.data import ByteData
 from learntok.distributed import DistEnv, barrier, init_distributed, shutdown
 from learntok.evaluate import EvalOptions, evaluate_bpb
 from learntok.files import write_text_atomic
-from learntok.frontier import REFERENCE, write_frontier
+from learntok.frontier import REFERENCE, check_sweep, write_frontier
 from learntok.jobs import Job, last_line, run_jobs
 from learntok.plots import pyplot, read_metrics, save_curves, series
 from learntok.runtime import resolve_dtype
+from learntok.structured import parse_json
 from learntok.tracking import append_row
 from learntok.train import train
 
@@ -210,7 +211,10 @@ def run_variant(
     marker exists. Every rank calls it under torchrun; rank 0 writes."""
     run_dir = out / run_name(spec, seed)
     if (run_dir / DONE).is_file():
-        return json.loads((run_dir / DONE).read_text(encoding="utf-8"))
+        try:
+            return parse_json((run_dir / DONE).read_text(encoding="utf-8"))
+        except ValueError as e:  # not UTF-8, or not JSON
+            raise ConfigError(f"{run_dir / DONE}: {e}; remove it to evaluate the variant again") from None
     cfg = variant_config(spec, preset, [*overrides, *([f"train.seed={seed}"] if seed is not None else [])])
     resume = latest_checkpoint(run_dir) is not None
     barrier(env)  # every rank has looked before rank 0 writes
@@ -429,6 +433,7 @@ def compare(
     if len(set(variants)) != len(variants):
         raise ConfigError(f"variants repeat: {', '.join(variants)}")
     check_strategy_options(variants, list(overrides))
+    check_sweep(sweep, variants)
     # fail on a bad name before any training
     configs = [variant_config(spec, preset, list(overrides)) for spec in variants]
     env = init_distributed(configs[0].system.device)

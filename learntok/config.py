@@ -1,8 +1,9 @@
 """Run configuration: component configs composed into one RunConfig (docs/design.md §7).
 
 Layered and strict: dataclass defaults <- a preset TOML (packaged under learntok/configs, or
-any file) <- `section.key=value` overrides. Unknown sections or keys and values of the wrong
-type fail at start-up with the offending name and value. The resolved config is dumped to
+any file) <- `section.key=value` overrides. Unknown sections or keys, values of the wrong type
+and values outside the range their field declares (learntok.ranges; NaN, infinities and ints
+beyond int64 never pass) fail at start-up with the offending name and value. The resolved config is dumped to
 TOML (run folder) or JSON (checkpoints).
 """
 
@@ -11,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -20,39 +20,36 @@ from typing import Any
 from learntok.boundaries.options import STRATEGY, kept_options, move_old_keys, moved_key, option_types, strategy_options
 from learntok.data import DataConfig
 from learntok.errors import ConfigError
-from learntok.fields import check_fields, field_types, parse_value
+from learntok.fields import check_fields, check_values, field_types, parse_value
 from learntok.files import read_input, write_text_atomic
 from learntok.nn.config import ModelConfig
 from learntok.objective import ObjectiveConfig
+from learntok.ranges import INT64, SEED, THREADS, ranged
+from learntok.structured import FormatError, parse_json, parse_toml
 
 
 @dataclass
 class TrainConfig:
     """What is trained on: the budget, the batch and the seed."""
 
-    steps: int = 10000  # optimizer steps in the run (0: from train_bytes)
-    train_bytes: float = 0.0  # budget in bytes (batch_size x seq_len per step) when steps = 0, e.g. 8.3e8
-    batch_size: int = 32  # sequences per step (global: summed over ranks and micro-batches)
+    steps: int = ranged(10000, ge=0)  # optimizer steps in the run (0: from train_bytes)
+    # budget in bytes (batch_size x seq_len per step) when steps = 0, e.g. 8.3e8
+    train_bytes: float = ranged(0.0, ge=0, le=INT64[1])
+    batch_size: int = ranged(32, ge=1)  # sequences per step (global: summed over ranks and micro-batches)
     # sequences per forward/backward; batch_size / world / this = accumulation steps (0 = no accumulation)
-    micro_batch_size: int = 0
-    seq_len: int = 4096  # T: bytes per sequence, BOS included
-    seed: int = 0  # seed of the init, the batch order and the boundary samples
+    micro_batch_size: int = ranged(0, ge=0)
+    seq_len: int = ranged(4096, ge=2)  # T: bytes per sequence, BOS and at least one byte
+    seed: int = ranged(0, SEED)  # seed of the init, the batch order and the boundary samples
 
     def __post_init__(self) -> None:
         if self.steps == 0 and self.train_bytes > 0:
             self.steps = math.ceil(self.train_bytes / (self.batch_size * self.seq_len))
-        for name in ("steps", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(
-                    f"train.{name} {getattr(self, name)} must be >= 1"
-                    + (" (or set train.train_bytes)" if name == "steps" else "")
-                )
-        if self.micro_batch_size < 0 or (self.micro_batch_size and self.batch_size % self.micro_batch_size):
+        if self.steps < 1:
+            raise ValueError(f"train.steps {self.steps} must be >= 1 (or set train.train_bytes)")
+        if self.micro_batch_size and self.batch_size % self.micro_batch_size:
             raise ValueError(
                 f"train.micro_batch_size {self.micro_batch_size} does not divide train.batch_size {self.batch_size}"
             )
-        if self.seq_len < 2:
-            raise ValueError(f"train.seq_len {self.seq_len} must be >= 2 (BOS and one byte)")
 
     @property
     def bytes_per_step(self) -> int:
@@ -63,56 +60,39 @@ class TrainConfig:
 class OptimConfig:
     """AdamW and its learning-rate schedule (linear warm-up, cosine decay)."""
 
-    lr: float = 3e-3  # peak learning rate (after warm-up)
-    min_lr_ratio: float = 0.1  # final learning rate of the cosine decay, as a fraction of lr
-    warmup_steps: int = 500  # linear warm-up steps from 0 to lr (0: from warmup_bytes)
-    warmup_bytes: float = 0.0  # warm-up in bytes when warmup_steps = 0, e.g. 6.2e7
-    warmup_start: float = 0.0  # the warm-up rises linearly from warmup_start x lr (the authors' code: 0.1)
-    weight_decay: float = 0.1  # AdamW decoupled weight decay
+    lr: float = ranged(3e-3, gt=0)  # peak learning rate (after warm-up)
+    min_lr_ratio: float = ranged(0.1, ge=0, le=1)  # final learning rate of the cosine decay, as a fraction of lr
+    warmup_steps: int = ranged(500, ge=0)  # linear warm-up steps from 0 to lr (0: from warmup_bytes)
+    warmup_bytes: float = ranged(0.0, ge=0, le=INT64[1])  # warm-up in bytes when warmup_steps = 0, e.g. 6.2e7
+    # the warm-up rises linearly from warmup_start x lr (the authors' code: 0.1)
+    warmup_start: float = ranged(0.0, ge=0, le=1)
+    weight_decay: float = ranged(0.1, ge=0)  # AdamW decoupled weight decay
     # decay every parameter (the authors' code: PyTorch's AdamW on all) instead of matrices only
     # (not norms, biases, embeddings)
     decay_all: bool = False
-    betas: tuple[float, float] = (0.9, 0.95)  # AdamW (beta1, beta2)
-    eps: float = 1e-8  # AdamW epsilon
-    grad_clip: float = 1.0  # max global gradient norm (0 = no clipping)
+    betas: tuple[float, float] = ranged((0.9, 0.95), ge=0, lt=1)  # AdamW (beta1, beta2)
+    eps: float = ranged(1e-8, gt=0)  # AdamW epsilon
+    grad_clip: float = ranged(1.0, ge=0)  # max global gradient norm (0 = no clipping)
     # learning-rate multiplier of the learned policy's parameters (strategies with a score-function policy only)
-    policy_lr_mult: float = 1.0
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.min_lr_ratio <= 1.0:
-            raise ValueError(f"optim.min_lr_ratio {self.min_lr_ratio} must be in [0, 1]")
-        if len(self.betas) != 2:
-            raise ValueError(f"optim.betas {self.betas} must have two values")
-        if self.warmup_steps < 0 or self.warmup_bytes < 0:
-            raise ValueError("optim.warmup_steps and optim.warmup_bytes must be >= 0")
+    policy_lr_mult: float = ranged(1.0, ge=0)
 
 
 @dataclass
 class LogConfig:
     """What the run records and how often (each record is one host sync)."""
 
-    log_every: int = 10  # steps between metrics.jsonl lines (and host syncs)
-    eval_every: int = 500  # steps between validations (0 = only at the end)
-    eval_bytes: int = 1_000_000  # cap on validation bytes per periodic evaluation
-    segment_every: int = 500  # steps between sample segmentations in segments.txt (0 = never)
+    log_every: int = ranged(10, ge=1)  # steps between metrics.jsonl lines (and host syncs)
+    eval_every: int = ranged(500, ge=0)  # steps between validations (0 = only at the end)
+    eval_bytes: int = ranged(1_000_000, ge=1)  # cap on validation bytes per periodic evaluation
+    segment_every: int = ranged(500, ge=0)  # steps between sample segmentations in segments.txt (0 = never)
     tensorboard: bool = False  # also write TensorBoard event files into the run folder (package `tensorboard`)
-    wandb: str | None = (
-        None  # also log to this Weights & Biases project (extra `wandb`; WANDB_MODE=offline: no network)
-    )
-
-    def __post_init__(self) -> None:
-        if self.log_every < 1:
-            raise ValueError(f"log.log_every {self.log_every} must be >= 1")
+    wandb: str | None = None  # also log to this Weights & Biases project (extra `wandb`; offline works)
 
 
 @dataclass
 class CheckpointConfig:
-    every: int = 1000  # steps between checkpoints (0 = only at the end)
-    keep: int = 3  # how many of the latest checkpoints to keep on disk
-
-    def __post_init__(self) -> None:
-        if self.keep < 1:
-            raise ValueError(f"checkpoint.keep {self.keep} must be >= 1")
+    every: int = ranged(1000, ge=0)  # steps between checkpoints (0 = only at the end)
+    keep: int = ranged(3, ge=1)  # how many of the latest checkpoints to keep on disk
 
 
 @dataclass
@@ -123,13 +103,11 @@ class SystemConfig:
     dtype: str = "auto"  # autocast dtype: auto (bf16 on CUDA, fp32 on CPU) | fp32 | bf16
     compile: bool = False  # wrap the model in torch.compile (automatic dynamic shapes for the token count)
     fsdp: bool = False  # under torchrun: shard parameters, gradients and optimizer state (FSDP2) instead of DDP
-    threads: int = 0  # CPU threads for torch (0: torch's default, all cores); 1 when runs share a machine
+    threads: int = ranged(0, THREADS)  # CPU threads for torch (0: its default, all cores); 1 when runs share a machine
 
     def __post_init__(self) -> None:
         if self.dtype not in ("auto", "fp32", "bf16"):
             raise ValueError(f"system.dtype {self.dtype!r} is not one of auto, fp32, bf16")
-        if self.threads < 0:
-            raise ValueError(f"system.threads {self.threads} must be >= 0")
 
 
 @dataclass
@@ -172,10 +150,13 @@ def defaults() -> dict[str, dict[str, Any]]:
 
 
 def build(d: dict[str, dict[str, Any]]) -> RunConfig:
-    """Instantiate each section; invariant failures (__post_init__) become ConfigError."""
+    """Instantiate each section, every value checked against its declared range first (so that
+    no invariant divides by zero) and the derived ones (steps from a byte budget) after;
+    invariant failures (__post_init__) become ConfigError."""
     parts = {}
     for name, cls in SECTIONS.items():
         values = d[name]
+        check_values(cls, values, name)
         if name == "model":
             values = {**values, STRATEGY: strategy_options(values["boundary"], d.get(STRATEGY, {}))}
         try:
@@ -185,6 +166,8 @@ def build(d: dict[str, dict[str, Any]]) -> RunConfig:
     cfg = RunConfig(**parts)
     if cfg.optim.warmup_steps == 0 and cfg.optim.warmup_bytes > 0:
         cfg.optim.warmup_steps = math.ceil(cfg.optim.warmup_bytes / cfg.train.bytes_per_step)
+    for name, cls in SECTIONS.items():
+        check_values(cls, dataclasses.asdict(getattr(cfg, name)), name)
     return cfg
 
 
@@ -273,7 +256,7 @@ def read_preset(name: str) -> dict[str, Any]:
     path = resources.files("learntok").joinpath("configs", f"{name}.toml")
     if not path.is_file():
         raise ConfigError(f"unknown preset {name!r}; known: {', '.join(preset_names())}")
-    return tomllib.loads(path.read_text(encoding="utf-8"))
+    return parse_toml(path.read_text(encoding="utf-8"))
 
 
 CONFIG_BYTES = 16 << 20  # a config file larger than this is not a config (read bound)
@@ -283,12 +266,11 @@ def read_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     data = read_input(path, "config file", CONFIG_BYTES, ConfigError)  # a regular file, bounded
     try:
-        if path.name.removesuffix(".gz").endswith(".json"):
-            return json.loads(data.decode("utf-8"))
-        return tomllib.loads(data.decode("utf-8"))
+        text = data.decode("utf-8")
+        return parse_json(text) if path.name.removesuffix(".gz").endswith(".json") else parse_toml(text)
     except UnicodeDecodeError as e:
         raise ConfigError(f"config file {path} is not UTF-8 text (byte {e.start}: {e.reason})") from None
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
+    except FormatError as e:
         raise ConfigError(f"config file {path}: {e}") from None
 
 

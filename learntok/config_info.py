@@ -1,8 +1,8 @@
 """Inspecting the run config without running anything (`learntok config`): where each key of the
 resolved config comes from, and every key with its type, default and help.
 
-A key's help is the one-line comment after its dataclass field (every field of a component
-config has one), read from the class's source; the layering is learntok.config's own.
+A key's help is the one-line comment after its dataclass field, or on the line above it (every
+field of a component config has one), read from the class's source; the layering is learntok.config's own.
 """
 
 from __future__ import annotations
@@ -48,16 +48,16 @@ def resolve(
 
 @cache
 def field_help(cls: type) -> dict[str, str]:
-    """The trailing comment of each field of a dataclass, read from its source ("" where none)."""
+    """The comment of each field of a dataclass, read from its source ("" where none): the one
+    after the field, else the comment on the line just above it (a field whose line would be too
+    long carries its comment there)."""
     source = textwrap.dedent(inspect.getsource(cls))
-    comments = {
-        tok.start[0]: tok.string.lstrip("#").strip()
-        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
-        if tok.type == tokenize.COMMENT
-    }
+    tokens = [tok for tok in tokenize.generate_tokens(io.StringIO(source).readline) if tok.type == tokenize.COMMENT]
+    trailing = {tok.start[0]: tok.string.lstrip("#").strip() for tok in tokens if tok.line.strip() != tok.string}
+    above = {tok.start[0]: tok.string.lstrip("#").strip() for tok in tokens if tok.line.strip() == tok.string}
     body = ast.parse(source).body[0].body
     return {
-        node.target.id: comments.get(node.end_lineno, "")
+        node.target.id: trailing.get(node.end_lineno) or above.get(node.lineno - 1, "")
         for node in body
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
     }

@@ -86,12 +86,13 @@ def _example(rec: dict, form: str, where: str) -> Example:
     return Example(rec["query"], choices, gold)
 
 
-def join(context: str, continuation: str, delimiter: str = " ") -> tuple[bytes, bytes]:
+def join(context: str, continuation: str, delimiter: str | bytes = " ") -> tuple[bytes, bytes]:
     """(context bytes, continuation bytes with the delimiter in front unless the context ends in
-    whitespace or is empty)."""
+    whitespace or is empty). A str delimiter is UTF-8; bytes are taken as they are (the command
+    line's, which need not be UTF-8)."""
     ctx = context.encode("utf-8")
-    sep = "" if not context or context[-1].isspace() else delimiter
-    return ctx, (sep + continuation).encode("utf-8")
+    sep = delimiter.encode("utf-8") if isinstance(delimiter, str) else bytes(delimiter)
+    return ctx, (b"" if not context or context[-1].isspace() else sep) + continuation.encode("utf-8")
 
 
 def score_requests(
@@ -156,7 +157,7 @@ def _rows(pairs: list[tuple[bytes, bytes]], seq_len: int) -> tuple[torch.Tensor,
     return x, cont
 
 
-def evaluate_task(model, form: str, examples: list[Example], delimiter: str = " ", **score_kw) -> dict:
+def evaluate_task(model, form: str, examples: list[Example], delimiter: str | bytes = " ", **score_kw) -> dict:
     """Accuracy, length-normalised accuracy and gold-continuation bpb (mean +- s.e., corpus)."""
     requests, owner = [], []
     for e_i, ex in enumerate(examples):
@@ -204,7 +205,7 @@ def run_tasks(
     greedy: bool = False,
     seed: int = 0,
     limit: int | None = None,
-    delimiter: str = " ",
+    delimiter: str | bytes = " ",
     device: str = "cpu",
 ) -> dict:
     """`learntok eval-tasks`: every task file, by its name without .jsonl(.gz)."""

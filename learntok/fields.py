@@ -1,16 +1,19 @@
 """Typed values of config dataclasses, read strictly: a TOML / JSON value checked against a field's
-type, an override's text parsed by it, and a section's keys checked against a dataclass. Every
-config layer (the run config, a model folder's config.json, a strategy's options) reads through
-these, so a wrong name or type fails the same way everywhere: a ConfigError naming it.
+type and the range the field declares (learntok.ranges), an override's text parsed by it, and a
+section's keys checked against a dataclass. Every config layer (the run config, a model folder's
+config.json, a strategy's options) reads through these, so a wrong name, type or value fails the
+same way everywhere: a ConfigError naming it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import types
 import typing
 from typing import Any
 
 from learntok.errors import ConfigError
+from learntok.ranges import Range, field_range
 
 
 def field_types(cls: type) -> dict[str, Any]:
@@ -49,7 +52,10 @@ def check_value(value: Any, tp: Any, name: str) -> Any:
             return value
     elif tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+            try:
+                return float(value)
+            except OverflowError:
+                raise ConfigError(f"{name}: an integer of {len(str(value))} digits is too large for a number") from None
     elif tp is str:
         if isinstance(value, str):
             return value
@@ -84,9 +90,47 @@ def parse_value(text: str, tp: Any, name: str) -> Any:
 
 def check_fields(cls: type, values: dict[str, Any], section: str, source: str) -> dict[str, Any]:
     """`values` of dataclass `cls` (section `section`), each checked against its field's type and
-    converted; an unknown key is a ConfigError naming it, `source` and the known keys."""
+    range and converted; an unknown key is a ConfigError naming it, `source` and the known keys."""
     hints = field_types(cls)
     for key in values:
         if key not in hints:
             raise ConfigError(f"{source}: unknown key {section}.{key}; known: {', '.join(hints)}")
-    return {key: check_value(value, hints[key], f"{section}.{key}") for key, value in values.items()}
+    given = {key: check_value(value, hints[key], f"{section}.{key}") for key, value in values.items()}
+    check_values(cls, given, section)
+    return given
+
+
+def check_values(cls: type, values: dict[str, Any], section: str) -> None:
+    """Every value of a config section against its field's declared range (learntok.ranges;
+    a field that declares none still needs a finite float or an int64), every string against
+    UTF-8 (configs are saved as text). The first bad value raises ConfigError naming the key."""
+    for f in dataclasses.fields(cls):
+        if f.name not in values:
+            continue
+        value, name = values[f.name], f"{section}.{f.name}"
+        for v in value if isinstance(value, tuple) else (value,):
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                problem = (field_range(f) or Range()).problem(v)
+                if problem:
+                    raise ConfigError(f"{name} {shown(value)} {problem}")
+            elif isinstance(v, str) and not is_utf8(v):
+                raise ConfigError(
+                    f"{name} {v!r} is not UTF-8 text (a config is saved as text; give a name "
+                    f"in UTF-8, e.g. rename the file or link it under such a name)"
+                )
+
+
+def shown(value: Any) -> str:
+    """A value for a message: an int of more than 24 digits by its first digits and length."""
+    text = repr(value)
+    return f"{text[:12]}... ({len(text)} digits)" if isinstance(value, int) and len(text) > 24 else text
+
+
+def is_utf8(text: str) -> bool:
+    """Whether `text` encodes to UTF-8: not so for an argument's bytes that were not UTF-8
+    (Python keeps them as lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

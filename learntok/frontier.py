@@ -130,11 +130,16 @@ def over_seeds(rows: list[dict]) -> list[dict]:
     return out
 
 
+def check_sweep(sweep: str | None, variants: list[str]) -> None:
+    """`--sweep` names one of the variants (checked before any training, and again here)."""
+    if sweep is not None and sweep not in variants:
+        raise ConfigError(f"--sweep {sweep!r} is not one of the variants: {', '.join(variants)}")
+
+
 def _sweep_rows(out: Path, sweep: str, records, cfgs, windows, data, opts) -> list[dict]:
     """The `sweep` variant's model at every target rate of the comparison, calibrated on val."""
     by_name = {r["variant"]: (r, c) for r, c in zip(records, cfgs)}
-    if sweep not in by_name:
-        raise ConfigError(f"--sweep {sweep!r} is not one of the variants: {', '.join(by_name)}")
+    check_sweep(sweep, list(by_name))
     family = sweep.partition("@")[0]
     rows = []
     for rate in sorted({c.model.target_rate for c in cfgs}):

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from learntok.boundaries.common import decision_mask
 from learntok.data.vocab import N_SYMBOLS
+from learntok.ranges import ranged
 
 LN2 = math.log(2.0)
 BASELINES = ("mean", "loo", "none")
@@ -31,13 +32,14 @@ def bits_per_byte(nats, n_bytes):
 
 @dataclass
 class ObjectiveConfig:
-    gamma: float = 0.99  # time discount of rewards (1.0 = undiscounted)
-    lambda_pi: float = 1e-2  # weight of the policy (score-function) loss
-    lambda_rate: float = 1e-2  # weight of the target-rate loss
-    lambda_early: float = 0.1  # weight of the early-exit head's cross-entropy
+    gamma: float = ranged(0.99, gt=0, le=1)  # time discount of rewards (1.0 = undiscounted)
+    lambda_pi: float = ranged(1e-2, ge=0)  # weight of the policy (score-function) loss
+    lambda_rate: float = ranged(1e-2, ge=0)  # weight of the target-rate loss
+    lambda_early: float = ranged(0.1, ge=0)  # weight of the early-exit head's cross-entropy
     batch_baseline: str = "mean"  # per-position batch baseline: mean | loo | none
     early_baseline: bool = True  # reward = CE_early - CE (else -CE)
-    rate_gain: float = 0.0  # integral gain of the rate controller (logit units per unit rate error per step; 0 = off)
+    # integral gain of the rate controller (logit units per unit rate error per step; 0 = off)
+    rate_gain: float = ranged(0.0, ge=0)
     # (1 - lambda_early) CE + lambda_early CEe, the authors' convex mix, instead of CE + lambda_early CEe
     early_mix: bool = False
     # which strategies train with the early-exit loss: all | policy (the authors': strategies without a policy at weight 0)
@@ -46,8 +48,11 @@ class ObjectiveConfig:
     def __post_init__(self) -> None:
         if self.batch_baseline not in BASELINES:
             raise ValueError(f"batch_baseline {self.batch_baseline!r} is not one of {BASELINES}")
-        if not 0.0 < self.gamma <= 1.0:
-            raise ValueError(f"gamma {self.gamma} must be in (0, 1]")
+        if self.early_mix and self.lambda_early > 1:
+            raise ValueError(
+                f"lambda_early {self.lambda_early} must be <= 1 with early_mix "
+                f"(the weights are 1 - lambda_early and lambda_early)"
+            )
         if self.early_for not in EARLY_FOR:
             raise ValueError(f"early_for {self.early_for!r} is not one of {EARLY_FOR}")
 

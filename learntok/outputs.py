@@ -147,9 +147,9 @@ def _check_path(out: Output, where: Path) -> None:
             raise OutputRefused(f"{name} is an existing file, not a folder")
         if not out.folder and where.is_dir():
             raise OutputRefused(f"{name} is a folder; give a file name")
+        if not os.access(where, os.W_OK):  # os.access answers for the real user (root passes)
+            raise OutputRefused(f"{name}: permission denied (it is not writable by this user)")
         if not (where.is_file() or where.is_dir()):  # a device or FIFO the user named: written in place
-            if not os.access(where, os.W_OK):
-                raise OutputRefused(f"{name} is not writable by this user")
             return
     parent = where if out.folder else where.parent
     while not parent.exists():
@@ -159,7 +159,7 @@ def _check_path(out: Output, where: Path) -> None:
     if not parent.is_dir():
         raise OutputRefused(f"{name}: {parent} is a file, not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise OutputRefused(f"{name}: folder {parent} is not writable by this user")
+        raise OutputRefused(f"{name}: permission denied (folder {parent} is not writable by this user)")
 
 
 def _check_not_input(out: Output, where: Path, inp: Input, real: Path) -> None:

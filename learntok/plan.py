@@ -323,8 +323,8 @@ def plan(run_cfg: RunConfig, mfu: float = 0.4) -> dict:
     micro, accum = micro_plan(tc.batch_size, tc.micro_batch_size, 1)
     f, b = measure_step(run_cfg, micro).rows_apart(measure_step(run_cfg, 2 * micro)), budget(run_cfg)
     step_flops = b["flops_per_byte"] * tc.bytes_per_step
-    rows = []
-    for world in (w for w in WORLDS if tc.batch_size % w == 0):
+    rows, runs = [], [w for w in WORLDS if runs_at(tc.batch_size, tc.micro_batch_size, w)]
+    for world in runs:
         m, a = micro_plan(tc.batch_size, tc.micro_batch_size, world)
         for fsdp in (False,) if world == 1 else (False, True):
             rows.append(
@@ -348,7 +348,14 @@ def plan(run_cfg: RunConfig, mfu: float = 0.4) -> dict:
         "gpu_hours": gpu_hours(b["flops"], mfu),
         "step_seconds": step_flops / (mfu * PEAK_FLOPS),
         "rows": rows,
+        "not_run": [w for w in WORLDS if w not in runs],
     }
+
+
+def runs_at(batch_size: int, micro_batch_size: int, world: int) -> bool:
+    """Whether a run of this batch and micro-batch can train on `world` GPUs (`micro_plan` accepts it)."""
+    per_gpu = batch_size // world
+    return batch_size % world == 0 and per_gpu % (micro_batch_size or per_gpu) == 0
 
 
 def format_plan(run_cfg: RunConfig, p: dict) -> str:
@@ -381,6 +388,11 @@ def format_plan(run_cfg: RunConfig, p: dict) -> str:
         fits = " | ".join("-" if r["fits"][c] is None else str(r["fits"][c]) for c in CARDS)
         lines.append(
             f"| {r['gpus']} | {r['parallel']} | {r['per_gpu_batch']} | {r['micro']} | {r['peak'] / GiB:.3g} | {fits} |"
+        )
+    if p["not_run"]:
+        lines.append(
+            f"not on {', '.join(map(str, p['not_run']))} GPUs: train.batch_size {tc.batch_size} does not split "
+            f"into micro-batches of {tc.micro_batch_size or 'the per-GPU batch'} there"
         )
     lines += [
         "",

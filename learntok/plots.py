@@ -9,6 +9,7 @@ had one).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from learntok.data import DataError
@@ -59,7 +60,8 @@ def plot_runs(runs: list[str | Path], out: str | Path, x: str = "step") -> list[
     plt = pyplot()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    data = {Path(r).name or str(r): read_metrics(r) for r in runs}
+    # a run's name as text for the legend (a folder named in another encoding than UTF-8: U+FFFD)
+    data = {os.fsencode(Path(r).name or str(r)).decode("utf-8", "replace"): read_metrics(r) for r in runs}
     written = []
     for key, label in METRICS.items():
         fig, ax = plt.subplots(figsize=(7, 4.5))

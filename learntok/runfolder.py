@@ -32,6 +32,7 @@ from learntok.checkpoint import LATEST, remove_stale_tmp
 from learntok.config import ConfigError
 from learntok.errors import DataError
 from learntok.files import read_input, write_text_atomic
+from learntok.structured import parse_json
 
 LOCK = ".lock"
 METRICS, SEGMENTS, CONFIG, WANDB = "metrics.jsonl", "segments.txt", "config.toml", "wandb"
@@ -108,9 +109,9 @@ def _lock(run_dir: Path) -> None:
 
 def _holder(fd: int) -> str:
     try:
-        info = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        info = parse_json(os.pread(fd, 4096, 0) or b"{}")
         return f"pid {info['pid']} on {info['host']}"
-    except (ValueError, KeyError, OSError):
+    except (ValueError, KeyError, TypeError, OSError):
         return "another process"
 
 
@@ -133,7 +134,7 @@ def metric_rows(path: str | Path) -> list[tuple[str, dict]]:
     rows = []
     for i, (lineno, line) in enumerate(lines):
         try:
-            row = json.loads(line)
+            row = parse_json(line)
         except ValueError:
             if i == len(lines) - 1 and not text.endswith("\n"):  # torn by a crash
                 break

@@ -64,28 +64,48 @@ def chunk_record(c: Chunk) -> dict:
 
 class JsonChunks:
     """`segment --json PATH`, written as the chunks come: {"chunks": [...], figures...}. Into a
-    temporary file beside PATH, renamed over it by `finish` (a run cut short leaves PATH as it was)."""
+    temporary file beside PATH, renamed over it by `finish` (a run cut short leaves PATH as it was).
+    A PATH that exists and is no regular file (a pipe, /dev/stdout, /dev/full) is written directly:
+    a rename would replace the device or pipe itself."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.tmp = self.path.absolute().parent / f".{self.path.name}.tmp-{secrets.token_hex(4)}"
-        self.f = open(self.tmp, "x", encoding="utf-8")  # a new file, with the user's umask
+        if self.path.exists() and not self.path.is_file():
+            self.tmp = self.path
+            self.f = open(self.path, "w", encoding="utf-8")
+        else:
+            self.tmp = self.path.absolute().parent / f".{self.path.name}.tmp-{secrets.token_hex(4)}"
+            self.f = open(self.tmp, "x", encoding="utf-8")  # a new file, with the user's umask
         self.f.write('{"chunks": [')
         self.n = 0
 
     def add(self, chunks: list[Chunk]) -> None:
         for c in chunks:
-            self.f.write(("," if self.n else "") + "\n  " + json.dumps(chunk_record(c)))
+            self._write(("," if self.n else "") + "\n  " + json.dumps(chunk_record(c)))
             self.n += 1
 
     def finish(self, figures: dict) -> None:
-        self.f.write("\n], " + json.dumps(figures, indent=2)[1:] + "\n")
-        self.f.close()
-        os.replace(self.tmp, self.path)
+        self._write("\n], " + json.dumps(figures, indent=2)[1:] + "\n", close=True)
+        if self.tmp != self.path:
+            os.replace(self.tmp, self.path)
+
+    def _write(self, text: str, close: bool = False) -> None:
+        """Write (and close); a failed write (disk full) names PATH, and what it wrote goes."""
+        try:
+            self.f.write(text)
+            if close:
+                self.f.close()
+        except OSError as e:
+            self.abandon()
+            raise OSError(e.errno, e.strerror, str(self.path)) from None
 
     def abandon(self) -> None:
-        self.f.close()
-        Path(self.tmp).unlink(missing_ok=True)
+        try:
+            self.f.close()
+        except OSError:  # its last flush may fail: the disk is full
+            pass
+        if self.tmp != self.path:
+            Path(self.tmp).unlink(missing_ok=True)
 
 
 def stream_segments(

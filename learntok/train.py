@@ -20,8 +20,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from learntok.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from learntok.checkpoint import STATE, latest_checkpoint, load_checkpoint, save_checkpoint
 from learntok.config import ConfigError, OptimConfig, RunConfig, to_toml
+from learntok.errors import CheckpointError
 from learntok.data import PAD, ByteData, small_split_warnings
 from learntok.data.dataset import FIT_BYTES
 from learntok.distributed import (
@@ -253,13 +254,19 @@ def _start(run_cfg: RunConfig, run_dir: Path, model: nn.Module, optimizer, resum
         if latest_checkpoint(run_dir) is not None:
             raise ConfigError(f"run folder {run_dir} already has checkpoints; pass --resume or another --out")
         return 0, 0
-    ckpt = load_checkpoint(run_dir)
+    ckpt = load_checkpoint(run_dir, needs=("bytes_seen",))
     check_resume(run_dir, ckpt.step, run_cfg.train.steps)
     saved = RunConfig.from_dict(ckpt.config)
     if saved.model != run_cfg.model:
         raise ConfigError(f"cannot resume {ckpt.path}: its model config differs from this run's")
-    load_state(model, optimizer, ckpt.model_state, ckpt.state["optimizer"], run_cfg.system.fsdp)
-    set_rng_state(ckpt.state["rng"])
+    try:
+        load_state(model, optimizer, ckpt.model_state, ckpt.state["optimizer"], run_cfg.system.fsdp)
+        set_rng_state(ckpt.state["rng"])
+    except (KeyError, ValueError, TypeError, RuntimeError, AttributeError) as e:  # a state.pt of another shape
+        raise CheckpointError(
+            f"cannot resume from {ckpt.path}: its {STATE} does not fit this run "
+            f"({type(e).__name__}: {' '.join(str(e).split())})"
+        ) from None
     trim_logs(run_dir, ckpt.step)
     return ckpt.step, int(ckpt.state["bytes_seen"])
 

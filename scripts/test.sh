@@ -16,4 +16,5 @@ elif ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-ge
     || echo "note: could not install chromium; the HTML slider test will be skipped"
 fi
 python -m ruff check learntok tests benchmarks scripts
+python -m ruff format --check learntok tests benchmarks scripts
 python -m pytest -q "$@"

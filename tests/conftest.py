@@ -116,6 +116,7 @@ def assert_one_line_error(returncode: int, stderr: str, words, before: dict, aft
     assert not lines[0].startswith("learntok: error: learntok"), lines[0]  # one prefix, never two
     assert any(w in lines[0] for w in ((words,) if isinstance(words, str) else words)), lines[0]
     assert {k: after.get(k) for k in before} == before
+    assert not Path("/dev/full").is_file()  # a device named as an output is written, never renamed over
 
 
 @pytest.fixture(scope="session")

@@ -231,10 +231,9 @@ class HostValues(TorchDispatchMode):
 
     def _compute(self, func, args, kwargs):
         """The operation on the inputs' CPU values (None if it cannot run there)."""
-        to_cpu = lambda a: (
+        to_cpu = lambda a: (  # noqa: E731
             self.value(a)
             if isinstance(a, torch.Tensor)
-            # noqa: E731
             else (torch.device("cpu") if isinstance(a, torch.device) else a)
         )
         real_args, real_kwargs = pytree.tree_map(to_cpu, (args, kwargs))

@@ -94,6 +94,38 @@ def run_without_checkpoints(t: Path) -> str:
     return "run"
 
 
+DEEP = "[" * 200_000 + "]" * 200_000  # nested past any parser's recursion
+
+
+def deep_file(t: Path, name: str, text: str = DEEP) -> str:
+    (t / name).write_text(text)
+    return name
+
+
+def deep_run_config(t: Path) -> str:
+    (t / "run" / "checkpoints" / "step_0000003" / "config.json").write_text(DEEP)
+    return "run"
+
+
+def bad_parquet(t: Path) -> str:
+    """A parquet file cut in half (its footer gone), as an interrupted download leaves it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": [f"document {i} " * 30 for i in range(200)]}), t / "whole.parquet")
+    data = (t / "whole.parquet").read_bytes()
+    (t / "cut.parquet").write_bytes(data[: len(data) // 2])
+    (t / "whole.parquet").unlink()
+    return "cut.parquet"
+
+
+def edit_state(t: Path, change) -> None:
+    import torch
+
+    path = t / "run" / "checkpoints" / "step_0000003" / "state.pt"
+    torch.save(change(torch.load(path, weights_only=True)), path)
+
+
 def wider_vocabulary(t: Path) -> str:
     """A model folder whose byte vocabulary is not the run's."""
     from learntok import AUNet, ModelConfig
@@ -256,6 +288,66 @@ CASES = [
         lambda t: (t / "run" / "checkpoints" / "latest").write_text("../../elsewhere\n") and ["eval", "run"],
         "only its own checkpoints",
     ),
+    # values out of their declared range, by kind (the property over every key: tests/test_values.py)
+    ("train-n-heads-0", lambda t: [*TRAIN, "model.n_heads=0", "--out", "new"], "model.n_heads 0 must be >= 1"),
+    ("train-seed-beyond-int64", lambda t: [*TRAIN, "train.seed=18446744073709551616", "--out", "new"], "train.seed"),
+    (
+        "train-config-lr-nan",
+        lambda t: ["train", "--config", deep_file(t, "nan.toml", "[optim]\nlr = nan\n"), "--out", "new"],
+        "optim.lr nan must be a finite number",
+    ),
+    ("train-source-not-utf8", lambda t: [*TRAIN, "data.source=caf\udce9.txt", "--out", "new"], "not UTF-8"),
+    ("sample-temperature-nan", lambda t: ["sample", "run", "--prompt", "a", "--temperature", "nan"], "--temperature"),
+    ("sample-top-p-nan", lambda t: ["sample", "run", "--prompt", "a", "--top-p", "nan"], "--top-p"),
+    (
+        "train-strategy-window-0",
+        lambda t: [*TRAIN, "strategy.window=0", "--out", "new"],
+        "strategy.window 0 must be >= 1",
+    ),
+    (
+        "train-old-policy-window-0",
+        lambda t: [*TRAIN, "model.policy_window=0", "--out", "new"],
+        "strategy.window 0 must be >= 1",
+    ),
+    (
+        "train-nawrot-hidden-mult-0",
+        lambda t: [*TRAIN, "model.boundary=nawrot", "strategy.hidden_mult=0", "--out", "new"],
+        "strategy.hidden_mult 0.0 must be > 0",
+    ),
+    ("config-lr-0", lambda t: ["config", "optim.lr=0"], "optim.lr 0.0 must be > 0"),
+    ("usage-said-once", lambda t: ["nosuch"], "invalid choice"),
+    # nested 200,000 deep: a config, a run's config.json, a task file (every reader: tests/test_values.py)
+    (
+        "train-config-json-nested",
+        lambda t: ["train", "--config", deep_file(t, "deep.json"), "--out", "new"],
+        "nested too deeply",
+    ),
+    ("eval-run-config-nested", lambda t: ["eval", deep_run_config(t)], "nested too deeply"),
+    (
+        "eval-tasks-task-nested",
+        lambda t: ["eval-tasks", "run", "--task", deep_file(t, "deep.jsonl")],
+        "nested too deeply",
+    ),
+    # corrupt or incomplete files of other formats (every state.pt key: tests/test_faults.py)
+    (
+        "prepare-parquet-cut",
+        lambda t: ["prepare", bad_parquet(t), "--out", "new"],
+        "cut.parquet: cannot be read as parquet",
+    ),
+    (
+        "resume-state-without-rng",
+        lambda t: (
+            edit_state(t, lambda s: {k: v for k, v in s.items() if k != "rng"})
+            or ["train", "--out", "run", "--resume", "train.steps=4"]
+        ),
+        "incomplete: it lacks rng",
+    ),
+    # a full disk (the file existed before: /dev/full)
+    (
+        "segment-json-dev-full",
+        lambda t: ["segment", "run", "abc", "--json", "/dev/full"],
+        "no space left on device: /dev/full",
+    ),
     # finished runs compared, and the boundary swap
     ("compare-runs-missing-folder", lambda t: ["compare", "--runs", "run", "nosuch"], "--runs nosuch: no such folder"),
     ("compare-runs-not-a-run", lambda t: ["compare", "--runs", "run", "prep"], "--runs prep"),
@@ -338,5 +430,5 @@ def test_optional_positional_after_options():
 
     for argv in (["segment", "R", "--rate", "0.3", "a b"], ["segment", "R", "a b", "--rate", "0.3"]):
         args = parse_args(argv)
-        assert (args.model, args.text, args.rate) == ("R", "a b", 0.3)
+        assert (args.model, args.text, args.rate) == ("R", b"a b", 0.3)  # text for the model: its bytes
     assert parse_args(["segment", "R", "--greedy"]).text is None

@@ -106,6 +106,8 @@ class Example:
     name: str = "a # not a comment"  # a string with a hash
     ratios: tuple[float, float] = (1.0, 2.0)
     last: float = 0.5  # short
+    # a comment above a field whose line would be too long
+    above: int = 1
 
 
 def test_field_help_reads_each_fields_trailing_comment():
@@ -114,6 +116,7 @@ def test_field_help_reads_each_fields_trailing_comment():
         "name": "a string with a hash",
         "ratios": "",
         "last": "short",
+        "above": "a comment above a field whose line would be too long",
     }
 
 

@@ -22,6 +22,9 @@ LAYERS: list[tuple[str, list[str]]] = [
             "learntok.errors",
             "learntok.files",
             "learntok.runtime",
+            "learntok.runtime",
+            "learntok.ranges",
+            "learntok.structured",
             "learntok.fields",
             "learntok.progress",
             "learntok.display",
@@ -66,7 +69,10 @@ LAYERS: list[tuple[str, list[str]]] = [
             "learntok.plan",
         ],
     ),
-    ("commands", ["learntok.cli", "learntok.__main__", "learntok.lm_eval_adapter"]),
+    (
+        "commands",
+        ["learntok.cli", "learntok.__main__", "learntok.lm_eval_adapter", "learntok.arguments", "learntok.faults"],
+    ),
 ]
 
 # The sub-packages, bottom to top: the tree shows the layers.

@@ -11,7 +11,9 @@ import torch
 from learntok.cli import main
 from learntok.config import load_config, preset_names
 from learntok.distributed import micro_plan
+from learntok.errors import ConfigError
 from learntok.plan import (
+    WORLDS,
     GiB,
     MemoryTally,
     StepFigures,
@@ -21,6 +23,7 @@ from learntok.plan import (
     per_gpu_peak,
     prepared_step,
     run_step,
+    runs_at,
 )
 
 
@@ -145,3 +148,18 @@ def test_plan_prints_for_every_preset(capsys, preset):
     for (n, kind), peak in peaks.items():
         if kind == "FSDP":
             assert peak < peaks[(n, "DDP")]  # sharding saves memory
+    missing = [w for w in WORLDS if w not in {n for n, _ in peaks}]  # a GPU count the config cannot run at says so
+    assert not missing or f"not on {', '.join(map(str, missing))} GPUs" in out
+
+
+@pytest.mark.parametrize(
+    "batch,micro,world",
+    [(64, 32, 1), (64, 32, 2), (64, 32, 4), (64, 0, 8), (12, 0, 8), (24, 3, 8), (24, 2, 8), (16, 16, 1)],
+)
+def test_runs_at_is_what_micro_plan_accepts(batch, micro, world):
+    try:
+        micro_plan(batch, micro, world)
+        accepted = True
+    except ConfigError:
+        accepted = False
+    assert runs_at(batch, micro, world) == accepted

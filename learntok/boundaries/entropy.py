@@ -13,6 +13,7 @@ import torch
 from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
 from learntok.boundaries.common import fixed_output
 from learntok.data.vocab import is_byte
+from learntok.ranges import ranged
 
 
 def next_byte_entropy(early_logits: torch.Tensor) -> torch.Tensor:
@@ -31,7 +32,7 @@ def entropy_boundaries(entropy: torch.Tensor, threshold: torch.Tensor) -> torch.
 
 @dataclass
 class EntropyConfig:
-    gain: float = 2.0  # threshold step (nats) per unit rate error per training step
+    gain: float = ranged(2.0, ge=0)  # threshold step (nats) per unit rate error per training step
 
 
 @register("entropy", config=EntropyConfig)

@@ -21,6 +21,7 @@ from torch import nn
 from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
 from learntok.boundaries.common import decision_mask
 from learntok.nn.config import ModelConfig
+from learntok.ranges import ranged
 
 
 def straight_through_one(c: torch.Tensor) -> torch.Tensor:
@@ -74,7 +75,7 @@ def ema_reference(z: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
 
 @dataclass
 class HNetConfig:
-    ratio_weight: float = 0.03  # weight of the ratio loss (aux_loss; H-Net's alpha = 0.03)
+    ratio_weight: float = ranged(0.03, ge=0)  # weight of the ratio loss (aux_loss; H-Net's alpha = 0.03)
 
 
 @register("hnet", config=HNetConfig)

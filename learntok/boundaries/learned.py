@@ -26,6 +26,7 @@ from torch import nn
 from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, PolicyTerms, register
 from learntok.boundaries.common import target_logit
 from learntok.nn.config import ModelConfig
+from learntok.ranges import ranged
 
 
 def softcap(z: torch.Tensor, cap: float) -> torch.Tensor:
@@ -135,13 +136,10 @@ def bernoulli_log_prob(logits: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
 class LearnedConfig:
     """The learned policy's options ([strategy] when model.boundary is learned or frozen)."""
 
-    window: int = 8  # w: the logit mixes the current byte with w-1 past decisions
-    logit_scale: float = 1.0 / 16  # s: scaling of the policy's raw outputs v (keeps p near rho* while v is O(1))
-    softcap: float = 6.0  # c: the logit's soft cap, c * tanh(z / c) (logit units)
-
-    def __post_init__(self) -> None:
-        if self.window < 1:
-            raise ValueError(f"window {self.window} must be >= 1")
+    window: int = ranged(8, ge=1)  # w: the logit mixes the current byte with w-1 past decisions
+    # s: scaling of the policy's raw outputs v (keeps p near rho* while v is O(1))
+    logit_scale: float = ranged(1.0 / 16, gt=0)
+    softcap: float = ranged(6.0, gt=0)  # c: the logit's soft cap, c * tanh(z / c) (logit units)
 
 
 @register("learned", config=LearnedConfig)

@@ -24,6 +24,7 @@ from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
 from learntok.boundaries.common import decision_mask, target_logit
 from learntok.nn.config import ModelConfig
 from learntok.nn.pooling import downsample
+from learntok.ranges import ranged
 
 
 def binomial_log_prob(k: torch.Tensor, n: torch.Tensor, p: float) -> torch.Tensor:
@@ -83,19 +84,9 @@ def mean_pool_reference(h: torch.Tensor, a: torch.Tensor, S: int) -> torch.Tenso
 
 @dataclass
 class DynamicPoolingConfig:
-    temperature: float = (
-        0.5  # relaxed-Bernoulli (Gumbel-sigmoid) temperature (Nawrot's `temp`: 0.5 in configs/gumbel.yaml)
-    )
-    prior_weight: float = 1.0  # weight of the binomial prior loss (aux_loss)
-    hidden_mult: float = (
-        1.0  # predictor hidden width / D (Nawrot's d_inner = 4 D; 1 keeps older runs loadable, docs/compare.md)
-    )
-
-    def __post_init__(self) -> None:
-        if not self.temperature > 0:
-            raise ValueError(f"temperature {self.temperature} must be > 0")
-        if not self.hidden_mult > 0:
-            raise ValueError(f"hidden_mult {self.hidden_mult} must be > 0")
+    temperature: float = ranged(0.5, gt=0)  # relaxed-Bernoulli (Gumbel-sigmoid) temperature (Nawrot's `temp`)
+    prior_weight: float = ranged(1.0, ge=0)  # weight of the binomial prior loss (aux_loss)
+    hidden_mult: float = ranged(1.0, gt=0)  # predictor hidden width / D (Nawrot's is 4; 1 keeps older runs loadable)
 
 
 @register("nawrot", config=DynamicPoolingConfig)

@@ -12,7 +12,7 @@ from typing import Any
 
 from learntok.boundaries.base import strategy_class, strategy_names
 from learntok.errors import ConfigError
-from learntok.fields import check_value, field_types
+from learntok.fields import check_fields, field_types
 
 STRATEGY = "strategy"  # the section of the chosen strategy's own options (model.boundary's config class)
 
@@ -45,7 +45,7 @@ def strategy_options(boundary: str, values: dict[str, Any], source: str = STRATE
             raise ConfigError(
                 f"{source}: {STRATEGY}.{key} is not an option of strategy {boundary!r} (its options: {known})"
             )
-    given = {k: check_value(v, hints[k], f"{STRATEGY}.{k}") for k, v in values.items()}
+    given = check_fields(strategy_class(boundary).Config, values, STRATEGY, source)
     try:
         return dataclasses.asdict(strategy_class(boundary).Config(**given))
     except (ValueError, TypeError) as e:

@@ -19,7 +19,6 @@ Empty documents are dropped.
 from __future__ import annotations
 
 import gzip
-import json
 import re
 import sysconfig
 from collections.abc import Collection, Iterable, Iterator
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from learntok.errors import DataError
 from learntok.files import check_input, memory_budget, open_input, too_large
+from learntok.structured import FormatError, parse_json
 
 DEBIAN_REFERENCE = (
     "debref-de",
@@ -164,11 +164,11 @@ def json_records(lines: Iterable[bytes | str], where: str, error: type[Exception
         if not line.strip():
             continue
         try:
-            record = json.loads(line.decode("utf-8") if isinstance(line, bytes) else line)
+            record = parse_json(line.decode("utf-8") if isinstance(line, bytes) else line)
         except UnicodeDecodeError as e:
             raise error(f"{where} line {lineno}: not UTF-8 text (byte {e.start}: {e.reason})") from None
-        except json.JSONDecodeError as e:
-            raise error(f"{where} line {lineno}: not valid JSON ({e.msg})") from None
+        except FormatError as e:
+            raise error(f"{where} line {lineno}: {e}") from None
         if not isinstance(record, dict):
             raise error(f"{where} line {lineno}: not a JSON object")
         yield lineno, record
@@ -197,15 +197,24 @@ def _jsonl_documents(lines: Iterable[bytes], text_field: str, where: str) -> lis
 def parquet_texts(path: Path, text_field: str) -> Iterator[bytes]:
     """Column `text_field` of a parquet file, streamed in batches; str or binary values, nulls
     and empties skipped."""
+    import pyarrow
     import pyarrow.parquet as pq
 
-    f = pq.ParquetFile(path)
-    if text_field not in f.schema_arrow.names:
-        raise DataError(f"{path}: no column {text_field!r} (columns: {', '.join(f.schema_arrow.names)})")
-    for batch in f.iter_batches(columns=[text_field], batch_size=1024):
-        for v in batch.column(0).to_pylist():
-            if v:
-                yield v.encode("utf-8") if isinstance(v, str) else bytes(v)
+    try:
+        f = pq.ParquetFile(path)
+        if text_field not in f.schema_arrow.names:
+            raise DataError(f"{path}: no column {text_field!r} (columns: {', '.join(f.schema_arrow.names)})")
+        for batch in f.iter_batches(columns=[text_field], batch_size=1024):
+            for v in batch.column(0).to_pylist():
+                if v:
+                    yield v.encode("utf-8") if isinstance(v, str) else bytes(v)
+    except (pyarrow.ArrowException, EOFError, OSError, ValueError) as e:  # not parquet, cut short, garbled (bad UTF-8)
+        if isinstance(e, OSError) and e.errno is not None:  # the machine's error (permission denied): as it is
+            raise
+        raise DataError(
+            f"{path}: cannot be read as parquet ({' '.join(str(e).split()) or type(e).__name__}; "
+            f"cut short, or not a parquet file?)"
+        ) from None
 
 
 def prepared_state(root: Path) -> str | None:

@@ -21,6 +21,7 @@ from learntok.data.corpora import DataError, load_named_documents, source_path
 from learntok.data.split import SPLITS, small_split, split_named_documents
 from learntok.data.vocab import BOS, EOS, PAD
 from learntok.files import memory_budget
+from learntok.ranges import FRACTION, SEED, ranged
 
 ALL = "all"  # the split of ByteData.from_config(..., unsplit=True): every document of the source
 FIT_BYTES = 4_000_000  # training bytes a fit reads (a strategy's `fit`, the reference BPE): `sample_documents`
@@ -33,11 +34,18 @@ class DataConfig:
     # folder, .jsonl(.gz), .parquet, prepared data folder (index.json)
     source: str = "shakespeare"
     text_field: str = "text"  # JSONL field / parquet column that holds a document's text
-    val_fraction: float = 0.05  # fraction of documents (pieces, for few documents) held out for validation
-    test_fraction: float = 0.05  # fraction of documents (pieces, for few documents) held out for test
-    split_seed: int = 0  # seed of the document shuffle that assigns splits; independent of train.seed
+    val_fraction: float = ranged(0.05, FRACTION)  # fraction of documents (pieces, for few ones) held out for validation
+    test_fraction: float = ranged(0.05, FRACTION)  # fraction of documents (pieces, for few ones) held out for test
+    split_seed: int = ranged(0, SEED)  # seed of the document shuffle that assigns splits; independent of train.seed
     # True: windows run across documents joined by EOS; False: windows inside one document, PAD after its end
     packed: bool = False
+
+    def __post_init__(self) -> None:
+        if self.val_fraction + self.test_fraction >= 1:
+            raise ValueError(
+                f"data.val_fraction {self.val_fraction} + data.test_fraction {self.test_fraction} must be "
+                f"< 1 (the rest is the training split)"
+            )
 
 
 @dataclass(frozen=True)

@@ -119,12 +119,14 @@ def prepare(sources: list[str], out: str | Path, opts: PrepareOptions | None = N
     files = input_files(sources)
     if out.exists() and any(out.iterdir()):
         raise DataError(f"prepare: output folder {out} is not empty")
-    out.mkdir(parents=True, exist_ok=True)
-    writers = {s: SplitWriter(out, s, opts.shard_bytes) for s in SPLITS}
     counts = {"read": 0, "dropped_short": 0, "dropped_long": 0, "truncated": 0}
     t0, total = time.perf_counter(), sum(f.stat().st_size for f in files)
     bar = lambda desc: Progress(total=total, unit="B", unit_scale=True, desc=desc, enabled=progress)  # noqa: E731
+    writers: dict[str, SplitWriter] = {}
+    out.mkdir(parents=True, exist_ok=True)
     try:
+        for split in SPLITS:
+            writers[split] = SplitWriter(out, split, opts.shard_bytes)
         with bar("prepare: count") as counting:  # pass 1: the split plan
             plan = plan_split(
                 lambda: read_documents(files, opts, counting), opts.seed, opts.val_fraction, opts.test_fraction
@@ -143,30 +145,31 @@ def prepare(sources: list[str], out: str | Path, opts: PrepareOptions | None = N
                     piece = piece[: opts.max_doc_bytes]
                     counts["truncated"] += 1
                 writers[split].add(piece)
-    except BaseException:
+        splits = {s: w.close() for s, w in writers.items()}
+        empty = empty_split(splits, opts, counts["read"])
+        if empty:
+            raise DataError(empty)
+        seconds = time.perf_counter() - t0
+        for split in ("val", "test"):
+            if warning := small_split(split, splits[split]["documents"], splits[split]["bytes"]):
+                note(f"warning: {warning}", progress)
+        index = {
+            "format": FORMAT,
+            "version": VERSION,
+            "splits": splits,
+            "documents": counts,
+            "split": plan.describe(),
+            "sources": [str(f) for f in files] if len(files) <= 1000 else [str(s) for s in sources],
+            "input_bytes": total,
+            "seconds": round(seconds, 3),
+            "options": asdict(opts),
+        }
+        (out / INDEX).write_text(
+            json.dumps(index, indent=2) + "\n", encoding="utf-8"
+        )  # last: marks the folder complete
+    except BaseException:  # Ctrl-C, disk full, bad data: nothing half-written stays
         for w in writers.values():
-            w.close()
+            w.discard()
         shutil.rmtree(out, ignore_errors=True)  # never leave a folder that looks usable
         raise
-    splits = {s: w.close() for s, w in writers.items()}
-    empty = empty_split(splits, opts, counts["read"])
-    if empty:
-        shutil.rmtree(out, ignore_errors=True)
-        raise DataError(empty)
-    seconds = time.perf_counter() - t0
-    for split in ("val", "test"):
-        if warning := small_split(split, splits[split]["documents"], splits[split]["bytes"]):
-            note(f"warning: {warning}", progress)
-    index = {
-        "format": FORMAT,
-        "version": VERSION,
-        "splits": splits,
-        "documents": counts,
-        "split": plan.describe(),
-        "sources": [str(f) for f in files] if len(files) <= 1000 else [str(s) for s in sources],
-        "input_bytes": total,
-        "seconds": round(seconds, 3),
-        "options": asdict(opts),
-    }
-    (out / INDEX).write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")  # last: marks the folder complete
     return index

@@ -15,8 +15,8 @@ folder.
 
 from __future__ import annotations
 
-import json
 import os
+import shutil
 from array import array
 from pathlib import Path
 
@@ -24,6 +24,7 @@ import numpy as np
 
 from learntok.data.corpora import DataError
 from learntok.data.split import SPLITS
+from learntok.structured import parse_json
 
 FORMAT = "learntok-shards"
 VERSION = 1
@@ -79,7 +80,7 @@ class ShardedBytes:
 def read_index(root: str | Path) -> dict:
     root = Path(root).expanduser()
     try:
-        index = json.loads((root / INDEX).read_text(encoding="utf-8"))
+        index = parse_json((root / INDEX).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise DataError(f"cannot read {root / INDEX}: {' '.join(str(e).split())}") from None
     if not isinstance(index, dict) or index.get("format") != FORMAT or index.get("version") != VERSION:
@@ -187,13 +188,21 @@ class SplitWriter:
             self._file.close()
         self._flush()
         self._offsets.close()
-        raw = np.memmap(self._offsets_tmp, dtype=np.int64, mode="r")
-        out = np.lib.format.open_memmap(
-            self.root / f"{self.split}_docs.npy", mode="w+", dtype=np.int64, shape=raw.shape
-        )
-        for i in range(0, len(raw), 1 << 22):  # copy in pieces: bounded memory
-            out[i : i + (1 << 22)] = raw[i : i + (1 << 22)]
-        out.flush()
-        del out, raw
+        # a .npy header, then the offsets copied in pieces (bounded memory) by plain writes: a
+        # memory map written on a full disk would kill the process (SIGBUS) instead of raising
+        n = os.path.getsize(self._offsets_tmp) // 8
+        header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.int64)), "fortran_order": False, "shape": (n,)}
+        with open(self._offsets_tmp, "rb") as src, open(self.root / f"{self.split}_docs.npy", "wb") as dst:
+            np.lib.format.write_array_header_1_0(dst, header)
+            shutil.copyfileobj(src, dst, 1 << 22)
         os.remove(self._offsets_tmp)
         return {"documents": self.n_docs, "bytes": self.n_bytes, "shards": self.shards}
+
+    def discard(self) -> None:
+        """Close the open files without finishing them (the caller removes the folder)."""
+        for f in (self._file, self._offsets):
+            if f is not None:
+                try:
+                    f.close()
+                except OSError:  # its last flush may fail: the disk is full
+                    pass

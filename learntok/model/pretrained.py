@@ -8,22 +8,25 @@ these files; nothing here knows about optimizers or runs beyond finding the late
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
+import secrets
 import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load, load_file, save_file
 
 from learntok import __version__
 from learntok.boundaries.options import STRATEGY, move_old_keys, strategy_options
 from learntok.errors import CheckpointError, ConfigError
-from learntok.fields import check_fields
+from learntok.fields import check_fields, is_utf8
 from learntok.files import read_input
 from learntok.nn.config import ModelConfig
+from learntok.structured import parse_json
 
 WEIGHTS, CONFIG, LATEST = "model.safetensors", "config.json", "latest"
 
@@ -34,10 +37,34 @@ def one_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or type(e).__name__
 
 
+def os_error_of(e: BaseException, path: Path) -> OSError | None:
+    """The OS error behind a failed read or write of `path`: `e` itself, or the one safetensors
+    reports only inside its message ("... (os error 28)"); None if it was no OS error."""
+    if isinstance(e, OSError):
+        return e
+    found = re.search(r"\(os error (\d+)\)", str(e))
+    return OSError(int(found[1]), os.strerror(int(found[1])), str(path)) if found else None
+
+
+def read_failure(e: BaseException, path: Path) -> Exception:
+    """What to raise when reading `path` failed with `e`: a missing file says so, another OS
+    error (permission denied, an I/O error) stays that OSError (the command line says it in one
+    line), anything else is a file that does not parse."""
+    err = os_error_of(e, path)
+    if err is not None and err.errno == errno.ENOENT:
+        return CheckpointError(f"{path} is missing")
+    if err is not None:
+        return err
+    return CheckpointError(f"cannot read {path} (corrupt?): {one_line(e)}")
+
+
 def write_model_files(model: torch.nn.Module, folder: Path, config: dict) -> None:
     # Clone every tensor: safetensors refuses tensors that share storage (tied weights).
     tensors = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
-    save_file(tensors, str(folder / WEIGHTS))
+    try:
+        save_file(tensors, str(folder / WEIGHTS))
+    except Exception as e:  # safetensors' own error: keep the OS's (disk full)
+        raise (os_error_of(e, folder / WEIGHTS) or e) from None
     stamped = {FORMAT_KEY: FORMAT_VERSION, "learntok_version": __version__, **config}
     (folder / CONFIG).write_text(json.dumps(stamped, indent=2), encoding="utf-8")
 
@@ -58,9 +85,17 @@ def check_format(config: dict, where: Path) -> dict:
 
 
 def atomic_dir(target: Path) -> Path:
-    """A fresh temporary folder beside `target`; call `commit(tmp, target)` when it is complete."""
+    """A fresh temporary folder beside `target`; call `commit(tmp, target)` when it is complete.
+    It gets the permissions of any new folder (the umask's), not tempfile.mkdtemp's 0700, which
+    would lock everyone but its owner out of the checkpoint it becomes."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    while True:
+        tmp = target.parent / f".{target.name}.tmp-{secrets.token_hex(6)}"
+        try:
+            tmp.mkdir()
+            return tmp
+        except FileExistsError:
+            continue
 
 
 def commit(tmp: Path, target: Path) -> None:
@@ -118,7 +153,7 @@ def read_json(path: Path) -> dict:
     if not path.exists():
         raise CheckpointError(f"{path} is missing")
     try:
-        return json.loads(read_input(path, "model config", CONFIG_BYTES, CheckpointError))
+        return parse_json(read_input(path, "model config", CONFIG_BYTES, CheckpointError).decode("utf-8"))
     except (OSError, ValueError) as e:
         raise CheckpointError(f"cannot read {path}: {one_line(e)}") from None
 
@@ -132,9 +167,12 @@ def read_weights(path: Path, map_location: str | torch.device) -> dict[str, torc
     if not path.is_file():
         raise CheckpointError(f"{path} is missing")
     try:
-        return load_file(str(path), device=str(map_location))
+        if is_utf8(str(path)):
+            return load_file(str(path), device=str(map_location))
+        # safetensors opens UTF-8 paths only: a folder named in another encoding is read here
+        return {k: v.to(map_location) for k, v in load(path.read_bytes()).items()}
     except Exception as e:  # safetensors raises its own error types for truncated/garbled files
-        raise CheckpointError(f"cannot read {path} (corrupt?): {one_line(e)}") from None
+        raise read_failure(e, path) from None
 
 
 def model_config(d: dict) -> ModelConfig:

@@ -1,29 +1,31 @@
-"""Model configuration (docs/design.md §2-§3). Every field: meaning and unit."""
+"""Model configuration (docs/design.md §2-§3). Every field: meaning and unit, and its valid range
+(learntok.ranges; checked when a run config is built)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from learntok.data.vocab import VOCAB_SIZE
+from learntok.data.vocab import N_SYMBOLS, VOCAB_SIZE
+from learntok.ranges import RATE, ranged
 
 
 @dataclass
 class ModelConfig:
-    d_model: int = 128  # residual width D at every level
-    n_heads: int = 4  # attention heads (head size = d_model // n_heads)
-    n_down: int = 1  # byte-level encoder blocks
-    n_mid: int = 2  # token-level blocks (full causal attention)
-    n_up: int = 1  # byte-level decoder blocks
-    attn_window: int = 64  # sliding-window size (bytes) of byte-level attention
-    mlp_ratio_bytes: float = 1.0  # gated-MLP hidden width / D at byte level
-    mlp_ratio_tokens: float = 4.0  # gated-MLP hidden width / D at token level
-    vocab_size: int = VOCAB_SIZE  # 256 bytes + BOS + EOS + PAD, padded to a multiple of 64
-    rope_base: float = 10000.0  # RoPE base (positions are byte offsets, integers)
+    d_model: int = ranged(128, ge=2)  # residual width D at every level
+    n_heads: int = ranged(4, ge=1)  # attention heads (head size = d_model // n_heads)
+    n_down: int = ranged(1, ge=0)  # byte-level encoder blocks
+    n_mid: int = ranged(2, ge=0)  # token-level blocks (full causal attention)
+    n_up: int = ranged(1, ge=0)  # byte-level decoder blocks
+    attn_window: int = ranged(64, ge=1)  # sliding-window size (bytes) of byte-level attention
+    mlp_ratio_bytes: float = ranged(1.0, gt=0)  # gated-MLP hidden width / D at byte level
+    mlp_ratio_tokens: float = ranged(4.0, gt=0)  # gated-MLP hidden width / D at token level
+    vocab_size: int = ranged(VOCAB_SIZE, ge=N_SYMBOLS)  # 256 bytes + BOS + EOS + PAD, padded to a multiple of 64
+    rope_base: float = ranged(10000.0, gt=1)  # RoPE base (positions are byte offsets, integers)
     boundary: str = "learned"  # boundary strategy name (see learntok.boundaries)
-    target_rate: float = 0.2  # rho*: target boundaries per byte
-    token_pad_multiple: int = 8  # pad the token dimension S to a multiple (bounded recompiles)
-    init_std: float = 0.02  # std of the normal init of linear and embedding weights
+    target_rate: float = ranged(0.2, RATE)  # rho*: target boundaries per byte
+    token_pad_multiple: int = ranged(8, ge=1)  # pad the token dimension S to a multiple (bounded recompiles)
+    init_std: float = ranged(0.02, ge=0)  # std of the normal init of linear and embedding weights
     # the boundary strategy's own options (its config class in learntok.boundaries; [strategy] in a run config)
     strategy: dict[str, Any] = field(default_factory=dict)
 
@@ -31,8 +33,7 @@ class ModelConfig:
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model {self.d_model} is not a multiple of n_heads {self.n_heads}")
         if (self.d_model // self.n_heads) % 2:
-            raise ValueError(f"head size {self.d_model // self.n_heads} must be even for RoPE")
-        if not 0.0 < self.target_rate < 1.0:
-            raise ValueError(f"target_rate {self.target_rate} must be in (0, 1)")
-        if self.attn_window < 1:
-            raise ValueError(f"attn_window {self.attn_window} must be >= 1")
+            raise ValueError(
+                f"head size d_model / n_heads = {self.d_model} / {self.n_heads} = "
+                f"{self.d_model // self.n_heads} must be even for RoPE"
+            )
