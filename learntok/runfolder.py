@@ -32,7 +32,7 @@ from learntok.checkpoint import LATEST, remove_stale_tmp
 from learntok.config import ConfigError
 from learntok.errors import DataError
 from learntok.files import read_input, write_text_atomic
-from learntok.structured import parse_json
+from learntok.structured import FormatError, parse_json
 
 LOCK = ".lock"
 METRICS, SEGMENTS, CONFIG, WANDB = "metrics.jsonl", "segments.txt", "config.toml", "wandb"
@@ -135,10 +135,10 @@ def metric_rows(path: str | Path) -> list[tuple[str, dict]]:
     for i, (lineno, line) in enumerate(lines):
         try:
             row = parse_json(line)
-        except ValueError:
+        except FormatError as e:
             if i == len(lines) - 1 and not text.endswith("\n"):  # torn by a crash
                 break
-            raise DataError(f"{path} line {lineno}: not valid JSON") from None
+            raise DataError(f"{path} line {lineno}: {e}") from None
         if not isinstance(row, dict) or "step" not in row:
             raise DataError(f"{path} line {lineno}: no field 'step' (not a metrics row)")
         if not isinstance(row["step"], int) or isinstance(row["step"], bool):

@@ -81,6 +81,7 @@ def _unnamed_documents(source: str, text_field: str) -> list[bytes]:
         raise DataError(
             f"data source {source!r} is neither a built-in corpus ({', '.join(BUILTINS)}) nor an existing path"
         )
+    check_size(path, memory_budget())
     docs = [doc for doc in bounded((d for d, _ in file_documents(path, text_field)), "data source", path) if doc]
     if not docs:
         table = file_kind(path) != "text"
@@ -109,6 +110,14 @@ def bounded(docs: Iterable[bytes], what: str, path: Path, limit: int | None = No
         if total > limit:
             raise DataError(too_large(what, path, None, limit))
         yield doc
+
+
+def check_size(path: Path, budget: int, limit: int | None = None) -> None:
+    """Refuse (too_large) a regular, uncompressed file larger than `budget` bytes by its size alone,
+    before reading it (`limit`: the whole bound, for the message; default `budget`)."""
+    size = path.stat().st_size if path.is_file() else 0
+    if not path.name.endswith(".gz") and size > budget:
+        raise DataError(too_large("data source", path, size, budget if limit is None else limit))
 
 
 def file_documents(
@@ -250,6 +259,7 @@ def _folder_documents(root: Path, text_field: str = "text") -> tuple[list[bytes]
     docs, names, limit = [], [], memory_budget()
     budget = limit
     for path in files_below(root):
+        check_size(path, budget, limit)
         for doc, _ in file_documents(path, text_field):
             if doc:
                 if len(doc) > budget:
