@@ -29,14 +29,15 @@ from learntok import cli
 from learntok.checkpoint import STATE, STATE_KEYS, latest_checkpoint, load_checkpoint, load_run
 from learntok.errors import CheckpointError
 
-from test_bad_input import ROOT, TINY, base, checksums, run_cli  # noqa: F401  (base: the trained tiny run, a fixture)
+from conftest import ROOT, TINY_RUN as TINY, checksums
+from learntok.files import OUTPUT_TYPES, output_folder
 from test_values import MINIMAL
 
 NOT_UTF8 = "caf\udce9"  # how Python holds the argument bytes b"caf\xe9"
 
 
 @pytest.fixture
-def work(base, tmp_path, monkeypatch):  # noqa: F811  (base: the fixture imported above)
+def work(base, tmp_path, monkeypatch):
     """A fresh copy of the trained run, its corpus, a task file and a prepared folder, as cwd."""
     for name in ("run", "prep"):
         shutil.copytree(base / name, tmp_path / name)
@@ -63,19 +64,20 @@ def one_line(code, lines, expected_code=2, *words):
 # ---------------------------------------------------------------- permissions
 
 
-def output_options() -> list[tuple[str, str]]:
-    """(command, option) for every output option (file or folder) of every command."""
+def output_options() -> list[tuple[str, str, bool]]:
+    """(command, option, is a folder) for every output option of every command (typed
+    files.output_file or output_folder)."""
     parser = cli.build_parser()
     return [
-        (command, f"--{name}")
+        (command, a.option_strings[0], a.type is output_folder)
         for command, sub in parser._subparsers._group_actions[0].choices.items()
-        for name in (*cli.FILE_OUTPUTS, *cli.FOLDER_OUTPUTS)
-        if any(f"--{name}" in a.option_strings for a in sub._actions)
+        for a in sub._actions
+        if a.type in OUTPUT_TYPES and a.option_strings
     ]
 
 
-@pytest.mark.parametrize("command, option", output_options())
-def test_an_output_in_a_read_only_folder_is_refused_before_the_work(work, capsys, monkeypatch, command, option):
+@pytest.mark.parametrize("command, option, folder", output_options())
+def test_an_output_in_a_read_only_folder_is_refused_before_the_work(work, capsys, monkeypatch, command, option, folder):
     """We run as root, where chmod denies nothing: os.access is made to answer as for another
     user's folder. The command itself is replaced by one that fails the test if it runs."""
     (work / "ro").mkdir()
@@ -84,7 +86,7 @@ def test_an_output_in_a_read_only_folder_is_refused_before_the_work(work, capsys
         os, "access", lambda p, mode: False if "ro" in Path(p).parts and mode & os.W_OK else real(p, mode)
     )
     monkeypatch.setattr(cli, f"cmd_{command.replace('-', '_')}", lambda args: pytest.fail("the work started"))
-    name = "ro/out.json" if option in ("--json", "--html") else "ro/out"
+    name = "ro/out" if folder else "ro/out.json"
     one_line(*main([command, *MINIMAL[command], option, name], capsys), 2, f"{option} {name}: permission denied")
     assert os.listdir(work / "ro") == []
 
