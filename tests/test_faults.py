@@ -30,7 +30,8 @@ from learntok.checkpoint import STATE, STATE_KEYS, latest_checkpoint, load_check
 from learntok.errors import CheckpointError
 
 from conftest import ROOT, TINY_RUN as TINY, checksums
-from learntok.files import OUTPUT_TYPES, output_folder
+from learntok import files
+from learntok.files import INPUT_TYPES, OUTPUT_TYPES, output_folder
 from test_values import MINIMAL
 
 NOT_UTF8 = "caf\udce9"  # how Python holds the argument bytes b"caf\xe9"
@@ -176,6 +177,7 @@ def fill_disk(monkeypatch, name: str) -> None:
         return real_open(file, mode, *a, **k)
 
     monkeypatch.setattr(checkpoint, "open", full, raising=False)
+    monkeypatch.setattr(files, "open", full, raising=False)  # the pointer is written by files.write_text_atomic
 
 
 @pytest.mark.parametrize("name", [STATE, "model.safetensors", "latest"])
@@ -547,7 +549,8 @@ def text_arguments() -> set[str]:
     found = set()
     for command, sub in parser._subparsers._group_actions[0].choices.items():
         for a in sub._actions:
-            if a.nargs != 0 and a.choices is None and a.type in (None, cli.text_arg) and a.dest != "help":
+            text = (None, str, cli.text_arg, *INPUT_TYPES, *OUTPUT_TYPES)  # plain text, text for the model, paths
+            if a.nargs != 0 and a.choices is None and a.type in text and a.dest != "help":
                 found.add(f"{command} {a.option_strings[-1] if a.option_strings else a.dest}")
     return found
 

@@ -118,7 +118,9 @@ def prepare(sources: list[str], out: str | Path, opts: PrepareOptions | None = N
     out = Path(out).expanduser()
     files = input_files(sources)
     if all(f.stat().st_size == 0 for f in files):
-        raise DataError(f"prepare: every source is empty ({', '.join(map(str, files[:3]))}{', ...' if len(files) > 3 else ''})")
+        raise DataError(
+            f"prepare: every source is empty ({', '.join(map(str, files[:3]))}{', ...' if len(files) > 3 else ''})"
+        )
     if out.exists() and any(out.iterdir()):
         raise DataError(f"prepare: output folder {out} is not empty")
     counts = {"read": 0, "dropped_short": 0, "dropped_long": 0, "truncated": 0}
