@@ -9,7 +9,9 @@ size limits and raw argv bytes need a child process.
 """
 
 import contextlib
+import base64
 import errno
+import json
 import io
 import os
 import resource
@@ -582,6 +584,8 @@ def test_a_prompt_that_is_not_utf8_is_its_bytes(work):
             "3",
             "--temperature",
             "0",
+            "--json",
+            "s.json",
         ],
         cwd=work,
         env=env(),
@@ -589,7 +593,10 @@ def test_a_prompt_that_is_not_utf8_is_its_bytes(work):
         timeout=300,
     )
     assert r.returncode == 0 and b"Traceback" not in r.stderr, r.stderr[-2000:]
-    assert r.stdout.startswith(b"caf\\xe9")  # the byte 0xe9 alone is no character: shown as \xNN
+    assert r.stdout.startswith(b"caf")  # 0xe9 is shown alone as \xe9, or with the bytes made after it
+    record = json.loads((work / "s.json").read_text())
+    assert base64.b64decode(record["prompt_base64"]) == b"caf\xe9"  # the argument's own bytes
+    (work / "s.json").unlink()
 
 
 # ---------------------------------------------------------------- incomplete checkpoints, rotation races
