@@ -185,7 +185,9 @@ def _load_model_folder(folder: Path, device: str | torch.device) -> tuple[AUNet,
         files = read_model(folder, device)
         model = AUNet.from_files(files, map_location=device)
         run_cfg = RunConfig.from_dict(files.config) if isinstance(files.config.get("model"), dict) else None
-    except ConfigError as e:  # a field this version does not know: written by another version
+    except (CheckpointError, ConfigError) as e:
+        if getattr(e, "os_fault", False):  # the file could not be read: nothing to say of its version
+            raise
         raise CheckpointError(f"{e} (a checkpoint from an incompatible learntok version?)") from None
     return model.eval(), run_cfg, files.folder
 

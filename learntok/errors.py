@@ -37,3 +37,10 @@ class CheckpointError(RuntimeError):
 
 class OutputError(Exception):
     """An output file that cannot be written (one-line message naming it and why)."""
+
+
+def os_fault(e: Exception) -> Exception:
+    """`e`, marked as reporting an OS error (a file that could not be opened or read), so that a
+    caller that would add a guess about the file's content (an old format?) does not."""
+    e.os_fault = True
+    return e

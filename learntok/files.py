@@ -23,7 +23,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from learntok.errors import DataError, OutputError, os_reason
+from learntok.errors import DataError, OutputError, os_fault, os_reason
 
 READ_COPIES = 4  # a source read into memory is held about this many times over (documents, pieces, the split array)
 READ_CHUNK = 1 << 20  # bytes a decompressed read takes at a time (never one allocation of the whole bound)
@@ -55,7 +55,7 @@ def check_input(path: str | Path, what: str, folder: bool = False, error: type[E
             f"{what} {p} does not exist" + (" (a symlink to a missing file)" if p.is_symlink() else "")
         ) from None
     except OSError as e:
-        raise error(f"{what} {p}: {os_reason(e)}") from None
+        raise os_fault(error(f"{what} {p}: {os_reason(e)}")) from None
     if stat.S_ISDIR(mode):
         if folder:
             return p
@@ -111,7 +111,7 @@ def open_input(path: str | Path, what: str, error: type[Exception] = DataError) 
     try:
         return InputFile(p)
     except OSError as e:
-        raise error(f"{what} {p}: {os_reason(e)}") from None
+        raise os_fault(error(f"{what} {p}: {os_reason(e)}")) from None
 
 
 def read_input(path: str | Path, what: str, limit: int | None = None, error: type[Exception] = DataError) -> bytes:
