@@ -1,14 +1,12 @@
-"""The command line's argparse types and its up-front check of outputs (docs/reliability.md):
-numbers in declared ranges (learntok.ranges), text for the model as the argument's bytes, and
-outputs this user may write."""
+"""The command line's argparse types for values (docs/reliability.md): numbers in declared ranges
+(learntok.ranges) and text for the model as the argument's bytes. Paths have their own types in
+learntok.files, and the outputs they name are checked by learntok.outputs."""
 
 from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
-from learntok.errors import ConfigError
 from learntok.ranges import FRACTION, RATE, SEED, Range, bounds
 
 
@@ -42,20 +40,3 @@ def text_arg(text: str) -> bytes:
     """An argument that is text for the model (a prompt, a text to segment): its bytes as the
     shell gave them, so an argument that is not UTF-8 is read as the bytes it is."""
     return os.fsencode(text)
-
-
-def check_writable(path: str | Path, option: str) -> None:
-    """Refuse, before the work, an output this user may not write: an existing file or folder
-    that is not writable, or, for one that does not exist yet, a nearest existing folder above it
-    in which nothing can be created (read-only, or another user's). os.access answers for the
-    real user; root passes every permission check (but not a read-only file system)."""
-    p = Path(path).absolute()
-    if p.exists():
-        if not os.access(p, os.W_OK):
-            raise ConfigError(f"--{option} {path}: permission denied (it is not writable by this user)")
-        return
-    parent = p.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"--{option} {path}: permission denied (folder {parent} is not writable by this user)")

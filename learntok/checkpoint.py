@@ -10,7 +10,6 @@ atomically), so a crash never leaves a half-written checkpoint behind the pointe
 
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ import torch
 from learntok.boundaries import strategy_class, strategy_names
 from learntok.config import RunConfig
 from learntok.errors import CheckpointError, ConfigError
+from learntok.files import write_text_atomic
 from learntok.model.aunet import AUNet
 from learntok.model.pretrained import (
     LATEST,
@@ -44,21 +44,6 @@ STATE_KEYS = ("step", "optimizer", "rng")  # what every state.pt holds (save_che
 # seeds (docs/results/compare-tiny-seeds.md; one corpus so far). `segment` and `eval` say so when
 # a run has trained fewer.
 SETTLE_STEPS = 750
-
-
-def write_text_atomic(path: str | Path, text: str) -> None:
-    """Replace `path` by `text`: write a temporary file beside it, flush it to disk, rename it
-    over `path` (a reader, or a crash, sees the old file or the new one, never a mix)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)  # a failed write (disk full) leaves nothing
 
 
 class _KeepWriteError:
@@ -201,6 +186,8 @@ def _load_model_folder(folder: Path, device: str | torch.device) -> tuple[AUNet,
         model = AUNet.from_files(files, map_location=device)
         run_cfg = RunConfig.from_dict(files.config) if isinstance(files.config.get("model"), dict) else None
     except (CheckpointError, ConfigError) as e:
+        if getattr(e, "os_fault", False):  # the file could not be read: nothing to say of its version
+            raise
         raise CheckpointError(f"{e} (a checkpoint from an incompatible learntok version?)") from None
     return model.eval(), run_cfg, files.folder
 

@@ -29,11 +29,11 @@ from learntok.arguments import (
     SEED_ARG,
     SHARD_MB,
     WINDOW,
-    check_writable,
     number,
     text_arg,
 )
 from learntok.errors import ConfigError
+from learntok.files import input_data, input_file, input_run, output_file, output_folder
 from learntok.faults import SIGINT_EXIT, SIGPIPE_EXIT, fault_line, quiet_stdout
 from learntok.ranges import THREADS
 
@@ -54,9 +54,10 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     from learntok.checkpoint import CheckpointError
     from learntok.config import ConfigError
     from learntok.data import DataError
+    from learntok.errors import OutputError
     from learntok.train import TrainingDiverged
 
-    return ConfigError, DataError, CheckpointError, TrainingDiverged, FileNotFoundError
+    return ConfigError, DataError, CheckpointError, OutputError, TrainingDiverged, FileNotFoundError
 
 
 ERROR = "learntok: error: "  # the one prefix of every expected error's line
@@ -71,45 +72,21 @@ class _Parser(argparse.ArgumentParser):
 
 
 def device_arg(text: str) -> str:
-    """--device: a device torch knows and this machine has (checked before a model is read)."""
-    import torch
+    """--device: a device learntok runs on and this machine has (checked before a model is read)."""
+    from learntok.runtime import resolve_device
 
     try:
-        device = torch.device(text)
-    except RuntimeError:
-        raise argparse.ArgumentTypeError(f"unknown device {text!r} (expected cpu, cuda, cuda:N, mps)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise argparse.ArgumentTypeError(f"device {text!r} is not available: this torch sees no CUDA GPU")
-    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
-        raise argparse.ArgumentTypeError(f"device {text!r} is not available: {torch.cuda.device_count()} GPU(s)")
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise argparse.ArgumentTypeError(f"device {text!r} is not available on this machine")
+        resolve_device(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
     return text
 
 
-FILE_OUTPUTS, FOLDER_OUTPUTS = ("json", "html"), ("out",)
-
-
 def check_outputs(args) -> None:
-    """Refuse, before any work, outputs that could not be written: a file output (--json,
-    --html) that is a folder or whose folder does not exist, a folder output (--out) that is a
-    file, and any output this user may not write (check_writable)."""
-    from learntok.config import ConfigError
+    """Refuse, before any work, every output this command line must not write (learntok.outputs)."""
+    from learntok.outputs import check_command_line
 
-    for name in FILE_OUTPUTS:
-        path = getattr(args, name, None)
-        if path and Path(path).is_dir():
-            raise ConfigError(f"--{name} {path} is a folder; give a file name")
-        if path and not Path(path).absolute().parent.is_dir():
-            raise ConfigError(f"--{name} {path}: folder {Path(path).absolute().parent} does not exist")
-        if path:
-            check_writable(path, name)
-    for name in FOLDER_OUTPUTS:
-        path = getattr(args, name, None)
-        if path and Path(path).exists() and not Path(path).is_dir():
-            raise ConfigError(f"--{name} {path} is an existing file, not a folder")
-        if path:
-            check_writable(path, name)
+    check_command_line(args)
 
 
 def with_steps(args) -> list[str]:
@@ -118,12 +95,11 @@ def with_steps(args) -> list[str]:
 
 
 def write_json(path: str | None, record: dict) -> None:
-    """`--json PATH` for commands that report figures; a failed write names the file."""
+    """`--json PATH` for commands that report figures, written whole (learntok.files.write_output)."""
+    from learntok.files import write_output
+
     if path:
-        try:
-            Path(path).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        except OSError as e:
-            raise OSError(e.errno, e.strerror, path) from None
+        write_output(path, json.dumps(record, indent=2) + "\n")
 
 
 def short_run_hint(path: str) -> None:
@@ -146,14 +122,18 @@ def add_train(sub) -> None:
         description="Config layers: defaults <- --preset (default tiny) <- --config FILE <- key.sub=value.",
     )
     p.add_argument(
-        "--preset", help="packaged preset: tiny, 20M, 40M, 90M, 147M (default: tiny, unless --config or --resume)"
+        "--preset",
+        type=str,
+        help="packaged preset: tiny, 20M, 40M, 90M, 147M (default: tiny, unless --config or --resume)",
     )
-    p.add_argument("--config", help="a TOML (or JSON) file of config sections")
-    p.add_argument("--out", help="run folder (default: runs/<preset>-<strategy>-<timestamp>)")
+    p.add_argument("--config", type=input_file, help="a TOML (or JSON) file of config sections")
+    p.add_argument("--out", type=output_folder, help="run folder (default: runs/<preset>-<strategy>-<timestamp>)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
     p.add_argument("--steps", type=POSITIVE, help="optimizer steps (train.steps)")
-    p.add_argument("--json", help="also write the summary to this JSON file")
-    p.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides, e.g. train.steps=100")
+    p.add_argument("--json", type=output_file, help="also write the summary to this JSON file")
+    p.add_argument(
+        "overrides", nargs="*", type=str, metavar="key.sub=value", help="config overrides, e.g. train.steps=100"
+    )
     p.set_defaults(func=cmd_train, left=train_left)
 
 
@@ -207,8 +187,10 @@ def add_config(sub) -> None:
         description="The config `learntok train` would run with the same --preset, --config and "
         "overrides (default preset tiny), as TOML; nothing is run.",
     )
-    p.add_argument("--preset", help="packaged preset: tiny, 20M, 40M, 90M, 147M (default: tiny, unless --config)")
-    p.add_argument("--config", help="a TOML (or JSON) file of config sections")
+    p.add_argument(
+        "--preset", type=str, help="packaged preset: tiny, 20M, 40M, 90M, 147M (default: tiny, unless --config)"
+    )
+    p.add_argument("--config", type=input_file, help="a TOML (or JSON) file of config sections")
     p.add_argument("--keys", action="store_true", help="list every key instead: type, default and meaning")
     p.add_argument(
         "--plan",
@@ -219,7 +201,9 @@ def add_config(sub) -> None:
     p.add_argument(
         "--mfu", type=PROBABILITY, default=0.4, help="with --plan: model FLOPs utilisation for the GPU-hours"
     )
-    p.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides, e.g. train.steps=100")
+    p.add_argument(
+        "overrides", nargs="*", type=str, metavar="key.sub=value", help="config overrides, e.g. train.steps=100"
+    )
     p.set_defaults(func=cmd_config)
 
 
@@ -242,14 +226,19 @@ def cmd_config(args) -> None:
 
 def add_segment(sub) -> None:
     p = sub.add_parser("segment", help="show how a model cuts text into tokens")
-    p.add_argument("model", metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder")
+    p.add_argument(
+        "model", type=input_run, metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder"
+    )
     p.add_argument("text", nargs="?", type=text_arg, help="text to segment (or --file, or --held-out)")
-    p.add_argument("--file", help="read the text from this file (bytes as they are)")
+    p.add_argument("--file", type=input_file, help="read the text from this file (bytes as they are)")
     p.add_argument(
         "--held-out", action="store_true", help="a passage of the run's test split, with the run's validation figures"
     )
     p.add_argument(
-        "--html", metavar="OUT", help="also write an HTML page (with the learned policy: a compression slider)"
+        "--html",
+        type=output_file,
+        metavar="OUT",
+        help="also write an HTML page (with the learned policy: a compression slider)",
     )
     p.add_argument("--greedy", action="store_true", help="decide p > 0.5 instead of sampling")
     p.add_argument("--seed", type=SEED_ARG, default=0, help="seed of the sampled boundaries")
@@ -265,7 +254,7 @@ def add_segment(sub) -> None:
         help="with --rate: online (the offset moves with the decisions made, so the rate holds on any "
         "text; the default where the strategy has it) or calibrated (the offset found on val, fixed)",
     )
-    p.add_argument("--json", help="write chunks and stats to this JSON file")
+    p.add_argument("--json", type=output_file, help="write chunks and stats to this JSON file")
     p.set_defaults(func=cmd_segment)
 
 
@@ -335,11 +324,13 @@ def cmd_segment(args) -> None:
 
 def add_eval(sub) -> None:
     p = sub.add_parser("eval", help="bits per byte (with error bars) and boundary quality")
-    p.add_argument("model", metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder")
+    p.add_argument(
+        "model", type=input_run, metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder"
+    )
     p.add_argument(
         "--split", default="test", choices=["train", "val", "test", "all"], help="split of the data (all: unsplit)"
     )
-    p.add_argument("--source", help="another data.source (built-in name or path) instead of the run's")
+    p.add_argument("--source", type=input_data, help="another data.source (built-in name or path) instead of the run's")
     p.add_argument(
         "--samples", type=POSITIVE, default=1, help="K sampled segmentations: mean bpb and log-mean-exp bound"
     )
@@ -362,13 +353,14 @@ def add_eval(sub) -> None:
     )
     p.add_argument(
         "--boundaries-from",
+        type=input_run,
         metavar="OTHER_RUN",
         help="score the model with another run's boundary decisions "
         "on the same windows, or 'uniform' (random at its target rate); also reports its own, paired "
         "(docs/compare.md)",
     )
     p.add_argument("--device", default="cpu", type=device_arg)
-    p.add_argument("--json", help="write every figure to this JSON file")
+    p.add_argument("--json", type=output_file, help="write every figure to this JSON file")
     p.set_defaults(func=cmd_eval)
 
 
@@ -405,8 +397,10 @@ def cmd_eval(args) -> None:
 
 def add_eval_tasks(sub) -> None:
     p = sub.add_parser("eval-tasks", help="zero-shot tasks from JSONL(.gz) files")
-    p.add_argument("model", metavar="RUN_OR_CKPT")
-    p.add_argument("--task", action="append", required=True, metavar="FILE", help="task file (repeatable)")
+    p.add_argument("model", type=input_run, metavar="RUN_OR_CKPT")
+    p.add_argument(
+        "--task", type=input_file, action="append", required=True, metavar="FILE", help="task file (repeatable)"
+    )
     p.add_argument("--batch-size", type=POSITIVE, default=16)
     p.add_argument("--seq-len", type=WINDOW, help="bytes per row, BOS included (default: the run's)")
     p.add_argument("--greedy", action="store_true", help="greedy boundaries (p > 0.5) instead of sampled ones")
@@ -419,7 +413,7 @@ def add_eval_tasks(sub) -> None:
         help="between context and continuation (unless the context ends in whitespace)",
     )
     p.add_argument("--device", default="cpu", type=device_arg)
-    p.add_argument("--json", help="write the results to this JSON file")
+    p.add_argument("--json", type=output_file, help="write the results to this JSON file")
     p.set_defaults(func=cmd_eval_tasks)
 
 
@@ -443,15 +437,15 @@ def cmd_eval_tasks(args) -> None:
 
 def add_diagnose(sub) -> None:
     p = sub.add_parser("diagnose", help="variance and SNR of the policy-gradient estimator per trick")
-    p.add_argument("model", metavar="RUN_OR_CKPT", help="run or checkpoint folder")
+    p.add_argument("model", type=input_run, metavar="RUN_OR_CKPT", help="run or checkpoint folder")
     p.add_argument("--batches", type=POSITIVE, default=4, help="fixed training batches")
     p.add_argument("--samples", type=POSITIVE, default=16, help="K boundary samples per batch")
     p.add_argument("--batch-size", type=POSITIVE, help="default: the run's, at most 16")
     p.add_argument("--seq-len", type=WINDOW, help="default: the run's, at most 512")
     p.add_argument("--seed", type=SEED_ARG, default=0)
-    p.add_argument("--out", help="folder for diagnose.md/.json/.png (default RUN/diagnose)")
+    p.add_argument("--out", type=output_folder, help="folder for diagnose.md/.json/.png (default RUN/diagnose)")
     p.add_argument("--device", default="cpu", type=device_arg)
-    p.add_argument("--json", help="also write the table to this JSON file")
+    p.add_argument("--json", type=output_file, help="also write the table to this JSON file")
     p.set_defaults(func=cmd_diagnose)
 
 
@@ -468,8 +462,10 @@ def cmd_diagnose(args) -> None:
 
 def add_plot(sub) -> None:
     p = sub.add_parser("plot", help="training and validation curves of runs (PNG)")
-    p.add_argument("runs", nargs="+", metavar="RUN")
-    p.add_argument("--out", help="output folder (default: RUN/plots for one run, plots/ for several)")
+    p.add_argument("runs", nargs="+", type=input_run, metavar="RUN")
+    p.add_argument(
+        "--out", type=output_folder, help="output folder (default: RUN/plots for one run, plots/ for several)"
+    )
     p.add_argument("--x", default="step", choices=["step", "bytes_seen"], help="x axis")
     p.set_defaults(func=cmd_plot)
 
@@ -487,7 +483,9 @@ def cmd_plot(args) -> None:
 
 def add_sample(sub) -> None:
     p = sub.add_parser("sample", help="stream a model's continuation of a prompt (cached decoding)")
-    p.add_argument("model", metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder")
+    p.add_argument(
+        "model", type=input_run, metavar="RUN_OR_CKPT", help="run folder (latest checkpoint) or model/checkpoint folder"
+    )
     p.add_argument("--prompt", required=True, type=text_arg, help="text to continue")
     p.add_argument("--max-bytes", type=POSITIVE, default=256, help="bytes to generate (fewer if EOS is drawn)")
     p.add_argument("--temperature", type=NONNEGATIVE, default=1.0, help="0: argmax")
@@ -512,8 +510,9 @@ def add_sample(sub) -> None:
     p.add_argument("--device", default="cpu", type=device_arg)
     p.add_argument(
         "--json",
-        help="write the prompt, the generated text (and its bytes in base64), bytes/s and "
-        "boundary rate to this JSON file",
+        type=output_file,
+        help="write the prompt, the generated text (and its bytes in base64), "
+        "bytes/s and boundary rate to this JSON file",
     )
     p.set_defaults(func=cmd_sample)
 
@@ -561,17 +560,19 @@ def add_compare(sub) -> None:
         description="Variants: STRATEGY[+key=value...], e.g. learned+gamma=1.0; finished variants are skipped. "
         "Or --runs: finished runs side by side on the same windows.",
     )
-    p.add_argument("--preset", help="packaged preset shared by every variant (default tiny)")
-    p.add_argument("--strategies", help="comma-separated variants, e.g. learned,uniform,bpe,learned+w=1")
+    p.add_argument("--preset", type=str, help="packaged preset shared by every variant (default tiny)")
+    p.add_argument("--strategies", type=str, help="comma-separated variants, e.g. learned,uniform,bpe,learned+w=1")
     p.add_argument(
         "--runs",
         nargs="+",
+        type=input_run,
         metavar="RUN",
-        help="instead of training: evaluate these finished run folders on "
-        "the first one's windows, with each one's difference from it paired by window (docs/compare.md)",
+        help="instead of training: evaluate these finished "
+        "run folders on the first one's windows, with each one's difference from it paired by window "
+        "(docs/compare.md)",
     )
     p.add_argument("--steps", type=POSITIVE, help="optimizer steps per variant (train.steps)")
-    p.add_argument("--out", help="results folder (default runs/compare-<preset>-<timestamp>)")
+    p.add_argument("--out", type=output_folder, help="results folder (default runs/compare-<preset>-<timestamp>)")
     p.add_argument(
         "--ablations",
         action="store_true",
@@ -581,22 +582,27 @@ def add_compare(sub) -> None:
     p.add_argument("--jobs", type=POSITIVE, default=1, help="train this many variants at once, one CPU thread each")
     p.add_argument(
         "--seeds",
+        type=str,
         help="train every variant at every seed: a count (3 = seeds 0,1,2) or a list (0,4,5); "
         "runs in OUT/<variant>/seed<k>, table over seeds with differences paired by seed",
     )
     p.add_argument(
         "--rates",
+        type=str,
         help="comma-separated target rates: every variant at every rate (variant@rate), "
         "plus the bpb-vs-rate frontier (docs/rate.md)",
     )
     p.add_argument(
         "--sweep",
+        type=str,
         metavar="VARIANT",
         help="with --rates: run this variant's model at every rate by "
         "calibration, against the models trained at each rate",
     )
-    p.add_argument("--json", help="also write the results to this JSON file")
-    p.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides shared by every variant")
+    p.add_argument("--json", type=output_file, help="also write the results to this JSON file")
+    p.add_argument(
+        "overrides", nargs="*", type=str, metavar="key.sub=value", help="config overrides shared by every variant"
+    )
     p.set_defaults(
         func=cmd_compare,
         left=lambda args: f"finished variants are kept in {args.out}; the same command with --out {args.out} continues",
@@ -654,9 +660,11 @@ def add_prepare(sub) -> None:
         help="text, folders, JSONL(.gz), parquet -> memory-mapped byte shards",
         description="Streams the sources into DATA_DIR; train from it with data.source=DATA_DIR.",
     )
-    p.add_argument("sources", nargs="+", metavar="SOURCE", help="text file, folder, .jsonl(.gz) or .parquet")
-    p.add_argument("--out", required=True, metavar="DATA_DIR", help="output folder (new or empty)")
-    p.add_argument("--text-field", default="text", help="JSONL field / parquet column of the text")
+    p.add_argument(
+        "sources", nargs="+", type=input_data, metavar="SOURCE", help="text file, folder, .jsonl(.gz) or .parquet"
+    )
+    p.add_argument("--out", type=output_folder, required=True, metavar="DATA_DIR", help="output folder (new or empty)")
+    p.add_argument("--text-field", type=str, default="text", help="JSONL field / parquet column of the text")
     p.add_argument("--min-doc-bytes", type=COUNT, default=1, help="drop shorter documents")
     p.add_argument("--max-doc-bytes", type=POSITIVE, help="drop longer documents (or cut them with --truncate)")
     p.add_argument("--truncate", action="store_true", help="cut documents to --max-doc-bytes instead of dropping them")
@@ -667,7 +675,7 @@ def add_prepare(sub) -> None:
     p.add_argument(
         "--piece-bytes", type=POSITIVE, default=1 << 14, help="read text files as documents of about this many bytes"
     )
-    p.add_argument("--json", help="also write the index to this JSON file")
+    p.add_argument("--json", type=output_file, help="also write the index to this JSON file")
     p.set_defaults(
         func=cmd_prepare,
         left=lambda args: (
@@ -729,6 +737,7 @@ def build_parser() -> argparse.ArgumentParser:
             default=0,
             help="CPU threads for torch (default: all cores; give 1 to runs that share a machine)",
         )
+        p.set_defaults(command_parser=p)  # its options' types name its inputs and outputs
     return parser
 
 

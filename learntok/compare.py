@@ -20,11 +20,12 @@ from pathlib import Path
 
 from learntok.boundaries import strategy_names
 from learntok.boundaries.options import option_types
-from learntok.checkpoint import latest_checkpoint, load_run, write_text_atomic
+from learntok.checkpoint import latest_checkpoint, load_run
 from learntok.config import STRATEGY, ConfigError, RunConfig, load_config
 from learntok.data import ByteData
 from learntok.distributed import DistEnv, barrier, init_distributed, shutdown
 from learntok.evaluate import EvalOptions, evaluate_bpb
+from learntok.files import write_text_atomic
 from learntok.frontier import REFERENCE, check_sweep, write_frontier
 from learntok.jobs import Job, last_line, run_jobs
 from learntok.plots import pyplot, read_metrics, save_curves, series
@@ -473,8 +474,9 @@ def compare(
         ]
     ).replace("  ", " ")
     summary = seed_summary(records, variants) if seeds is not None else None
-    (out / "results.json").write_text(
-        json.dumps({"command": command, "results": records, "over_seeds": summary}, indent=2) + "\n", encoding="utf-8"
+    write_text_atomic(
+        out / "results.json",
+        json.dumps({"command": command, "results": records, "over_seeds": summary}, indent=2) + "\n",
     )
     plot_curves(out, variants, seeds)
     over_seeds = (
@@ -487,11 +489,11 @@ def compare(
         if summary
         else ""
     )
-    (out / "results.md").write_text(
+    write_text_atomic(
+        out / "results.md",
         f"# learntok compare\n\n`{command}`\n\n{over_seeds}{format_table(records)}\n"
         "bpb: corpus-level bits per byte (sampled boundaries, seeded); doc bpb: mean over documents "
         "with its standard error. Rates on the test split.\n\n![validation bpb](curves.png)\n",
-        encoding="utf-8",
     )
     return records
 

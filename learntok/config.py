@@ -21,6 +21,7 @@ from learntok.boundaries.options import STRATEGY, kept_options, move_old_keys, m
 from learntok.data import DataConfig
 from learntok.errors import ConfigError
 from learntok.fields import check_fields, check_values, field_types, parse_value
+from learntok.files import read_input, write_text_atomic
 from learntok.nn.config import ModelConfig
 from learntok.objective import ObjectiveConfig
 from learntok.ranges import INT64, SEED, THREADS, ranged
@@ -263,13 +264,15 @@ def read_preset(name: str) -> dict[str, Any]:
     return parse_toml(path.read_text(encoding="utf-8"))
 
 
+CONFIG_BYTES = 16 << 20  # a config file larger than this is not a config (read bound)
+
+
 def read_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist")
+    data = read_input(path, "config file", CONFIG_BYTES, ConfigError)  # a regular file, bounded
     try:
-        text = path.read_text(encoding="utf-8")
-        return parse_json(text) if path.suffix == ".json" else parse_toml(text)
+        text = data.decode("utf-8")
+        return parse_json(text) if path.name.removesuffix(".gz").endswith(".json") else parse_toml(text)
     except UnicodeDecodeError as e:
         raise ConfigError(f"config file {path} is not UTF-8 text (byte {e.start}: {e.reason})") from None
     except FormatError as e:
@@ -336,4 +339,4 @@ def to_json(cfg: RunConfig) -> str:
 
 def save_config(cfg: RunConfig, path: str | Path) -> None:
     path = Path(path)
-    path.write_text(to_json(cfg) if path.suffix == ".json" else to_toml(cfg), encoding="utf-8")
+    write_text_atomic(path, to_json(cfg) if path.suffix == ".json" else to_toml(cfg))

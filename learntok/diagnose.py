@@ -29,6 +29,8 @@ import torch
 from learntok.checkpoint import load_run
 from learntok.config import ConfigError
 from learntok.data import ByteData
+from learntok.evaluate import position_bytes
+from learntok.files import write_text_atomic
 from learntok.objective import ObjectiveConfig, loss
 from learntok.plots import plot_diagnose
 from learntok.progress import Progress
@@ -142,6 +144,7 @@ def run_diagnose(
     batch_size = batch_size or min(run_cfg.train.batch_size, 16)
     seq_len = seq_len or min(run_cfg.train.seq_len, 512)
     data = ByteData.from_config(run_cfg.data)
+    data.check_window("train", seq_len, batch_size, position_bytes(model.cfg), training=True)
     xs = [data.train_batch(10_000_000 + i, batch_size, seq_len, seed).to(device) for i in range(batches)]
     table = diagnose(model, xs, samples, seed, progress=True)
     out = Path(out) if out else Path(path) / "diagnose"
@@ -155,8 +158,8 @@ def run_diagnose(
         "seed": seed,
         "estimators": table,
     }
-    (out / "diagnose.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    (out / "diagnose.md").write_text(markdown_table(table) + "\n", encoding="utf-8")
+    write_text_atomic(out / "diagnose.json", json.dumps(report, indent=2) + "\n")
+    write_text_atomic(out / "diagnose.md", markdown_table(table) + "\n")
     plot_diagnose(table, out / "diagnose.png")
     report["files"] = [str(out / n) for n in ("diagnose.md", "diagnose.json", "diagnose.png")]
     return report

@@ -1,5 +1,26 @@
 """The mistakes learntok expects from its users, one class each; the command line prints their
-one-line message and exits 2 (anything else is a bug and keeps its traceback)."""
+one-line message and exits 2 (anything else is a bug and keeps its traceback). And the words
+for an OS error, the same wherever it is reported."""
+
+import errno
+
+# Faults of the machine, not of learntok, by errno: one line instead of a traceback
+MACHINE_FAULTS = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EFBIG: "file too large (a file size limit, ulimit -f?)",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EIO: "input/output error",
+}
+
+
+def os_reason(e: OSError) -> str:
+    """What an OS error says, in learntok's words for the machine's faults (MACHINE_FAULTS),
+    else the OS's own (lower-case, as the rest of a learntok message)."""
+    reason = MACHINE_FAULTS.get(e.errno) or e.strerror or str(e)
+    return reason[:1].lower() + reason[1:]
 
 
 class ConfigError(ValueError):
@@ -12,3 +33,14 @@ class DataError(Exception):
 
 class CheckpointError(RuntimeError):
     """A missing or unreadable model file or checkpoint (one-line message)."""
+
+
+class OutputError(Exception):
+    """An output file that cannot be written (one-line message naming it and why)."""
+
+
+def os_fault(e: Exception) -> Exception:
+    """`e`, marked as reporting an OS error (a file that could not be opened or read), so that a
+    caller that would add a guess about the file's content (an old format?) does not."""
+    e.os_fault = True
+    return e

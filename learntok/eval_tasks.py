@@ -32,9 +32,10 @@ import torch
 
 from learntok.data import DataError
 from learntok.checkpoint import load_run
-from learntok.data.corpora import file_lines, json_records
+from learntok.data.corpora import json_records
 from learntok.data.vocab import bos_rows
 from learntok.evaluate import mean_and_se
+from learntok.files import open_input
 from learntok.objective import bits_per_byte
 from learntok.progress import Progress
 from learntok.runtime import autocast, inference
@@ -56,11 +57,9 @@ class Example:
 def read_task(path: str | Path) -> tuple[str, list[Example]]:
     """(form, examples) from a JSONL or JSONL.gz file."""
     path = Path(path)
-    if not path.is_file():
-        raise TaskError(f"task file {path} does not exist")
     form, examples = None, []
-    with open(path, "rb") as f:
-        for lineno, rec in json_records(file_lines(f, path), str(path), TaskError):
+    with open_input(path, "task file", TaskError) as f:  # a regular file; .gz decompressed
+        for lineno, rec in json_records(f, str(path), TaskError):
             if form is None:
                 form = "continuation" if "continuation" in rec or "context" in rec else "multiple_choice"
             examples.append(_example(rec, form, f"{path} line {lineno}"))

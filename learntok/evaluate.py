@@ -82,6 +82,13 @@ class EvalOptions:
     progress: str | None = None  # show a progress bar (stderr) under this name; None: silent
 
 
+def position_bytes(cfg) -> int:
+    """A lower bound on the memory one position of a forward takes (bytes): its int64 byte, its
+    fp32 logits (vocab_size) and one fp32 activation (d_model). Sizes beyond memory are refused
+    with it before anything is allocated (ByteData.check_window)."""
+    return 8 + 4 * (cfg.vocab_size + cfg.d_model)
+
+
 def evaluate_bpb(model, data: ByteData, split: str, opts: EvalOptions, env: DistEnv | None = None) -> dict:
     """The one evaluation of learntok (training's periodic validation, `eval`, `compare`): bits
     per byte of the final head over every byte of `split` (at most opts.max_bytes), the boundary
@@ -355,10 +362,13 @@ def run_eval(
     if source is not None:
         data_cfg = dataclasses.replace(data_cfg, source=source)
     data = ByteData.from_config(data_cfg, unsplit=split == ALL)
+    seq_len = seq_len or (run_cfg.train.seq_len if run_cfg else 1024)
+    batch_size = batch_size or (run_cfg.train.batch_size if run_cfg else 16)
+    data.check_window(split, seq_len, batch_size, position_bytes(model.cfg))  # rows that cannot fit, before allocating
     reference, bpe_info = reference_starts_for(model, data, bpe_vocab)
     opts = EvalOptions(
-        batch_size or (run_cfg.train.batch_size if run_cfg else 16),
-        seq_len or (run_cfg.train.seq_len if run_cfg else 1024),
+        batch_size,
+        seq_len,
         max_bytes,
         samples,
         greedy,

@@ -4,20 +4,11 @@ the exit codes of Ctrl-C and of a pipe closed early."""
 
 from __future__ import annotations
 
-import errno
 import os
 import sys
 
-# Faults of the machine, not of learntok, by errno: one line instead of a traceback
-MACHINE_FAULTS = {
-    errno.ENOSPC: "no space left on device",
-    errno.EDQUOT: "disk quota exceeded",
-    errno.EFBIG: "file too large (a file size limit, ulimit -f?)",
-    errno.EROFS: "read-only file system",
-    errno.EACCES: "permission denied",
-    errno.EPERM: "operation not permitted",
-    errno.EIO: "input/output error",
-}
+from learntok.errors import MACHINE_FAULTS
+
 SIGINT_EXIT, SIGPIPE_EXIT = 130, 141  # 128 + the signal, as the shell reports a kill
 
 

@@ -16,6 +16,7 @@ from learntok.checkpoint import load_run
 from learntok.config import ConfigError, RunConfig
 from learntok.data import ByteData
 from learntok.evaluate import EvalOptions, paired_difference, window_nats
+from learntok.files import replacing, write_text_atomic
 from learntok.objective import bits_per_byte
 from learntok.plan import flops_per_byte
 from learntok.plots import pyplot
@@ -103,11 +104,9 @@ def write_frontier(
             raise ConfigError("--sweep runs one model: use it without --seeds")
         rows = over_seeds(rows)
     sweep_rows = _sweep_rows(out, sweep, records, cfgs, windows, data, opts) if sweep else []
-    (out / "frontier.json").write_text(
-        json.dumps({"frontier": rows, "sweep": sweep_rows}, indent=2) + "\n", encoding="utf-8"
-    )
+    write_text_atomic(out / "frontier.json", json.dumps({"frontier": rows, "sweep": sweep_rows}, indent=2) + "\n")
     _plot_frontier(out, rows, sweep_rows, sweep)
-    (out / "frontier.md").write_text(frontier_markdown(rows, sweep_rows, sweep), encoding="utf-8")
+    write_text_atomic(out / "frontier.md", frontier_markdown(rows, sweep_rows, sweep))
     return rows
 
 
@@ -242,5 +241,6 @@ def _plot_frontier(out: Path, rows: list[dict], sweep_rows: list[dict], sweep: s
         ax.legend(fontsize=8)
         ax.set_title("error bars: s.e. of the paired per-window difference from uniform", fontsize=9)
         fig.tight_layout()
-        fig.savefig(out / name, dpi=120)
+        with replacing(out / name) as tmp:
+            fig.savefig(tmp, dpi=120, format="png")
         plt.close(fig)

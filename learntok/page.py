@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from learntok.files import write_output
 from learntok.display import SPLIT_END, SPLIT_START, char_spans, display_chunks
 from learntok.windows import Decided
 
@@ -234,7 +235,7 @@ def render_html(view: PageData, path: str | Path, title: str = "learntok segment
         f"<script>{page_script()}</script>\n"
     )
     path = Path(path)
-    path.write_text(page, encoding="utf-8")
+    write_output(path, page)  # whole or not at all
     return path
 
 

@@ -13,7 +13,8 @@ import os
 from pathlib import Path
 
 from learntok.data import DataError
-from learntok.data.corpora import json_records
+from learntok.files import replacing
+from learntok.runfolder import METRICS as METRICS_FILE, metric_rows
 
 METRICS = {"bpb": "bits per byte", "boundary_rate": "boundary rate", "whitespace_rate": "whitespace rate"}
 
@@ -28,16 +29,17 @@ def pyplot():
 
 
 def read_metrics(run: str | Path) -> tuple[list[dict], list[dict]]:
-    """(training rows, validation rows) of RUN/metrics.jsonl (or a metrics.jsonl path); the
+    """(training rows, validation rows) of RUN/metrics.jsonl (or a metrics.jsonl path), read as
+    the trainer reads it (runfolder.metric_rows: a last row torn by a crash is left out); the
     strategy's fit row counts as training, compare's final evaluation row as neither."""
     path = Path(run)
-    path = path / "metrics.jsonl" if path.is_dir() else path
-    if not path.is_file():
+    path = path / METRICS_FILE if path.is_dir() else path
+    if not path.exists() and not path.is_symlink():
         raise DataError(f"{path} does not exist: is {run} a run folder?")
-    train, val = [], []
-    for lineno, rec in json_records(path.read_text(encoding="utf-8").splitlines(), str(path), DataError):
-        if "step" not in rec:
-            raise DataError(f"{path} line {lineno}: no field 'step'")
+    train, val, rows = [], [], metric_rows(path)
+    if not rows:
+        raise DataError(f"{path} holds no metrics rows (yet): nothing to plot")
+    for _, rec in rows:
         kind = rec.get("kind") or ("val" if any(k.startswith("val_") for k in rec) else "train")
         if kind in ("train", "fit"):
             train.append(rec)
@@ -83,7 +85,8 @@ def save_curves(fig, ax, path: Path) -> Path:
     if ax.lines:
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with replacing(path) as tmp:  # whole or not at all
+        fig.savefig(tmp, dpi=120, format="png")
     pyplot().close(fig)
     return path
 
@@ -103,6 +106,7 @@ def plot_diagnose(table: dict[str, dict[str, float]], path: str | Path) -> Path:
     fig.suptitle("policy-gradient estimator on fixed batches")
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=120)
+    with replacing(path) as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
     return path

@@ -28,9 +28,11 @@ import shutil
 import socket
 from pathlib import Path
 
-from learntok.checkpoint import LATEST, remove_stale_tmp, write_text_atomic
+from learntok.checkpoint import LATEST, remove_stale_tmp
 from learntok.config import ConfigError
-from learntok.structured import parse_json
+from learntok.errors import DataError
+from learntok.files import read_input, write_text_atomic
+from learntok.structured import FormatError, parse_json
 
 LOCK = ".lock"
 METRICS, SEGMENTS, CONFIG, WANDB = "metrics.jsonl", "segments.txt", "config.toml", "wandb"
@@ -53,6 +55,7 @@ def claim(run_dir: str | Path, resume: bool) -> Path:
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         raise RunFolderError(f"--out {run_dir} is a file, not a folder")
+    _check_kinds(run_dir)
     ours = (run_dir / LOCK).is_file()  # left by an earlier `train` here
     _lock(run_dir)
     remove_stale_tmp(run_dir)
@@ -60,6 +63,19 @@ def claim(run_dir: str | Path, resume: bool) -> Path:
     if not resume:
         _check_fresh(run_dir, ours)
     return run_dir
+
+
+def _check_kinds(run_dir: Path) -> None:
+    """Each name train uses in a run folder, where it exists, is what train makes of it (the lock
+    and the logs files, checkpoints a folder): anything else is one line, before the lock is taken."""
+    for name in (LOCK, *RUN_FILES):
+        path, folder = run_dir / name, name == "checkpoints"
+        if (path.exists() or path.is_symlink()) and not (path.is_dir() if folder else path.is_file()):
+            found = "a folder" if path.is_dir() else "a broken symlink" if not path.exists() else "not a regular file"
+            raise RunFolderError(
+                f"run folder {run_dir}: {name} is {found}, not a {'folder' if folder else 'file'}; "
+                f"move it away or choose another --out"
+            )
 
 
 def release(run_dir: str | Path) -> None:
@@ -108,16 +124,33 @@ def _remove_unused_folders() -> None:
             key.rmdir()
 
 
+def metric_rows(path: str | Path) -> list[tuple[str, dict]]:
+    """(line, row) for each row of a metrics.jsonl: the one reader of it, for the trainer and for
+    `plot`. A row is a JSON object with an integer `step`. A last line cut before its newline
+    that does not parse (what kill -9 in the middle of a write leaves) is left out; any other
+    line that is not a row is an error naming it."""
+    text = read_input(path, "metrics file").decode("utf-8", errors="replace")
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    rows = []
+    for i, (lineno, line) in enumerate(lines):
+        try:
+            row = parse_json(line)
+        except FormatError as e:
+            if i == len(lines) - 1 and not text.endswith("\n"):  # torn by a crash
+                break
+            raise DataError(f"{path} line {lineno}: {e}") from None
+        if not isinstance(row, dict) or "step" not in row:
+            raise DataError(f"{path} line {lineno}: no field 'step' (not a metrics row)")
+        if not isinstance(row["step"], int) or isinstance(row["step"], bool):
+            raise DataError(f"{path} line {lineno}: 'step' is {row['step']!r}, not a whole number")
+        rows.append((line, row))
+    return rows
+
+
 def _logged_steps(run_dir: Path) -> int:
-    """The highest step with a training row in metrics.jsonl (0 if none)."""
-    path, last = run_dir / METRICS, 0
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                last = max(last, int(parse_json(line).get("step", 0)))
-            except (ValueError, TypeError, AttributeError, OverflowError):
-                continue
-    return last
+    """The highest step with a row in metrics.jsonl (0 if none)."""
+    path = run_dir / METRICS
+    return max((row["step"] for _, row in metric_rows(path)), default=0) if path.is_file() else 0
 
 
 def _check_fresh(run_dir: Path, ours: bool) -> None:
@@ -163,7 +196,7 @@ def trim_logs(run_dir: Path, step: int) -> None:
     we resume from, and a last line torn by a crash, goes), each replaced atomically."""
     metrics = run_dir / METRICS
     if metrics.is_file():
-        write_text_atomic(metrics, "".join(line + "\n" for line in _lines(metrics) if _row_step(line) <= step))
+        write_text_atomic(metrics, "".join(line + "\n" for line, row in metric_rows(metrics) if row["step"] <= step))
     segments = run_dir / SEGMENTS
     if segments.is_file():
         keep, current = [], 0
@@ -177,11 +210,3 @@ def trim_logs(run_dir: Path, step: int) -> None:
 
 def _lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8", errors="replace").splitlines()
-
-
-def _row_step(line: str) -> float:
-    """The step of a metrics row; infinity for a line that is not a whole row (torn by a crash)."""
-    try:
-        return int(parse_json(line)["step"])
-    except (ValueError, KeyError, TypeError, OverflowError):
-        return float("inf")

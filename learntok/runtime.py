@@ -12,25 +12,35 @@ import torch
 from learntok.errors import ConfigError
 
 
+DEVICE_TYPES = ("cpu", "cuda", "mps")  # what learntok runs on (torch knows more: meta, xla, ...)
+
+
 def launch_rank() -> int:
     """This process's rank under torchrun (its RANK variable), 0 when started plainly."""
     return int(os.environ.get("RANK", "0"))
 
 
 def resolve_device(name: str = "auto") -> torch.device:
-    """auto: CUDA when available, else CPU. An explicit CUDA device that is absent is an error.
-    A CUDA device comes back with its index (`cuda` is the current one, as tensors report it:
+    """The one device check (system.device and every --device): auto is CUDA when available,
+    else CPU; a device of another type, or one this machine lacks, is a ConfigError. A CUDA
+    device comes back with its index (`cuda` is the current one, as tensors report it:
     torch.device("cuda") != torch.device("cuda:0"))."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         device = torch.device(name)
-    except RuntimeError:
-        raise ConfigError(f"system.device {name!r} is not a device (auto, cpu, cuda, cuda:N)") from None
+    except (RuntimeError, ValueError, TypeError):
+        raise ConfigError(f"unknown device {name!r} (expected auto, cpu, cuda, cuda:N, mps)") from None
+    if device.type not in DEVICE_TYPES:
+        raise ConfigError(f"device {name!r} is not supported: learntok runs on {', '.join(DEVICE_TYPES)}")
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"system.device {name!r}: CUDA is not available on this machine")
+        raise ConfigError(f"device {name!r} is not available: this torch sees no CUDA GPU")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ConfigError(f"device {name!r} is not available: {torch.cuda.device_count()} GPU(s)")
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"device {name!r} is not available on this machine")
     return device
 
 

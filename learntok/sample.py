@@ -85,6 +85,9 @@ def sample(
     n = len(made)
     return {
         "prompt": prompt if isinstance(prompt, str) else prompt.decode("utf-8", errors="replace"),
+        "prompt_base64": base64.b64encode(prompt.encode("utf-8") if isinstance(prompt, str) else prompt).decode(
+            "ascii"
+        ),
         "text": made.decode("utf-8", errors="replace"),
         "text_base64": base64.b64encode(made).decode("ascii"),
         "bytes": n,

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from learntok.checkpoint import STATE, latest_checkpoint, load_checkpoint, save_checkpoint, write_text_atomic
+from learntok.checkpoint import STATE, latest_checkpoint, load_checkpoint, save_checkpoint
 from learntok.config import ConfigError, OptimConfig, RunConfig, to_toml
 from learntok.errors import CheckpointError
 from learntok.data import PAD, ByteData, small_split_warnings
@@ -41,7 +41,8 @@ from learntok.distributed import (
     wrap_model,
 )
 from learntok.model.aunet import AUNet
-from learntok.evaluate import EvalOptions, evaluate_bpb
+from learntok.evaluate import EvalOptions, evaluate_bpb, position_bytes
+from learntok.files import write_text_atomic
 from learntok.objective import ObjectiveConfig, loss, objective_for
 from learntok.progress import Progress, note
 from learntok.runfolder import SEGMENTS, check_resume, claim, release, trim_logs
@@ -287,8 +288,11 @@ def train(
     if main:
         claim(run_dir, resume)  # lock the folder; refuse one not ours
     amp = resolve_dtype(sc.dtype, device)
-    micro_plan(tc.batch_size, tc.micro_batch_size, env.world)  # check the batch split at start-up
+    micro, _ = micro_plan(tc.batch_size, tc.micro_batch_size, env.world)  # check the batch split at start-up
     data = ByteData.from_config(run_cfg.data)
+    data.check_window(
+        "train", tc.seq_len, micro, position_bytes(run_cfg.model), training=True
+    )  # before any file is written
     seed_everything(tc.seed)
     model = AUNet(run_cfg.model).to(device)
     objective = objective_for(run_cfg.objective, model.strategy.has_policy)

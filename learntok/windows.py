@@ -23,6 +23,7 @@ from typing import Iterable, Iterator
 import torch
 
 from learntok.data.vocab import bos_rows, row_pieces
+from learntok.files import open_input
 from learntok.objective import boundary_counts
 from learntok.runtime import PrivateRNG, eval_mode, replayed, rng_snapshot
 
@@ -63,9 +64,10 @@ class Decided:
     counts: torch.Tensor  # (4,) their boundary_counts (rates over any number of batches add up)
 
 
-def read_pieces(path: str | Path, size: int) -> Iterator[bytes]:
-    """A file in pieces of `size` bytes (the last one shorter), read as they are consumed."""
-    with open(path, "rb") as f:
+def read_pieces(path: str | Path, size: int, what: str = "--file") -> Iterator[bytes]:
+    """A file in pieces of `size` bytes (the last one shorter), read as they are consumed: a
+    regular file only (files.open_input: a device or FIFO is refused), .gz decompressed."""
+    with open_input(path, what) as f:
         while piece := f.read(size):
             while len(piece) < size and (more := f.read(size - len(piece))):  # a short read is not the end
                 piece += more

@@ -1,10 +1,19 @@
 """Shared test helpers: a tiny model factory, the packaged Shakespeare text, JSON-lines and small
-corpus files. Plain functions (importable: `from conftest import tiny_model`) and fixtures."""
+corpus files, and the command line as a user meets it (a trained tiny run to point commands at,
+the one-line-error assertion of every bad-input table). Plain functions (importable: `from
+conftest import tiny_model`) and fixtures."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import hashlib
 import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,3 +68,109 @@ def corpus_file(tmp_path) -> Path:
     path = tmp_path / "corpus.txt"
     path.write_text(corpus_text())
     return path
+
+
+# ---------------------------------------------------------------- the command line, as a user meets it
+
+TINY_RUN = [
+    "model.d_model=32",
+    "model.n_heads=2",
+    "train.seq_len=64",
+    "train.batch_size=4",
+    "train.steps=3",
+    "log.eval_bytes=1024",
+]  # overrides of a run that trains in about a second
+
+
+def run_cli(*args, cwd, timeout: float = 300):
+    """`python -m learntok ARGS` in `cwd`, as a user runs it (its own process, one thread)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "learntok", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def checksums(folder: Path) -> dict[str, str]:
+    """sha256 of every file below `folder`, but run-folder locks (their content names the last
+    process that held them: bookkeeping, not data) and FIFOs and devices (never read)."""
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != ".lock"
+    }
+
+
+def assert_one_line_error(returncode: int, stderr: str, words, before: dict, after: dict) -> None:
+    """What every refused command line shows: exit 2, no traceback, exactly one line on stderr,
+    `learntok: error: ...`, holding `words` (a string, or a tuple of which one must appear), and
+    every file that was there before unchanged."""
+    assert returncode == 2, (returncode, stderr[-2000:])
+    assert "Traceback" not in stderr
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("learntok: error: "), stderr[-2000:]
+    assert not lines[0].startswith("learntok: error: learntok"), lines[0]  # one prefix, never two
+    assert any(w in lines[0] for w in ((words,) if isinstance(words, str) else words)), lines[0]
+    assert {k: after.get(k) for k in before} == before
+    assert not Path("/dev/full").is_file()  # a device named as an output is written, never renamed over
+
+
+@pytest.fixture(scope="session")
+def base(tmp_path_factory):
+    """Made once: a trained tiny run `run/` (data.source=corpus.txt), its corpus, a valid task
+    file `task.jsonl`, a folder of 40 documents `docs/` and its prepared folder `prep/`."""
+    from learntok.data.prepare import prepare
+
+    root = tmp_path_factory.mktemp("base")
+    (root / "corpus.txt").write_text(" ".join(f"a line of text number {i}." for i in range(300)))
+    r = run_cli("train", "--preset", "tiny", *TINY_RUN, "data.source=corpus.txt", "--out", "run", cwd=root)
+    assert r.returncode == 0, r.stderr
+    (root / "task.jsonl").write_text(json.dumps({"context": "a line of", "continuation": "text"}) + "\n")
+    docs = root / "docs"
+    docs.mkdir()
+    for i in range(40):
+        (docs / f"{i:02d}.txt").write_text(f"document {i}: " + "some words here. " * 20)
+    prepare([str(docs)], root / "prep", progress=False)
+    return root
+
+
+@pytest.fixture
+def workdir(base, tmp_path, monkeypatch):
+    """A fresh copy of `base` as the current folder."""
+    for p in base.iterdir():
+        (shutil.copytree if p.is_dir() else shutil.copy)(p, tmp_path / p.name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@contextlib.contextmanager
+def deadline(seconds: float):
+    """Fail the block (TimeoutError) if it runs longer than `seconds`: a read that blocks (a
+    FIFO with no writer) ends the test instead of hanging it."""
+
+    def expire(signum, frame):
+        raise TimeoutError(f"still running after {seconds} s: blocked?")
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def cli_in_process(args: list[str], capsys, seconds: float = 120) -> tuple[int, str]:
+    """(exit code, stderr) of `learntok ARGS` run by learntok.cli.main in this process (what
+    `python -m learntok` runs, without starting an interpreter: the tables stay fast). An
+    exception that main lets through, a traceback for a user, fails the test here."""
+    from learntok.cli import main
+
+    capsys.readouterr()
+    with deadline(seconds):
+        code = main([str(a) for a in args])
+    return code, capsys.readouterr().err

@@ -9,66 +9,15 @@ error must contain.
 """
 
 import gzip
-import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-TINY = [
-    "model.d_model=32",
-    "model.n_heads=2",
-    "train.seq_len=64",
-    "train.batch_size=4",
-    "train.steps=3",
-    "log.eval_bytes=1024",
-]
-
-
-def run_cli(*args, cwd):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "learntok", *map(str, args)],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    """A trained tiny run, its corpus, a valid task file and a prepared folder, made once."""
-    from learntok.data.prepare import prepare
-
-    root = tmp_path_factory.mktemp("base")
-    (root / "corpus.txt").write_text(" ".join(f"a line of text number {i}." for i in range(300)))
-    r = run_cli("train", "--preset", "tiny", *TINY, "data.source=corpus.txt", "--out", "run", cwd=root)
-    assert r.returncode == 0, r.stderr
-    (root / "task.jsonl").write_text(json.dumps({"context": "a line of", "continuation": "text"}) + "\n")
-    docs = root / "docs"
-    docs.mkdir()
-    for i in range(40):
-        (docs / f"{i:02d}.txt").write_text(f"document {i}: " + "some words here. " * 20)
-    prepare([str(docs)], root / "prep", progress=False)
-    return root
-
-
-def checksums(folder: Path) -> dict[str, str]:
-    """sha256 of every file below `folder`, but run-folder locks (their content names the last
-    process that held them: bookkeeping, not data)."""
-    return {
-        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*"))
-        if p.is_file() and p.name != ".lock"
-    }
+from conftest import TINY_RUN as TINY, checksums, assert_one_line_error, run_cli
 
 
 # ---------------------------------------------------------------- bad files
@@ -314,6 +263,39 @@ CASES = [
         lambda t: ["prepare", "corpus.txt", "--out", "new", "--piece-bytes", "0"],
         "--piece-bytes",
     ),
+    # one row of each kind of guard, as a user meets it (the kinds are tables in test_guards.py)
+    (
+        "eval-json-over-the-weights",
+        lambda t: ["eval", "run", "--json", "run/checkpoints/step_0000003/model.safetensors"],
+        "checkpoint folder",
+    ),
+    (
+        "sample-json-over-latest",
+        lambda t: ["sample", "run", "--prompt", "a", "--json", "run/checkpoints/latest"],
+        "checkpoints of a run",
+    ),
+    (
+        "segment-html-over-the-run-config",
+        lambda t: ["segment", "run", "text", "--html", "run/config.toml"],
+        "config.toml",
+    ),
+    (
+        "train-json-over-its-source",
+        lambda t: [*TRAIN, "data.source=corpus.txt", "--out", "new", "--json", "corpus.txt"],
+        "input of this command",
+    ),
+    ("train-source-a-fifo", lambda t: os.mkfifo(t / "pipe") or [*TRAIN, "data.source=pipe", "--out", "new"], "FIFO"),
+    ("prepare-a-fifo", lambda t: os.mkfifo(t / "pipe") or ["prepare", "pipe", "--out", "new"], "FIFO"),
+    ("train-source-dev-zero", lambda t: [*TRAIN, "data.source=/dev/zero", "--out", "new"], "device"),
+    ("train-source-empty", lambda t: [*TRAIN, "data.source=", "--out", "new"], "data.source is empty"),
+    ("eval-seq-len-beyond-memory", lambda t: ["eval", "run", "--seq-len", "100000000"], "100000000 bytes needs"),
+    ("train-config-a-folder", lambda t: ["train", "--config", "prep", "--out", "new"], "is a folder, not a file"),
+    ("eval-device-meta", lambda t: ["eval", "run", "--device", "meta"], "not supported"),
+    (
+        "eval-latest-outside-the-run",
+        lambda t: (t / "run" / "checkpoints" / "latest").write_text("../../elsewhere\n") and ["eval", "run"],
+        "only its own checkpoints",
+    ),
     # values out of their declared range, by kind (the property over every key: tests/test_values.py)
     ("train-n-heads-0", lambda t: [*TRAIN, "model.n_heads=0", "--out", "new"], "model.n_heads 0 must be >= 1"),
     ("train-seed-beyond-int64", lambda t: [*TRAIN, "train.seed=18446744073709551616", "--out", "new"], "train.seed"),
@@ -464,15 +446,7 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(base, tmp_path, make_a
     args = make_args(tmp_path)
     before = checksums(tmp_path)
     r = run_cli(*args, cwd=tmp_path)
-    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
-    assert "Traceback" not in r.stderr
-    lines = r.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("learntok: error: "), r.stderr[-2000:]
-    assert not lines[0].startswith("learntok: error: learntok"), lines[0]  # one prefix, never two
-    assert words in lines[0]
-    after = checksums(tmp_path)
-    assert {k: after.get(k) for k in before} == before
-    assert not Path("/dev/full").is_file()  # a device named as an output is written, never renamed over
+    assert_one_line_error(r.returncode, r.stderr, words, before, checksums(tmp_path))
 
 
 def test_overrides_anywhere_among_the_options(base, tmp_path):

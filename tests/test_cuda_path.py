@@ -183,6 +183,7 @@ def test_a_cuda_device_resolves_with_its_index(monkeypatch, name, want):
     """Tensors on a GPU report cuda:N, and torch.device("cuda") != torch.device("cuda:0")."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert resolve_device(name) == torch.device(want)
 
 

@@ -9,7 +9,9 @@ size limits and raw argv bytes need a child process.
 """
 
 import contextlib
+import base64
 import errno
+import json
 import io
 import os
 import resource
@@ -29,14 +31,16 @@ from learntok import cli
 from learntok.checkpoint import STATE, STATE_KEYS, latest_checkpoint, load_checkpoint, load_run
 from learntok.errors import CheckpointError
 
-from test_bad_input import ROOT, TINY, base, checksums, run_cli  # noqa: F401  (base: the trained tiny run, a fixture)
+from conftest import ROOT, TINY_RUN as TINY, checksums
+from learntok import files
+from learntok.files import INPUT_TYPES, OUTPUT_TYPES, output_folder
 from test_values import MINIMAL
 
 NOT_UTF8 = "caf\udce9"  # how Python holds the argument bytes b"caf\xe9"
 
 
 @pytest.fixture
-def work(base, tmp_path, monkeypatch):  # noqa: F811  (base: the fixture imported above)
+def work(base, tmp_path, monkeypatch):
     """A fresh copy of the trained run, its corpus, a task file and a prepared folder, as cwd."""
     for name in ("run", "prep"):
         shutil.copytree(base / name, tmp_path / name)
@@ -63,19 +67,20 @@ def one_line(code, lines, expected_code=2, *words):
 # ---------------------------------------------------------------- permissions
 
 
-def output_options() -> list[tuple[str, str]]:
-    """(command, option) for every output option (file or folder) of every command."""
+def output_options() -> list[tuple[str, str, bool]]:
+    """(command, option, is a folder) for every output option of every command (typed
+    files.output_file or output_folder)."""
     parser = cli.build_parser()
     return [
-        (command, f"--{name}")
+        (command, a.option_strings[0], a.type is output_folder)
         for command, sub in parser._subparsers._group_actions[0].choices.items()
-        for name in (*cli.FILE_OUTPUTS, *cli.FOLDER_OUTPUTS)
-        if any(f"--{name}" in a.option_strings for a in sub._actions)
+        for a in sub._actions
+        if a.type in OUTPUT_TYPES and a.option_strings
     ]
 
 
-@pytest.mark.parametrize("command, option", output_options())
-def test_an_output_in_a_read_only_folder_is_refused_before_the_work(work, capsys, monkeypatch, command, option):
+@pytest.mark.parametrize("command, option, folder", output_options())
+def test_an_output_in_a_read_only_folder_is_refused_before_the_work(work, capsys, monkeypatch, command, option, folder):
     """We run as root, where chmod denies nothing: os.access is made to answer as for another
     user's folder. The command itself is replaced by one that fails the test if it runs."""
     (work / "ro").mkdir()
@@ -84,7 +89,7 @@ def test_an_output_in_a_read_only_folder_is_refused_before_the_work(work, capsys
         os, "access", lambda p, mode: False if "ro" in Path(p).parts and mode & os.W_OK else real(p, mode)
     )
     monkeypatch.setattr(cli, f"cmd_{command.replace('-', '_')}", lambda args: pytest.fail("the work started"))
-    name = "ro/out.json" if option in ("--json", "--html") else "ro/out"
+    name = "ro/out" if folder else "ro/out.json"
     one_line(*main([command, *MINIMAL[command], option, name], capsys), 2, f"{option} {name}: permission denied")
     assert os.listdir(work / "ro") == []
 
@@ -174,6 +179,7 @@ def fill_disk(monkeypatch, name: str) -> None:
         return real_open(file, mode, *a, **k)
 
     monkeypatch.setattr(checkpoint, "open", full, raising=False)
+    monkeypatch.setattr(files, "open", full, raising=False)  # the pointer is written by files.write_text_atomic
 
 
 @pytest.mark.parametrize("name", [STATE, "model.safetensors", "latest"])
@@ -545,7 +551,8 @@ def text_arguments() -> set[str]:
     found = set()
     for command, sub in parser._subparsers._group_actions[0].choices.items():
         for a in sub._actions:
-            if a.nargs != 0 and a.choices is None and a.type in (None, cli.text_arg) and a.dest != "help":
+            text = (None, str, cli.text_arg, *INPUT_TYPES, *OUTPUT_TYPES)  # plain text, text for the model, paths
+            if a.nargs != 0 and a.choices is None and a.type in text and a.dest != "help":
                 found.add(f"{command} {a.option_strings[-1] if a.option_strings else a.dest}")
     return found
 
@@ -577,6 +584,8 @@ def test_a_prompt_that_is_not_utf8_is_its_bytes(work):
             "3",
             "--temperature",
             "0",
+            "--json",
+            "s.json",
         ],
         cwd=work,
         env=env(),
@@ -584,7 +593,10 @@ def test_a_prompt_that_is_not_utf8_is_its_bytes(work):
         timeout=300,
     )
     assert r.returncode == 0 and b"Traceback" not in r.stderr, r.stderr[-2000:]
-    assert r.stdout.startswith(b"caf\\xe9")  # the byte 0xe9 alone is no character: shown as \xNN
+    assert r.stdout.startswith(b"caf")  # 0xe9 is shown alone as \xe9, or with the bytes made after it
+    record = json.loads((work / "s.json").read_text())
+    assert base64.b64decode(record["prompt_base64"]) == b"caf\xe9"  # the argument's own bytes
+    (work / "s.json").unlink()
 
 
 # ---------------------------------------------------------------- incomplete checkpoints, rotation races

@@ -20,6 +20,8 @@ LAYERS: list[tuple[str, list[str]]] = [
         "foundations",
         [
             "learntok.errors",
+            "learntok.files",
+            "learntok.runtime",
             "learntok.runtime",
             "learntok.ranges",
             "learntok.structured",
@@ -45,6 +47,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "learntok.distributed",
             "learntok.boundary_quality",
             "learntok.plots",
+            "learntok.outputs",
         ],
     ),
     (

@@ -10,7 +10,9 @@ and `-zh` ship with the package: the Debian Reference manual in German, French, 
 and Simplified Chinese, one document per section, 0.5-0.6 MB each. Paths may be a text file, a
 folder, JSONL(.gz) or parquet, each file read by `file_documents` (the one reader that training
 and `learntok prepare` share, so both see the same documents): a JSONL record or a parquet row
-is a document, and a text file is read in pieces of about PIECE_BYTES cut after a newline.
+is a document, and a text file is read in pieces of about PIECE_BYTES cut after a newline. Any
+name ending in .gz is decompressed (x.txt.gz is text). Files are read through learntok.files:
+regular files only, and a source read into memory is at most files.memory_budget() bytes in all.
 Empty documents are dropped.
 """
 
@@ -19,12 +21,12 @@ from __future__ import annotations
 import gzip
 import re
 import sysconfig
-import zlib
 from collections.abc import Collection, Iterable, Iterator
 from importlib import resources
 from pathlib import Path
 
 from learntok.errors import DataError
+from learntok.files import check_input, memory_budget, open_input, too_large
 from learntok.structured import FormatError, parse_json
 
 DEBIAN_REFERENCE = (
@@ -50,9 +52,17 @@ def load_documents(source: str, text_field: str = "text") -> list[bytes]:
     return load_named_documents(source, text_field)[0]
 
 
+def source_path(source: str) -> Path:
+    """The path a data source names; an empty source (which would be the current folder) is refused."""
+    if not str(source).strip():
+        raise DataError(f"data.source is empty: name a built-in corpus ({', '.join(BUILTINS)}) or a path")
+    return Path(source).expanduser()
+
+
 def load_named_documents(source: str, text_field: str = "text") -> tuple[list[bytes], list[str] | None]:
-    """(documents, their file names relative to the folder when `source` is a folder, else None)."""
-    path = Path(source).expanduser()
+    """(documents, their file names relative to the folder when `source` is a folder, else None).
+    Sources are read into memory, at most files.memory_budget() bytes (larger: `learntok prepare`)."""
+    path = source_path(source)
     if source not in BUILTINS and path.is_dir():
         return _folder_documents(path, text_field)
     return _unnamed_documents(source, text_field), None
@@ -66,12 +76,13 @@ def _unnamed_documents(source: str, text_field: str) -> list[bytes]:
         return _stdlib_documents()
     if source == "python-docs":
         return _python_docs_documents()
-    path = Path(source).expanduser()
-    if not path.exists():
+    path = source_path(source)
+    if not path.exists() and not path.is_symlink():
         raise DataError(
             f"data source {source!r} is neither a built-in corpus ({', '.join(BUILTINS)}) nor an existing path"
         )
-    docs = [doc for doc, _ in file_documents(path, text_field) if doc]
+    check_size(path, memory_budget())
+    docs = [doc for doc in bounded((d for d, _ in file_documents(path, text_field)), "data source", path) if doc]
     if not docs:
         table = file_kind(path) != "text"
         raise DataError(
@@ -85,39 +96,62 @@ def _unnamed_documents(source: str, text_field: str) -> list[bytes]:
 
 
 def file_kind(path: Path) -> str:
-    """How a data file is read, by its name: "jsonl" (.jsonl, .jsonl.gz), "parquet" or "text"."""
-    if path.name.endswith((".jsonl", ".jsonl.gz")):
-        return "jsonl"
-    return "parquet" if path.name.endswith(".parquet") else "text"
+    """How a file's documents are read, by its name (a trailing .gz aside): "jsonl" (one JSON
+    object a line), "parquet" (a column) or "text" (the file is the text)."""
+    name = path.name.removesuffix(".gz")
+    return "jsonl" if name.endswith(".jsonl") else "parquet" if path.name.endswith(".parquet") else "text"
 
 
-def file_documents(path: Path, text_field: str = "text", piece_bytes: int = PIECE_BYTES) -> Iterator[tuple[bytes, int]]:
+def bounded(docs: Iterable[bytes], what: str, path: Path, limit: int | None = None) -> Iterator[bytes]:
+    """The documents, refused (too_large) once together they exceed `limit` bytes (default memory_budget())."""
+    limit, total = memory_budget() if limit is None else limit, 0
+    for doc in docs:
+        total += len(doc)
+        if total > limit:
+            raise DataError(too_large(what, path, None, limit))
+        yield doc
+
+
+def check_size(path: Path, budget: int, limit: int | None = None) -> None:
+    """Refuse (too_large) a regular, uncompressed file larger than `budget` bytes by its size alone,
+    before reading it (`limit`: the whole bound, for the message; default `budget`)."""
+    size = path.stat().st_size if path.is_file() else 0
+    if not path.name.endswith(".gz") and size > budget:
+        raise DataError(too_large("data source", path, size, budget if limit is None else limit))
+
+
+def file_documents(
+    path: Path, text_field: str = "text", piece_bytes: int = PIECE_BYTES, what: str = "data source"
+) -> Iterator[tuple[bytes, int]]:
     """(document, bytes of the file read so far) for one file, streamed: JSONL(.gz) records
     (field `text_field`), parquet rows (column `text_field`), or a text file in pieces of about
     `piece_bytes` (nothing for a binary file: a NUL byte in its first 8 KB). Empty documents
-    are yielded too (as b""); readers drop them."""
+    are yielded too (as b""); readers drop them. The file must be a regular one (files.check_input)."""
     kind = file_kind(path)
     if kind == "parquet":
-        yield from ((doc, 0) for doc in parquet_texts(path, text_field))
-        yield b"", path.stat().st_size  # progress for the whole file at the end
+        checked = check_input(path, what)
+        yield from ((doc, 0) for doc in parquet_texts(checked, text_field))
+        yield b"", checked.stat().st_size  # progress for the whole file at the end
         return
-    with open(path, "rb") as raw:
+    with open_input(path, what) as f:
         if kind == "jsonl":
-            docs = jsonl_texts(file_lines(raw, path), text_field, str(path))
+            docs = jsonl_texts(f, text_field, str(path))
         else:
-            if is_binary(raw.read(_BINARY_PROBE)):
+            head = f.read(_BINARY_PROBE)
+            if is_binary(head):
                 return
-            raw.seek(0)
-            docs = _text_pieces(raw, piece_bytes)
+            docs = _text_pieces(f, piece_bytes, head)
         for doc in docs:
-            yield doc, raw.tell()
+            yield doc, f.tell()
 
 
-def _text_pieces(raw, piece_bytes: int) -> Iterator[bytes]:
-    """The whole file, or pieces of about piece_bytes cut just after a newline when one falls in
-    a piece's second half (data.split.cut_document, streamed)."""
-    carry = b""
-    while chunk := raw.read(piece_bytes):
+def _text_pieces(f, piece_bytes: int, head: bytes = b"") -> Iterator[bytes]:
+    """The whole file (after `head`, its first bytes, already read), or pieces of about
+    piece_bytes cut just after a newline when one falls in a piece's second half
+    (data.split.cut_document, streamed)."""
+    carry = head
+    while True:
+        chunk = f.read(piece_bytes)
         buf = carry + chunk
         while len(buf) > piece_bytes:
             newline = buf.rfind(b"\n", piece_bytes // 2, piece_bytes)
@@ -125,20 +159,10 @@ def _text_pieces(raw, piece_bytes: int) -> Iterator[bytes]:
             yield buf[:end]
             buf = buf[end:]
         carry = buf
+        if not chunk:
+            break
     if carry:
         yield carry
-
-
-def file_lines(raw, path: Path) -> Iterator[bytes]:
-    """The lines (bytes) of an open binary file, decompressed when its name ends in .gz. A .gz
-    that is not gzip, or is cut short, raises DataError naming the file (not a traceback)."""
-    try:
-        yield from (gzip.open(raw) if path.name.endswith(".gz") else raw)
-    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
-        raise DataError(
-            f"{path}: cannot be read as gzip ({' '.join(str(e).split()) or type(e).__name__}; "
-            f"cut short, or not compressed?)"
-        ) from None
 
 
 def json_records(lines: Iterable[bytes | str], where: str, error: type[Exception] = None):
@@ -202,16 +226,26 @@ def parquet_texts(path: Path, text_field: str) -> Iterator[bytes]:
         ) from None
 
 
+def prepared_state(root: Path) -> str | None:
+    """ "prepared" for a folder `learntok prepare` finished (its shards and index.json),
+    "unfinished" for the shards a stopped `prepare` leaves without index.json, else None."""
+    try:
+        parts = any(_PREPARE_PARTS.fullmatch(p.name) for p in root.iterdir())
+    except OSError:  # not a folder, or unreadable
+        return None
+    return ("prepared" if (root / "index.json").exists() else "unfinished") if parts else None
+
+
 def check_not_prepared(root: Path) -> None:
-    """A prepared data folder, finished or not, is never read as a folder of text files: its
-    shards would become documents."""
+    """A prepared data folder, finished or not (or any folder with an index.json), is never read
+    as a folder of text files: its shards would become documents."""
     if (root / "index.json").exists():
         raise DataError(
             f"{root} is a prepared data folder (index.json): it is read as memory-mapped "
             f"shards by ByteData.from_config (data.source), not as a list of documents"
         )
-    parts = sorted(p.name for p in root.iterdir() if _PREPARE_PARTS.fullmatch(p.name))
-    if parts:
+    if prepared_state(root) == "unfinished":
+        parts = sorted(p.name for p in root.iterdir() if _PREPARE_PARTS.fullmatch(p.name))
         raise DataError(
             f"{root} is an unfinished prepared folder ({', '.join(parts[:3])}, ... but no index.json: "
             f"`learntok prepare` stopped before the end); prepare it again into an empty folder"
@@ -222,12 +256,17 @@ def _folder_documents(root: Path, text_field: str = "text") -> tuple[list[bytes]
     """The documents of every regular file below `root` (hidden entries skipped), sorted by path
     (`file_documents`: binary files give none), each with its file's path relative to `root`."""
     check_not_prepared(root)
-    docs, names = [], []
+    docs, names, limit = [], [], memory_budget()
+    budget = limit
     for path in files_below(root):
+        check_size(path, budget, limit)
         for doc, _ in file_documents(path, text_field):
             if doc:
+                if len(doc) > budget:
+                    raise DataError(too_large("data source", root, None, limit))
                 docs.append(doc)
                 names.append(str(path.relative_to(root)))
+                budget -= len(doc)
     if not docs:
         raise DataError(f"folder {root} holds no non-empty text files")
     return docs, names

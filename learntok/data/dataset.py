@@ -17,9 +17,10 @@ import numpy as np
 import torch
 
 from learntok.data import shards
-from learntok.data.corpora import DataError, load_named_documents
+from learntok.data.corpora import DataError, load_named_documents, source_path
 from learntok.data.split import SPLITS, small_split, split_named_documents
 from learntok.data.vocab import BOS, EOS, PAD
+from learntok.files import memory_budget
 from learntok.ranges import FRACTION, SEED, ranged
 
 ALL = "all"  # the split of ByteData.from_config(..., unsplit=True): every document of the source
@@ -121,6 +122,7 @@ class ByteData:
     def from_config(cls, cfg: DataConfig, unsplit: bool = False) -> ByteData:
         """The run's data as `cfg` describes it: the same documents in the same splits for
         training, evaluation and every tool."""
+        source_path(cfg.source)  # an empty source is refused, not read as "."
         if shards.is_prepared(cfg.source):
             return cls.from_prepared(cfg.source, packed=cfg.packed, unsplit=unsplit)
         docs, names = load_named_documents(cfg.source, cfg.text_field)
@@ -239,12 +241,33 @@ class ByteData:
             raise DataError(f"unknown split {split!r}; this data has {', '.join(self._splits)}")
         return self._splits[split]
 
+    def check_window(
+        self, split: str, seq_len: int, batch_size: int, position_bytes: int = 8, training: bool = False
+    ) -> None:
+        """Refuse, before anything is allocated, rows that cannot fit. Training draws windows of
+        exactly seq_len - 1 bytes, so the split must hold one; and one batch (batch_size rows,
+        or fewer when evaluation has fewer windows) at `position_bytes` a position (a lower bound
+        on what a forward takes: learntok.evaluate.position_bytes) must fit in files.memory_budget()."""
+        if training:
+            self._bytes_per_row(split, seq_len)
+        s = self._get(split)
+        rows = batch_size if training else min(batch_size, int((-(-s.lengths // max(seq_len - 1, 1))).sum()))
+        need, budget = rows * seq_len * position_bytes, memory_budget()
+        if need > budget:
+            longest = int(s.lengths.max(initial=0))
+            raise DataError(
+                f"a batch of {rows} rows of {seq_len} bytes needs at least {need / 1e9:.1f} GB, more "
+                f"than the {budget / 1e9:.1f} GB this process can use (the {split} split has "
+                f"{self.n_bytes(split)} bytes, its longest document {longest}): give a smaller "
+                f"seq_len or batch size"
+            )
+
     def _bytes_per_row(self, split: str, seq_len: int) -> int:
         n_bytes = self.n_bytes(split)
         if seq_len < 2 or n_bytes < seq_len - 1:
             raise DataError(
-                f"the {split} split has {n_bytes} bytes, fewer than one sequence of "
-                f"{seq_len} (BOS + {seq_len - 1} bytes)"
+                f"the {split} split has {n_bytes} bytes, fewer than one sequence of {seq_len} "
+                f"(BOS + {seq_len - 1} bytes): give a seq_len of at most {max(n_bytes + 1, 2)}"
             )
         return seq_len - 1
 

@@ -14,6 +14,8 @@ Inputs (several may be given; folders are walked in sorted path order, hidden en
   *.parquet             column `text_field` (strings or binary), nulls and empties skipped
   anything else         a text file (binary files, with a NUL byte in the first 8 KB, are
                         skipped): pieces of about `piece_bytes` cut after a newline
+Any name ending in .gz is decompressed first (x.txt.gz is text). Devices, FIFOs and sockets are
+refused (learntok.files.check_input); inside folders only regular files are read.
 Filters: documents shorter than `min_doc_bytes` are dropped; longer than `max_doc_bytes` are cut
 to it with `truncate` (the paper's 4096-byte cut) or dropped without it. They act after the
 split: a document keeps the split it would have had without them.
@@ -28,9 +30,10 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from learntok.data.corpora import PIECE_BYTES, DataError, check_not_prepared, file_documents, files_below
+from learntok.data.corpora import PIECE_BYTES, DataError, check_not_prepared, file_documents, files_below, source_path
 from learntok.data.shards import FORMAT, INDEX, VERSION, SplitWriter
 from learntok.data.split import SPLITS, plan_split, small_split
+from learntok.files import check_input
 from learntok.progress import Progress, note
 
 
@@ -64,11 +67,11 @@ class PrepareOptions:
 
 
 def input_files(sources: list[str]) -> list[Path]:
+    """The files of the sources: each a regular file, or a folder walked (learntok.files.check_input:
+    a device, FIFO or socket is refused before anything opens it)."""
     files = []
     for s in sources:
-        p = Path(s).expanduser()
-        if not p.exists():
-            raise DataError(f"prepare: source {s!r} does not exist")
+        p = check_input(source_path(s), "prepare: source", folder=True)
         if p.is_dir():
             check_not_prepared(p)
         files.extend(files_below(p) if p.is_dir() else [p])
@@ -82,7 +85,7 @@ def read_documents(files: list[Path], opts: PrepareOptions, bar: Progress | None
     by the input bytes read."""
     for path in files:
         done = 0
-        for doc, pos in file_documents(path, opts.text_field, opts.piece_bytes):
+        for doc, pos in file_documents(path, opts.text_field, opts.piece_bytes, "prepare: source"):
             if bar is not None:
                 bar.update(max(0, pos - done))
                 done = max(done, pos)
@@ -114,6 +117,10 @@ def prepare(sources: list[str], out: str | Path, opts: PrepareOptions | None = N
     opts = opts or PrepareOptions()
     out = Path(out).expanduser()
     files = input_files(sources)
+    if all(f.stat().st_size == 0 for f in files):
+        raise DataError(
+            f"prepare: every source is empty ({', '.join(map(str, files[:3]))}{', ...' if len(files) > 3 else ''})"
+        )
     if out.exists() and any(out.iterdir()):
         raise DataError(f"prepare: output folder {out} is not empty")
     counts = {"read": 0, "dropped_short": 0, "dropped_long": 0, "truncated": 0}

@@ -24,6 +24,7 @@ from learntok import __version__
 from learntok.boundaries.options import STRATEGY, move_old_keys, strategy_options
 from learntok.errors import CheckpointError, ConfigError
 from learntok.fields import check_fields, is_utf8
+from learntok.files import read_input
 from learntok.nn.config import ModelConfig
 from learntok.structured import parse_json
 
@@ -117,7 +118,8 @@ def save_model(model: torch.nn.Module, path: str | Path) -> Path:
 
 def resolve(path: str | Path) -> Path:
     """A model or checkpoint folder from: that folder, a run folder (its latest checkpoint), or
-    a run's `checkpoints` folder."""
+    a run's `checkpoints` folder. A run reads only inside itself: `latest` must name a
+    checkpoint folder that is, symlinks resolved, inside the folder given."""
     p = Path(path)
     if not p.exists():
         raise CheckpointError(f"{p} does not exist")
@@ -126,19 +128,33 @@ def resolve(path: str | Path) -> Path:
     for ckpts in (p / "checkpoints", p):
         pointer = ckpts / LATEST
         if pointer.is_file():
-            target = ckpts / pointer.read_text(encoding="utf-8").strip()
+            name = read_input(pointer, "checkpoint pointer", 4096, CheckpointError).decode("utf-8", "replace").strip()
+            target = ckpts / name
+            if not name or Path(name).name != name or name in (".", ".."):
+                raise CheckpointError(
+                    f"{pointer} names {name!r}, which is not a checkpoint folder's name: "
+                    f"a run reads only its own checkpoints"
+                )
+            if not target.resolve().is_relative_to(p.resolve()):
+                raise CheckpointError(
+                    f"{pointer} names {name}, a link to {target.resolve()} outside {p}: "
+                    f"a run reads only its own checkpoints"
+                )
             if not (target / WEIGHTS).is_file():
                 raise CheckpointError(f"{pointer} names {target.name}, which has no {WEIGHTS}")
             return target
     raise CheckpointError(f"{p} is neither a model folder (no {WEIGHTS}) nor a run folder with checkpoints")
 
 
+CONFIG_BYTES = 64 << 20  # a config.json larger than this is not a model's config (read bound)
+
+
 def read_json(path: Path) -> dict:
+    if not path.exists():
+        raise CheckpointError(f"{path} is missing")
     try:
-        return parse_json(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(f"{path} is missing") from None
-    except ValueError as e:  # not UTF-8, or not JSON
+        return parse_json(read_input(path, "model config", CONFIG_BYTES, CheckpointError).decode("utf-8"))
+    except (OSError, ValueError) as e:
         raise CheckpointError(f"cannot read {path}: {one_line(e)}") from None
 
 

@@ -1,0 +1,202 @@
+"""What a command may write: one check of every output path, before any work (docs/reliability.md).
+
+An output names a file (`--json`, `--html`) or a folder (`--out`). Refused, each with one line:
+- an empty path (which would be the current folder), a symlink to nothing, a path under a file
+  (`a.txt/sub`), the wrong kind (a folder as a file output, a file as a folder output), a file
+  output whose folder does not exist, a place this user cannot write;
+- an input of the same command, symlinks resolved (the same file, the same folder, or a path
+  inside a data folder the command reads);
+- inside what learntok keeps: a model or checkpoint folder, a run's `checkpoints`, a prepared
+  data folder (finished or not), or one of a run folder's own files (config.toml,
+  metrics.jsonl, segments.txt, .lock);
+- a file output inside a folder output of the same command, or two outputs naming one file.
+Files are then written whole by learntok.files.write_output. A command line's outputs and inputs
+are found from its options' types (learntok.files: output_file, input_data, ...), the data.source a
+train or compare names, and the data.source of a run it reads.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from learntok.checkpoint import STATE
+from learntok.config import read_file
+from learntok.data.corpora import prepared_state
+from learntok.errors import CheckpointError, ConfigError, DataError
+from learntok.files import INPUT_TYPES, OUTPUT_TYPES, input_data, input_run, output_folder
+from learntok.model.pretrained import LATEST, WEIGHTS, read_config, resolve
+from learntok.runfolder import CONFIG, LOCK, METRICS, RUN_FILES
+
+
+class OutputRefused(ConfigError):
+    """An output path that the command must not write (one line naming the option and why)."""
+
+
+@dataclass(frozen=True)
+class Output:
+    option: str  # the option that names it, e.g. "--json"
+    path: str  # as given
+    folder: bool = False  # a folder output (--out) rather than a file
+
+
+@dataclass(frozen=True)
+class Input:
+    what: str  # what names it, e.g. "data.source", "--config"; "" for a positional argument
+    path: str  # as given
+    data: bool = True  # a data folder (nothing may be written inside); False: a run or model folder
+
+
+# ---------------------------------------------------------------- a command line's paths
+
+
+def _values(args, action) -> list[str]:
+    value = getattr(args, action.dest, None)
+    return [] if value is None else [str(v) for v in value] if isinstance(value, list) else [str(value)]
+
+
+def command_outputs(args) -> list:
+    """Every output path of this command line, from the options typed output_file / output_folder."""
+    return [
+        Output(a.option_strings[0] if a.option_strings else a.dest, v, a.type is output_folder)
+        for a in args.command_parser._actions
+        if a.type in OUTPUT_TYPES
+        for v in _values(args, a)
+    ]
+
+
+def command_inputs(args) -> list:
+    """Every path this command line reads: the options typed input_*, the data.source a train
+    or compare names (overrides, --config, the run resumed), and a run's own data.source."""
+    typed = [
+        (a, a.option_strings[0] if a.option_strings else "", v)
+        for a in args.command_parser._actions
+        if a.type in INPUT_TYPES
+        for v in _values(args, a)
+    ]
+    inputs = [Input(name, v, a.type is input_data) for a, name, v in typed]
+    tables = []
+    resumed = [Path(args.out) / "config.toml"] if getattr(args, "resume", False) and args.out else []
+    for path in [getattr(args, "config", None), *resumed]:
+        try:
+            tables.append(read_file(path) if path else {})
+        except (ConfigError, DataError):  # the command reports it
+            pass
+    sources = [t["data"].get("source") for t in tables if isinstance(t.get("data"), dict)]
+    sources += [
+        value.strip()
+        for key, _, value in (o.partition("=") for o in getattr(args, "overrides", []))
+        if key.strip() == "data.source"
+    ]
+    runs = [v for a, _, v in typed if a.type is input_run and getattr(args, "source", None) is None]
+    for run in runs:
+        try:
+            data = read_config(resolve(run)).get("data")
+        except (CheckpointError, ConfigError, DataError, OSError):
+            continue
+        sources += [data.get("source")] if isinstance(data, dict) else []
+    return inputs + [Input("data.source", s) for s in sources if isinstance(s, str)]
+
+
+def check_command_line(args) -> None:
+    """check_outputs for a parsed command line (args.command_parser: its subcommand's parser)."""
+    check_outputs(command_outputs(args), command_inputs(args))
+
+
+# ---------------------------------------------------------------- the check
+
+
+def check_outputs(outputs: list[Output], inputs: list[Input]) -> None:
+    """Refuse (OutputRefused) the first output that must not be written; see the module docstring."""
+    real_inputs = [(i, Path(os.path.realpath(i.path))) for i in inputs if i.path and os.path.exists(i.path)]
+    folders = [(o, Path(os.path.realpath(o.path))) for o in outputs if o.folder and o.path.strip()]
+    seen: dict[Path, str] = {}
+    for out in outputs:
+        if not out.path.strip():
+            raise OutputRefused(f"{out.option} is empty: give a {'folder' if out.folder else 'file'} name")
+        where = _real(out.path)
+        for folder_out, folder in folders if not out.folder else []:
+            if where.is_relative_to(folder):
+                raise OutputRefused(
+                    f"{out.option} {out.path} is inside {folder_out.option} {folder_out.path}, "
+                    f"which this command writes: give a path outside it"
+                )
+        if where in seen:
+            raise OutputRefused(f"{seen[where]} and {out.option} name the same path {out.path}")
+        seen[where] = out.option
+        _check_path(out, where)
+        for inp, real in real_inputs:
+            _check_not_input(out, where, inp, real)
+        _check_not_kept(out, where)
+
+
+def _real(path: str) -> Path:
+    """Symlinks resolved; a device or FIFO named by a link (/dev/stdout) stays as given."""
+    special = os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path))
+    return Path(os.path.abspath(path) if special else os.path.realpath(path))
+
+
+def _check_path(out: Output, where: Path) -> None:
+    """A path this user may write, of the right kind."""
+    name = f"{out.option} {out.path}"
+    if os.path.islink(out.path) and not os.path.exists(out.path):
+        raise OutputRefused(f"{name} is a symlink to {os.readlink(out.path)}, which does not exist")
+    if where.exists():
+        if out.folder and not where.is_dir():
+            raise OutputRefused(f"{name} is an existing file, not a folder")
+        if not out.folder and where.is_dir():
+            raise OutputRefused(f"{name} is a folder; give a file name")
+        if not os.access(where, os.W_OK):  # os.access answers for the real user (root passes)
+            raise OutputRefused(f"{name}: permission denied (it is not writable by this user)")
+        if not (where.is_file() or where.is_dir()):  # a device or FIFO the user named: written in place
+            return
+    parent = where if out.folder else where.parent
+    while not parent.exists():
+        if not out.folder:
+            raise OutputRefused(f"{name}: folder {parent} does not exist")
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OutputRefused(f"{name}: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputRefused(f"{name}: permission denied (folder {parent} is not writable by this user)")
+
+
+def _check_not_input(out: Output, where: Path, inp: Input, real: Path) -> None:
+    name, source = f"{out.option} {out.path}", f"{inp.what} {inp.path}" if inp.what else inp.path
+    if where == real or (where.exists() and os.path.samefile(where, real)):
+        raise OutputRefused(
+            f"{name} is an input of this command ({source}): give another {'folder' if out.folder else 'file'}"
+        )
+    if inp.data and real.is_dir() and where.is_relative_to(real):
+        raise OutputRefused(f"{name} is inside {source}, a folder this command reads: give a path outside it")
+    if out.folder and inp.data and real.is_relative_to(where):
+        raise OutputRefused(f"{name} holds {source}, which this command reads: give another folder")
+
+
+def _check_not_kept(out: Output, where: Path) -> None:
+    """Nothing inside a model, checkpoint or prepared folder, and none of a run folder's own files."""
+    name = f"{out.option} {out.path}"
+    for folder in ([where] if out.folder else []) + list(where.parents):
+        if (folder / WEIGHTS).is_file() or (folder / STATE).is_file():
+            raise OutputRefused(f"{name} is inside {folder}, a model or checkpoint folder: give a path outside it")
+        if (folder / LATEST).is_file():
+            raise OutputRefused(f"{name} is inside {folder}, the checkpoints of a run: give a path outside it")
+        state = prepared_state(folder)
+        if state is not None:
+            raise OutputRefused(
+                f"{name} is inside {folder}, {'a' if state == 'prepared' else 'an unfinished'} "
+                f"prepared data folder: give a path outside it"
+            )
+    for folder in where.parents:
+        own = where.relative_to(folder).parts[0]
+        if own in (LOCK, *RUN_FILES) and _is_run(folder):
+            raise OutputRefused(f"{name} is {own} of run folder {folder}, which the run keeps: give another path")
+
+
+def _is_run(folder: Path) -> bool:
+    return (
+        (folder / "checkpoints" / LATEST).is_file()
+        or ((folder / CONFIG).is_file() and (folder / METRICS).is_file())
+        or (folder / LOCK).is_file()
+    )
