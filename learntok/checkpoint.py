@@ -41,8 +41,8 @@ STATE_KEYS = ("step", "optimizer", "rng")  # what every state.pt holds (save_che
 
 # Optimizer steps a learned boundary policy needs before its boundaries settle (its validation
 # whitespace rate within 0.05 of its final value): 500-750 at `tiny` on Shakespeare at three
-# seeds (docs/results/compare-tiny-seeds.md; one corpus so far). `segment` and `eval` say so when
-# a run has trained fewer.
+# seeds, 500 on the French Debian Reference (debref-fr, one seed; docs/results/compare-tiny-seeds.md).
+# `segment` and `eval` say so when a run has trained fewer.
 SETTLE_STEPS = 750
 
 

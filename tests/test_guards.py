@@ -554,6 +554,6 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, mon
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", fail)
-    with pytest.raises(OutputError, match="No space left"):
+    with pytest.raises(OutputError, match="no space left on device"):
         write_output(target, "newer")
     assert target.read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "report.json"]
