@@ -18,13 +18,19 @@ vocabulary (256 bytes + BOS, EOS, PAD, padded to
 320) and the same cross-entropy on next-byte targets; learntok uses its own objective
 (both heads, policy and rate losses). `--minutes M` instead trains each model for M minutes
 of wall-clock time, or of its own CPU time with `--clock cpu` (then `--parallel` may run
-them all at once, fairly: each stops at the same CPU budget) (AdamW, lr 2e-3 after 20
-warm-up steps, then constant) and reports the
-validation bits per byte over the first `--val-bytes` bytes of the validation split
-(learntok: sampled boundaries, as a run reports them).
+them all at once, fairly: each stops at the same CPU budget) and reports the validation bits
+per byte over the first `--val-bytes` bytes of the validation split (learntok: sampled
+boundaries, as a run reports them), and with `--curve-every M` a learning curve (evaluations are
+not charged to the budget; `--plot` draws them). Every model trains with the same AdamW settings
+(the `tiny` preset's: betas, weight decay on matrices, gradient clipping at 1) at the same
+learning rate, linear warm-up over `--warmup` steps (20), then constant; `--lrs 1e-3,2e-3,4e-3`
+sweeps it (every model at each, and the best per model printed as `--lr-of m=lr,...`, which
+then gives each model its own). learntok trains with its own step (learntok.train.train_step:
+both heads, the policy's learning-rate multiplier, the rate controller), at its `tiny` recipe.
 
 The default models (docs/benchmarks.md's comparison, about 4M parameters):
-  learntok learned at rate 1/8 and 0.2, uniform at 0.2: d 224, 7 heads, 2-3-2, w = 8;
+  learntok learned at rate 1/8 and 0.2, uniform at 0.2: d 224, 7 heads, 2-3-2 (`MODEL@1-4-1`
+    for another layout), the `tiny` recipe's strategy options (w = 1);
   plain: a byte transformer of learntok's own layers (RoPE, SDPA), 7 layers;
   x-transformers: Decoder, 7 layers, rotary;
   MEGABYTE: patch 8, global depth 4, local depth 3;
@@ -50,9 +56,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from learntok import AUNet, ModelConfig, ObjectiveConfig  # noqa: E402
+from learntok import AUNet, ModelConfig  # noqa: E402
+from learntok.config import RunConfig, load_config  # noqa: E402
 from learntok.data import PAD, VOCAB_SIZE, ByteData, DataConfig  # noqa: E402
+from learntok.distributed import DistEnv  # noqa: E402
 from learntok.objective import LN2, loss  # noqa: E402
+from learntok.train import Engine, build_optimizer, train_step  # noqa: E402
 
 MODELS = (
     "learntok-learned-1/8",
@@ -63,7 +72,30 @@ MODELS = (
     "megabyte",
     "hnet",
 )
-LEARNTOK = dict(d_model=224, n_heads=7, n_down=2, n_mid=3, n_up=2)  # the learned policy at its default w = 8
+LEARNTOK = dict(d_model=224, n_heads=7, n_down=2, n_mid=3, n_up=2)  # 2-3-2; `MODEL@1-4-1` for another layout
+LAYOUT = ("n_down", "n_mid", "n_up")
+
+
+def split_model(name: str) -> tuple[str, dict]:
+    """'learntok-learned-0.2@1-4-1' -> ('learntok-learned-0.2', {n_down: 1, n_mid: 4, n_up: 1})."""
+    kind, _, layout = name.partition("@")
+    return kind, dict(zip(LAYOUT, map(int, layout.split("-")))) if layout else {}
+
+
+def learntok_recipe(kind: str, layout: dict | None = None, lr: float = 2e-3, warmup: int = 20) -> RunConfig:
+    """learntok's `tiny` recipe (its strategy options, objective, policy learning-rate multiplier,
+    rate controller and gradient clipping) at the benchmark's width and layout, with the harness's
+    learning rate: constant after `warmup` linear warm-up steps (lr_at's cosine is not used)."""
+    _, strategy, r = kind.split("-")
+    model = {**LEARNTOK, **(layout or {}), "boundary": strategy, "target_rate": 1 / 8 if r == "1/8" else float(r)}
+    overrides = [f"model.{k}={v}" for k, v in model.items()] + [f"optim.lr={lr}", f"optim.warmup_steps={warmup}"]
+    return load_config("tiny", overrides=overrides)
+
+
+def harness_config(kind: str, layout: dict, lr: float, warmup: int) -> RunConfig:
+    """What `step_fn` trains `kind` with: learntok's recipe for learntok, and for a peer the same
+    AdamW settings (only cfg.optim is read)."""
+    return learntok_recipe(kind if kind.startswith("learntok") else "learntok-uniform-0.2", layout, lr, warmup)
 
 
 class PeerLM(nn.Module):
@@ -101,12 +133,7 @@ def build(kind: str, d: int, T: int, rate: float, layout: dict | None = None):
     overrides learntok's block counts (n_down, n_mid, n_up)."""
     heads = max(2, d // 32)  # head size 32 (x-transformers skips the output projection at 1 head)
     if kind.startswith("learntok"):
-        _, strategy, r = kind.split("-")
-        return AUNet(
-            ModelConfig(
-                **{**LEARNTOK, **(layout or {})}, boundary=strategy, target_rate=1 / 8 if r == "1/8" else float(r)
-            )
-        )
+        return AUNet(learntok_recipe(kind, layout).model)
     if kind == "plain":
         from throughput import plain_like
 
@@ -169,23 +196,31 @@ def width_for(kind: str, target: float, T: int, rate: float) -> int:
     return min(fine, key=lambda d: abs(fine[d] - target))
 
 
-def step_fn(model: nn.Module, data: ByteData, B: int, T: int, lr: float, warmup: int = 0):
-    """A closure running training step `i` on window batch i; returns the step's bits per byte."""
-    opt = torch.optim.AdamW(model.parameters(), lr=lr)
-    is_learntok = isinstance(model, AUNet)
-    ocfg = ObjectiveConfig()
+def step_fn(model: nn.Module, data: ByteData, B: int, T: int, cfg: RunConfig):
+    """A closure running training step `i` on window batch i; returns the step's bits per byte.
+    Every model gets the same AdamW (cfg.optim: betas, weight decay on matrices, gradient clipping)
+    at the same learning rate, linear warm-up over cfg.optim.warmup_steps, then constant. learntok
+    runs its own training step (learntok.train.train_step: both heads, the policy's learning-rate
+    multiplier and the rate controller); a peer runs its cross-entropy plus its own extra loss."""
+    oc, cpu = cfg.optim, torch.device("cpu")
+    lr = lambda i: oc.lr * min(1.0, (i + 1) / oc.warmup_steps) if oc.warmup_steps else oc.lr  # noqa: E731
+    if isinstance(model, AUNet):
+        eng = Engine(model, model, model, build_optimizer(model, oc, cpu), DistEnv(0, 1, 0, cpu), None)
+        return lambda i: float(train_step(eng, [data.train_batch(i, B, T, seed=0)], cfg.objective, oc, lr(i))["bpb"])
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    decay = [p for p in model.parameters() if p.dim() >= 2 and id(p) not in embeddings]
+    rest = [p for p in model.parameters() if p.dim() < 2 or id(p) in embeddings]
+    groups = [{"params": decay, "weight_decay": oc.weight_decay}, {"params": rest, "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=oc.lr, betas=tuple(oc.betas), eps=oc.eps)
 
     def run(i: int) -> float:
         for g in opt.param_groups:
-            g["lr"] = lr * min(1.0, (i + 1) / warmup) if warmup else lr
-        x = data.train_batch(i, B, T, seed=0)
-        if is_learntok:
-            total, m = loss(model(x), x, ocfg)
-            bpb = m["bpb"]
-        else:
-            total, bpb = peer_loss(model, x)
+            g["lr"] = lr(i)
+        total, bpb = peer_loss(model, data.train_batch(i, B, T, seed=0))
         opt.zero_grad(set_to_none=True)
         total.backward()
+        if oc.grad_clip > 0:
+            nn.utils.clip_grad_norm_(model.parameters(), oc.grad_clip)
         opt.step()
         return float(bpb)
 
@@ -194,11 +229,12 @@ def step_fn(model: nn.Module, data: ByteData, B: int, T: int, lr: float, warmup:
 
 @torch.no_grad()
 def val_bpb(model: nn.Module, data: ByteData, B: int, T: int, max_bytes: int) -> float:
+    objective = learntok_recipe("learntok-uniform-0.2").objective
     model.eval()
     nats, n = 0.0, 0
     for x, _ in data.eval_batches("val", B, T, max_bytes=max_bytes):
         if isinstance(model, AUNet):
-            _, m = loss(model(x), x, ObjectiveConfig())
+            _, m = loss(model(x), x, objective)
             nats += float(m["ce"] * m["n_bytes"])
             n += int(m["n_bytes"])
         else:
@@ -217,24 +253,36 @@ def worker(job: dict) -> dict:
     torch.set_num_threads(job["threads"])
     torch.manual_seed(0)
     B, T = job["B"], job["T"]
-    rate = 1 / 8 if job["model"].endswith("1/8") else 0.2
+    kind, layout = split_model(job["model"])
+    layout = layout or (dict(zip(LAYOUT, map(int, job["layout"].split("-")))) if job.get("layout") else {})
+    rate = 1 / 8 if kind.endswith("1/8") else 0.2
     width = job.get("width")
     if width is None:
-        width = width_for(job["model"], job["target"], T, rate)
-    layout = dict(zip(("n_down", "n_mid", "n_up"), map(int, job["layout"].split("-")))) if job.get("layout") else None
-    model = build(job["model"], width, T, rate, layout)
+        width = width_for(kind, job["target"], T, rate)
+    model = build(kind, width, T, rate, layout)
     data = ByteData.from_config(DataConfig(source=job["source"]))
     out = {**job, "width": width, "params": n_params(model)}
     if job.get("minutes"):
-        run = step_fn(model, data, B, T, lr=2e-3, warmup=20)
+        run = step_fn(model, data, B, T, harness_config(kind, layout, job.get("lr", 2e-3), job.get("warmup", 20)))
         clock = time.process_time if job["clock"] == "cpu" else time.perf_counter
-        t0, i = clock(), 0
-        while clock() - t0 < 60 * job["minutes"]:
-            run(i)
-            i += 1
-        out.update(steps_done=i, bytes_seen=i * B * (T - 1), val_bpb=val_bpb(model, data, B, T, job["val_bytes"]))
+        budget, every = 60 * job["minutes"], 60 * (job.get("curve_every") or job["minutes"])
+        spent, i, curve, bpb = 0.0, 0, [], []
+        while spent < budget:  # the clock runs while training only: curve points are not charged
+            t0 = clock()
+            while clock() - t0 < min(every, budget - spent):
+                bpb.append(run(i))
+                i += 1
+            spent += clock() - t0
+            curve.append({"minutes": spent / 60, "steps": i, "val_bpb": val_bpb(model, data, B, T, job["val_bytes"])})
+        out.update(
+            steps_done=i,
+            bytes_seen=i * B * (T - 1),
+            val_bpb=curve[-1]["val_bpb"],
+            curve=curve,
+            train_bpb_last=statistics.fmean(bpb[-20:]) if bpb else None,
+        )
         return out
-    run = step_fn(model, data, B, T, lr=1e-4)
+    run = step_fn(model, data, B, T, harness_config(kind, layout, 1e-4, 0))
     for i in range(2):
         run(i)
     wall, cpu = [], []
@@ -329,16 +377,59 @@ def ratios(rows: list[dict], shape_list, key: str = "bytes_per_s") -> str:
 
 
 def ttq_table(rows: list[dict]) -> str:
-    lines = ["| model | params | steps | bytes seen | val bits/byte |", "|---|---|---|---|---|"]
-    for r in rows:
+    """Time to quality, best first: one row a model and learning rate."""
+    lines = ["| model | lr | params | steps | bytes seen | val bits/byte |", "|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: r.get("val_bpb", float("inf"))):
         if "error" in r:
-            lines.append(f"| {r['model']} | - | - | - | error: {r['error'][:60]} |")
+            lines.append(f"| {r['model']} | {r.get('lr', 2e-3):g} | - | - | - | error: {r['error'][:60]} |")
         else:
             lines.append(
-                f"| {r['model']} | {r['params'] / 1e6:.2f}M | {r['steps_done']} | {r['bytes_seen']:,} | "
-                f"{r['val_bpb']:.3f} |"
+                f"| {r['model']} | {r.get('lr', 2e-3):g} | {r['params'] / 1e6:.2f}M | {r['steps_done']} | "
+                f"{r['bytes_seen']:,} | {r['val_bpb']:.3f} |"
             )
     return "\n".join(lines)
+
+
+def best_lr(rows: list[dict]) -> str:
+    """A sweep's best learning rate per model, as `--lr-of` takes it."""
+    best = {}
+    for r in rows:
+        if "val_bpb" in r and (r["model"] not in best or r["val_bpb"] < best[r["model"]]["val_bpb"]):
+            best[r["model"]] = r
+    return ",".join(f"{m}={r['lr']:g}" for m, r in best.items())
+
+
+def plot_curves(rows: list[dict], path: str) -> None:
+    """Validation bits per byte against CPU-minutes, one line a model (and learning rate)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for r in rows:
+        if r.get("curve"):
+            ax.plot(
+                [c["minutes"] for c in r["curve"]],
+                [c["val_bpb"] for c in r["curve"]],
+                marker=".",
+                label=f"{r['model']} (lr {r['lr']:g})",
+            )
+    ax.set_xlabel(f"{rows[0].get('clock', 'cpu')}-clock minutes of training")
+    ax.set_ylabel("validation bits per byte")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def learning_rates(spec: str | None, lrs: str, models: list[str]) -> dict[str, list[float]]:
+    """Each model's learning rates: every value of `--lrs`, or its own from `--lr-of m=lr,...`."""
+    own = dict(item.split("=") for item in spec.split(",")) if spec else {}
+    unknown = set(own) - set(models)
+    if unknown:
+        raise SystemExit(f"peers.py: error: --lr-of names models not in --models: {sorted(unknown)}")
+    return {m: [float(own[m])] if m in own else [float(v) for v in lrs.split(",")] for m in models}
 
 
 def main() -> None:
@@ -361,6 +452,11 @@ def main() -> None:
     p.add_argument(
         "--parallel", action="store_true", help="time to quality: run every model at once (use with --clock cpu)"
     )
+    p.add_argument("--lrs", default="2e-3", help="time to quality: learning rates, every model at each (a sweep)")
+    p.add_argument("--lr-of", default=None, help="time to quality: a model's own learning rate, e.g. megabyte=4e-3")
+    p.add_argument("--warmup", type=int, default=20, help="time to quality: linear warm-up steps, then constant")
+    p.add_argument("--curve-every", type=float, default=0.0, help="time to quality: val bpb every this many minutes")
+    p.add_argument("--plot", default=None, help="time to quality: write the learning curves to this PNG")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--source", default="shakespeare")
     p.add_argument("--learntok-layout", default=None, help="learntok's down-mid-up blocks, e.g. 1-4-1 (default 2-3-2)")
@@ -371,7 +467,7 @@ def main() -> None:
         print(json.dumps(worker(json.loads(args.worker))))
         return
     models = args.models.split(",")
-    unknown = [m for m in models if m not in MODELS]
+    unknown = [m for m in models if split_model(m)[0] not in MODELS]
     if unknown:
         p.error(f"unknown models {unknown}; known: {', '.join(MODELS)}")
     shape_list = shapes(args.shapes)
@@ -384,20 +480,23 @@ def main() -> None:
         val_bytes=args.val_bytes,
         clock=args.clock,
         layout=args.learntok_layout,
+        warmup=args.warmup,
+        curve_every=args.curve_every,
     )
+    lrs = learning_rates(args.lr_of, args.lrs, models)
     rows = []
     if args.minutes and args.parallel:  # side by side, each on a CPU-time budget
-        jobs = [{**base, "model": m, "T": T, "B": B} for T, B in shape_list for m in models]
+        jobs = [{**base, "model": m, "T": T, "B": B, "lr": lr} for T, B in shape_list for m in models for lr in lrs[m]]
         procs = [start_job(j) for j in jobs]
         rows = [finish_job(j, p) for j, p in zip(jobs, procs)]
     for T, B in [] if rows else shape_list:
-        rounds = {m: [] for m in models}
+        rounds = {(m, lr): [] for m in models for lr in (lrs[m] if args.minutes else lrs[m][:1])}
         for _ in range(1 if args.minutes else args.rounds):  # round-robin: load changes hit every model alike
-            for m in models:
-                prev = rounds[m][-1] if rounds[m] else {}
-                r = run_job({**base, "model": m, "T": T, "B": B, "width": prev.get("width")})
+            for (m, lr), done in rounds.items():
+                prev = done[-1] if done else {}
+                r = run_job({**base, "model": m, "T": T, "B": B, "width": prev.get("width"), "lr": lr})
                 print(json.dumps(r), file=sys.stderr, flush=True)
-                rounds[m].append(r)
+                done.append(r)
         rows += [median_round(rs) for rs in rounds.values()]
     load = os.getloadavg()
     print(f"torch {torch.__version__}, {args.threads} threads, fp32 CPU, load average {load[0]:.1f} at the end\n")
@@ -408,6 +507,9 @@ def main() -> None:
                 f"T = {T}, B = {B}\n"
             )
             print(ttq_table([r for r in rows if r["T"] == T and r["B"] == B]) + "\n")
+            print(f"best learning rates: --lr-of {best_lr([r for r in rows if r['T'] == T and r['B'] == B])}\n")
+        if args.plot:
+            plot_curves(rows, args.plot)
     else:
         for key in ("bytes_per_s", "bytes_per_cpu_s"):
             print(throughput_table(rows, shape_list, key) + "\n")
