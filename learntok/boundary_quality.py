@@ -1,6 +1,7 @@
 """How good are a model's boundaries? Chunk lengths, and precision / recall / F1 against
 references: the three places a word boundary can sit (a word's last byte, the space after it,
-the next word's first byte) and the starts of BPE tokens.
+the next word's first byte), the starts of UTF-8 characters (the reference for scripts written
+without spaces, such as Japanese and Chinese) and the starts of BPE tokens.
 
 A boundary at byte position t (t >= 1; 0 is BOS) starts a chunk at that byte (docs/design.md §1).
 Positions scored: real bytes t >= 2. The first byte of a window (t = 1) is left out: whether
@@ -61,8 +62,20 @@ def word_ends(x: torch.Tensor) -> torch.Tensor:
     return nxt & ~ws & is_byte(x)
 
 
-# The three places a word boundary can sit, one byte apart, in the order they come in the text.
-WORD_REFERENCES = {"word_ends": word_ends, "space_starts": space_starts, "word_starts": word_starts}
+def char_starts(x: torch.Tensor) -> torch.Tensor:
+    """(B, T) bool: byte t starts a UTF-8 character (it is not a continuation byte 10xxxxxx). In
+    ASCII every byte does; in CJK text one byte in three. A boundary elsewhere cuts a character."""
+    return is_byte(x) & ((x < 0x80) | (x >= 0xC0))
+
+
+# What boundaries are scored against: the three places a word boundary can sit, one byte apart,
+# in the order they come in the text, then the starts of characters.
+REFERENCES = {
+    "word_ends": word_ends,
+    "space_starts": space_starts,
+    "word_starts": word_starts,
+    "char_starts": char_starts,
+}
 
 
 def prf_counts(pred: torch.Tensor, ref: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

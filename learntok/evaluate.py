@@ -197,18 +197,18 @@ def paired_difference(a: dict, b: dict) -> tuple[float, float]:
     return mean, float(diff.std(ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else 0.0
 
 
-QUALITY_REFS = len(bq.WORD_REFERENCES) + 1  # the word references, then the optional reference starts (BPE)
+QUALITY_REFS = len(bq.REFERENCES) + 1  # the references, then the optional reference starts (BPE)
 
 
 def _quality_counts(x: torch.Tensor, a: torch.Tensor, reference_starts) -> torch.Tensor:
-    """(3 QUALITY_REFS + HIST_MAX + 1,) fp64: P/R/F1 counts against each of bq.WORD_REFERENCES and
+    """(3 QUALITY_REFS + HIST_MAX + 1,) fp64: P/R/F1 counts against each of bq.REFERENCES and
     the reference starts (zeros without one), then the chunk-length histogram."""
     scored = bq.scored_positions(x)
     if reference_starts is not None:
         ref = bq.prf_counts(a, reference_starts(x), scored)
     else:
         ref = torch.zeros(3, device=x.device)
-    words = [bq.prf_counts(a, starts(x), scored) for starts in bq.WORD_REFERENCES.values()]
+    words = [bq.prf_counts(a, starts(x), scored) for starts in bq.REFERENCES.values()]
     return torch.cat([*words, ref.long(), bq.chunk_length_histogram(x, a)]).double()
 
 
@@ -247,7 +247,7 @@ def _report(v: dict[str, np.ndarray], K: int, opts: EvalOptions) -> dict:
                 "bins": [str(i) for i in range(1, bq.HIST_MAX + 1)] + [f">{bq.HIST_MAX}"],
                 "counts": hist.tolist(),
             },
-            **{name: bq.prf(quality[3 * i : 3 * i + 3]) for i, name in enumerate(bq.WORD_REFERENCES)},
+            **{name: bq.prf(quality[3 * i : 3 * i + 3]) for i, name in enumerate(bq.REFERENCES)},
         )
         if opts.reference_starts is not None:
             result["bpe_starts"] = bq.prf(quality[3 * QUALITY_REFS - 3 : 3 * QUALITY_REFS])
@@ -442,7 +442,7 @@ def format_report(r: dict) -> str:
             f"({r['swap_minus_own_se']:.4f} s.e. over {r['n_windows']} windows): what its own boundaries are "
             f"worth to it",
         ]
-    for ref in (*bq.WORD_REFERENCES, "bpe_starts"):
+    for ref in (*bq.REFERENCES, "bpe_starts"):
         if ref in r:
             m = r[ref]
             lines.append(f"vs {ref.replace('_', ' ')}: P {m['precision']:.3f} R {m['recall']:.3f} F1 {m['f1']:.3f}")

@@ -71,6 +71,13 @@ def test_word_ends_last_byte_before_whitespace():
     assert (bq.word_ends(x).roll(1, 1) & is_whitespace(x)).sum() == 2
 
 
+@pytest.mark.parametrize("text", ["plain ascii", "日本語のテキスト", "Grüße, naïve café", "a😀b", "e\u0301 ж"])
+def test_char_starts_are_the_first_byte_of_each_character(text):
+    x = encode(text).unsqueeze(0)  # BOS first
+    want = [1 + len(text[:i].encode()) for i in range(len(text))]  # each character's first byte
+    assert bq.char_starts(x)[0].nonzero().flatten().tolist() == want
+
+
 def test_chunk_lengths_and_histogram():
     x = torch.cat([encode("abcdefg"), torch.full((3,), 258)]).unsqueeze(0)  # 7 bytes then PAD
     a = torch.zeros(x.shape)
