@@ -76,10 +76,15 @@ LEARNTOK = dict(d_model=224, n_heads=7, n_down=2, n_mid=3, n_up=2)  # 2-3-2; `MO
 LAYOUT = ("n_down", "n_mid", "n_up")
 
 
+def parse_layout(text: str | None) -> dict:
+    """'1-4-1' -> {n_down: 1, n_mid: 4, n_up: 1}; None or '' -> {}."""
+    return dict(zip(LAYOUT, map(int, text.split("-")))) if text else {}
+
+
 def split_model(name: str) -> tuple[str, dict]:
     """'learntok-learned-0.2@1-4-1' -> ('learntok-learned-0.2', {n_down: 1, n_mid: 4, n_up: 1})."""
     kind, _, layout = name.partition("@")
-    return kind, dict(zip(LAYOUT, map(int, layout.split("-")))) if layout else {}
+    return kind, parse_layout(layout)
 
 
 def learntok_recipe(kind: str, layout: dict | None = None, lr: float = 2e-3, warmup: int = 20) -> RunConfig:
@@ -254,7 +259,7 @@ def worker(job: dict) -> dict:
     torch.manual_seed(0)
     B, T = job["B"], job["T"]
     kind, layout = split_model(job["model"])
-    layout = layout or (dict(zip(LAYOUT, map(int, job["layout"].split("-")))) if job.get("layout") else {})
+    layout = layout or parse_layout(job.get("layout"))
     rate = 1 / 8 if kind.endswith("1/8") else 0.2
     width = job.get("width")
     if width is None:
