@@ -40,6 +40,9 @@ class ObjectiveConfig:
     early_baseline: bool = True  # reward = CE_early - CE (else -CE)
     # integral gain of the rate controller (logit units per unit rate error per step; 0 = off)
     rate_gain: float = ranged(0.0, ge=0)
+    # the controller's gain over its settling phase, the last rate_settle_frac of the steps (0 = none)
+    rate_settle_gain: float = ranged(0.0, ge=0)
+    rate_settle_frac: float = ranged(0.1, ge=0, le=1)  # fraction of the steps, at the end, that settle the rate
     # (1 - lambda_early) CE + lambda_early CEe, the authors' convex mix, instead of CE + lambda_early CEe
     early_mix: bool = False
     # which strategies train with the early-exit loss: all | policy (the authors': strategies without a policy at weight 0)
@@ -55,6 +58,14 @@ class ObjectiveConfig:
             )
         if self.early_for not in EARLY_FOR:
             raise ValueError(f"early_for {self.early_for!r} is not one of {EARLY_FOR}")
+
+
+def rate_gain_at(cfg: ObjectiveConfig, step: int, steps: int) -> float:
+    """The rate controller's gain after optimizer step `step` (0-based) of `steps`: rate_gain,
+    then rate_settle_gain over the last ceil(rate_settle_frac * steps) steps when it is set
+    (docs/tuning.md, item 4). A function of the step alone, so a resumed run is unchanged."""
+    settle = math.ceil(cfg.rate_settle_frac * steps) if cfg.rate_settle_gain > 0 else 0
+    return cfg.rate_settle_gain if step >= steps - settle else cfg.rate_gain
 
 
 def objective_for(cfg: ObjectiveConfig, has_policy: bool) -> ObjectiveConfig:

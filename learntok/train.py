@@ -43,7 +43,7 @@ from learntok.distributed import (
 from learntok.model.aunet import AUNet
 from learntok.evaluate import EvalOptions, evaluate_bpb, position_bytes
 from learntok.files import write_text_atomic
-from learntok.objective import ObjectiveConfig, loss, objective_for
+from learntok.objective import ObjectiveConfig, loss, objective_for, rate_gain_at
 from learntok.progress import Progress, note
 from learntok.runfolder import SEGMENTS, check_resume, claim, release, trim_logs
 from learntok.runtime import autocast, resolve_dtype, seed_everything, set_rng_state, set_threads
@@ -192,10 +192,12 @@ def train_step(
     optim: OptimConfig,
     lr: float,
     seeds: list[int] | None = None,
+    gain: float | None = None,
 ) -> dict[str, torch.Tensor]:
     """One optimizer step over this rank's micro-batches (each (b, T)), accumulating gradients;
-    then the rate controller. Returns the step's metrics (means over micro-batches) as device
-    tensors, no host sync. seeds[i] seeds micro-batch i's boundary draws (None: running RNG).
+    then the rate controller, at `gain` (None: objective.rate_gain). Returns the step's metrics
+    (means over micro-batches) as device tensors, no host sync. seeds[i] seeds micro-batch i's
+    boundary draws (None: running RNG).
 
     Micro-batch i's loss is weighted by world * n_i / N (n_i its target bytes, N the global
     batch's, summed over ranks): DDP averages gradients over ranks, so the step follows the
@@ -225,12 +227,13 @@ def train_step(
         step_metrics["grad_norm"] = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # FSDP: a DTensor
     optimizer.step()
     with torch.no_grad():
+        gain = objective.rate_gain if gain is None else gain
         rate, sums = step_metrics["boundary_rate"], model.strategy.controller_sums()
-        if objective.rate_gain > 0:
+        if gain > 0:
             rate = all_reduce(rate, env, "mean")  # every rank moves its controller by the same amount
             if sums is not None:
                 sums.copy_(all_reduce(sums, env))
-        model.strategy.adapt_rate(rate, objective.rate_gain)
+        model.strategy.adapt_rate(rate, gain)
     return step_metrics
 
 
@@ -330,7 +333,8 @@ def train(
         for step in bar:
             xs, seeds = rank_batches(data, step, run_cfg, env)
             lr = lr_at(step, run_cfg.optim, tc.steps)
-            window.add(step + 1, train_step(eng, xs, objective, run_cfg.optim, lr, seeds))
+            gain = rate_gain_at(objective, step, tc.steps)
+            window.add(step + 1, train_step(eng, xs, objective, run_cfg.optim, lr, seeds, gain))
             done, at_end = step + 1, step + 1 == end
             due = lambda every: every > 0 and done % every == 0  # noqa: E731
             do_eval, do_ckpt = due(lc.eval_every) or at_end, due(run_cfg.checkpoint.every) or at_end
