@@ -197,6 +197,11 @@ def run_name(spec: str, seed: int | None) -> str:
     return spec if seed is None else f"{spec}/seed{seed}"
 
 
+def seed_override(seed: int | None) -> list[str]:
+    """The override that puts a run at `seed` (none without one)."""
+    return [] if seed is None else [f"train.seed={seed}"]
+
+
 def run_variant(
     spec: str,
     preset: str | None,
@@ -215,7 +220,7 @@ def run_variant(
             return parse_json((run_dir / DONE).read_text(encoding="utf-8"))
         except ValueError as e:  # not UTF-8, or not JSON
             raise ConfigError(f"{run_dir / DONE}: {e}; remove it to evaluate the variant again") from None
-    cfg = variant_config(spec, preset, [*overrides, *([f"train.seed={seed}"] if seed is not None else [])])
+    cfg = variant_config(spec, preset, [*overrides, *seed_override(seed)])
     resume = latest_checkpoint(run_dir) is not None
     barrier(env)  # every rank has looked before rank 0 writes
     summary = train(cfg, run_dir, resume=resume, progress=progress)
@@ -459,7 +464,7 @@ def compare(
         write_frontier(
             out,
             records,
-            [variant_config(spec, preset, list(overrides)) for spec in variants],
+            [variant_config(spec, preset, [*overrides, *seed_override(seed)]) for spec, seed in units],  # one a record
             eval_bytes,
             sweep,
             progress,

@@ -224,6 +224,24 @@ def test_compare_at_rates_writes_the_frontier_and_the_sweep(tmp_path):
     assert abs(w["rate"] - r["boundary_rate"]) < 1e-9
 
 
+def test_the_frontier_over_seeds_pairs_each_run_with_its_own_config(tmp_path):
+    """With --seeds, every run of every variant is on the frontier at its own target rate, and
+    uniform is its own reference (difference 0) at each rate."""
+    import json
+
+    from learntok.compare import compare
+    from tests.test_compare import TINY
+
+    variants = variants_from_args("learned,uniform", False, "0.2,0.33")
+    compare(variants, tmp_path, preset="tiny", overrides=TINY, eval_bytes=1024, progress=False, seeds=[0, 1])
+    rows = json.loads((tmp_path / "frontier.json").read_text())["frontier"]
+    assert [r["variant"] for r in rows] == variants and all(r["seeds"] == 2 for r in rows)
+    for r in rows:
+        assert r["target_rate"] == float(r["variant"].partition("@")[2])
+        if r["family"] == "uniform":
+            assert r["vs_uniform"] == 0.0 and abs(r["rate"] - r["target_rate"]) < 0.01
+
+
 # ---------------------------------------------------------------- the commands
 
 
