@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from learntok.checkpoint import latest_checkpoint, load_run
 from learntok.config import STRATEGY, ConfigError, RunConfig, load_config
 from learntok.data import ByteData
 from learntok.distributed import DistEnv, barrier, init_distributed, shutdown
-from learntok.evaluate import EvalOptions, evaluate_bpb
+from learntok.evaluate import EvalOptions, evaluate_bpb, mean_and_se, over_seeds, verdict
 from learntok.files import write_text_atomic
 from learntok.frontier import REFERENCE, check_sweep, write_frontier
 from learntok.jobs import Job, last_line, run_jobs
@@ -278,22 +277,6 @@ def format_table(records: list[dict]) -> str:
     return head + "\n".join(rows) + "\n"
 
 
-# Two-sided 95% quantiles of Student's t with 1..10 degrees of freedom (beyond: the normal's, plus a
-# correction that is within 0.5% of the exact value from 11 on).
-T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228]
-
-
-def t95(dof: int) -> float:
-    return T95[dof - 1] if dof <= len(T95) else 1.96 + 2.4 / dof
-
-
-def mean_se(values: list[float]) -> tuple[float, float]:
-    """Mean and standard error over seeds (0 with one value)."""
-    n = len(values)
-    mean = sum(values) / n
-    return mean, (math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n) if n > 1 else 0.0)
-
-
 def reference_variant(variants: list[str], spec: str) -> str | None:
     """The variant `spec` is paired against: `uniform` at the same rate suffix when it is one of the
     variants, else the first variant (None for the reference itself)."""
@@ -314,15 +297,14 @@ def seed_summary(records: list[dict], variants: list[str]) -> list[dict]:
             continue
         row = {"variant": spec, "seeds": [r["seed"] for r in mine]}
         for key in ("test_bpb", "val_bpb", "test_boundary_rate", "test_whitespace_rate"):
-            row[key], row[f"{key}_se"] = mean_se([r[key] for r in mine])
+            row[key], row[f"{key}_se"] = mean_and_se([r[key] for r in mine])
         ref = reference_variant(variants, spec)
         pairs = (
             [(r["test_bpb"], by[(ref, r["seed"])]["test_bpb"]) for r in mine if (ref, r["seed"]) in by] if ref else []
         )
         if pairs:
-            diff, se = mean_se([a - b for a, b in pairs])
-            half = t95(len(pairs) - 1) * se if len(pairs) > 1 else math.inf
-            row.update(reference=ref, diff=diff, diff_se=se, diff_n=len(pairs), tie=abs(diff) <= half)
+            diff, se, tie = over_seeds([a - b for a, b in pairs])
+            row.update(reference=ref, diff=diff, diff_se=se, diff_n=len(pairs), tie=tie)
         rows.append(row)
     return rows
 
@@ -336,8 +318,10 @@ def format_seed_table(rows: list[dict]) -> str:
     lines = []
     for r in rows:
         if "diff" in r:
-            verdict = "tie" if r["tie"] else ("lower" if r["diff"] < 0 else "higher")
-            vs = f"{r['diff']:+.4f} ({r['diff_se']:.4f}) vs {r['reference']}, {r['diff_n']} seeds: {verdict}"
+            vs = (
+                f"{r['diff']:+.4f} ({r['diff_se']:.4f}) vs {r['reference']}, {r['diff_n']} seeds: "
+                f"{verdict(r['diff'], r['tie'])}"
+            )
         else:
             vs = "reference"
         lines.append(
@@ -484,7 +468,7 @@ def compare(
         json.dumps({"command": command, "results": records, "over_seeds": summary}, indent=2) + "\n",
     )
     plot_curves(out, variants, seeds)
-    over_seeds = (
+    seed_section = (
         (
             f"## Over seeds\n\n{format_seed_table(summary)}\n"
             "Mean over seeds (standard error over seeds); the difference is paired by seed (same initial "
@@ -496,7 +480,7 @@ def compare(
     )
     write_text_atomic(
         out / "results.md",
-        f"# learntok compare\n\n`{command}`\n\n{over_seeds}{format_table(records)}\n"
+        f"# learntok compare\n\n`{command}`\n\n{seed_section}{format_table(records)}\n"
         "bpb: corpus-level bits per byte (sampled boundaries, seeded); doc bpb: mean over documents "
         "with its standard error. Rates on the test split.\n\n![validation bpb](curves.png)\n",
     )

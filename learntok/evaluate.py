@@ -189,6 +189,28 @@ def window_nats(model, data: ByteData, split: str, opts: EvalOptions) -> dict[st
     }
 
 
+# Two-sided 95% quantiles of Student's t with 1..10 degrees of freedom (beyond: the normal's, plus a
+# correction that is within 0.5% of the exact value from 11 on).
+T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228]
+
+
+def t95(dof: int) -> float:
+    return T95[dof - 1] if dof <= len(T95) else 1.96 + 2.4 / dof
+
+
+def over_seeds(diffs) -> tuple[float, float, bool]:
+    """Paired differences, one a seed -> their mean, its standard error over seeds, and whether the
+    95% t-interval includes 0 (a tie; always with one seed, which says nothing of training noise)."""
+    diff, se = mean_and_se(diffs)
+    half = t95(len(diffs) - 1) * se if len(diffs) > 1 else math.inf
+    return diff, se, abs(diff) <= half
+
+
+def verdict(diff: float, tie: bool) -> str:
+    """How a difference over seeds reads in a table: tie, lower or higher."""
+    return "tie" if tie else ("lower" if diff < 0 else "higher")
+
+
 def paired_difference(a: dict, b: dict) -> tuple[float, float]:
     """bpb of `a` minus bpb of `b` on the same windows (corpus level), and the standard error of
     the mean per-window difference (windows of one document are not independent: a lower bound)."""

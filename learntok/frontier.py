@@ -15,7 +15,7 @@ import numpy as np
 from learntok.checkpoint import load_run
 from learntok.config import ConfigError, RunConfig
 from learntok.data import ByteData
-from learntok.evaluate import EvalOptions, paired_difference, window_nats
+from learntok.evaluate import EvalOptions, mean_and_se, over_seeds, paired_difference, verdict, window_nats
 from learntok.files import replacing, write_text_atomic
 from learntok.objective import bits_per_byte
 from learntok.plan import flops_per_byte
@@ -102,7 +102,7 @@ def write_frontier(
     if len({run(r) for r in records}) > len({r["variant"] for r in records}):  # several seeds a variant
         if sweep:
             raise ConfigError("--sweep runs one model: use it without --seeds")
-        rows = over_seeds(rows)
+        rows = seed_rows(rows)
     sweep_rows = _sweep_rows(out, sweep, records, cfgs, windows, data, opts) if sweep else []
     write_text_atomic(out / "frontier.json", json.dumps({"frontier": rows, "sweep": sweep_rows}, indent=2) + "\n")
     _plot_frontier(out, rows, sweep_rows, sweep)
@@ -110,23 +110,29 @@ def write_frontier(
     return rows
 
 
-def over_seeds(rows: list[dict]) -> list[dict]:
-    """Frontier rows of several seeds -> one row a variant: means over seeds, and the paired
-    difference from uniform (same seed, same rate) with its standard error over seeds."""
+def seed_rows(rows: list[dict]) -> list[dict]:
+    """Frontier rows of several seeds -> one row a variant: means over seeds (test bpb with its
+    s.e.), and the difference from uniform paired by seed (same seed, same rate) with its s.e. over
+    seeds and whether its 95% t-interval includes 0 (`tie`), as compare's table over seeds."""
     out = []
     for variant in dict.fromkeys(r["variant"] for r in rows):
         mine = [r for r in rows if r["variant"] == variant]
-        diffs = np.array([r["vs_uniform"] for r in mine if not math.isnan(r["vs_uniform"])])
-        se = float(diffs.std(ddof=1) / math.sqrt(len(diffs))) if len(diffs) > 1 else math.nan
+        diffs = [r["vs_uniform"] for r in mine if not math.isnan(r["vs_uniform"])]
+        diff, se, tie = over_seeds(diffs) if diffs else (math.nan, math.nan, True)
+        bpb, bpb_se = mean_and_se([r["test_bpb"] for r in mine])
+        rate, rate_se = mean_and_se([r["rate"] for r in mine])
         out.append(
             {
                 **mine[0],
                 "seed": None,
                 "seeds": len(mine),
-                "rate": float(np.mean([r["rate"] for r in mine])),
-                "test_bpb": float(np.mean([r["test_bpb"] for r in mine])),
-                "vs_uniform": float(diffs.mean()) if len(diffs) else math.nan,
-                "vs_uniform_se": se,
+                "rate": rate,
+                "rate_se": rate_se,
+                "test_bpb": bpb,
+                "test_bpb_se": bpb_se,
+                "vs_uniform": diff,
+                "vs_uniform_se": se if len(diffs) > 1 else math.nan,
+                "tie": tie,
             }
         )
     return out
@@ -170,17 +176,26 @@ def _sweep_rows(out: Path, sweep: str, records, cfgs, windows, data, opts) -> li
 
 
 def frontier_markdown(rows: list[dict], sweep_rows: list[dict], sweep: str | None) -> str:
+    seeds = any("seeds" in r for r in rows)
+    paired = "paired by seed (s.e. over seeds)" if seeds else "paired s.e."
     lines = [
         "# bits per byte against compression\n",
-        "| variant | target rate | reached rate (test) | test bpb | bpb - uniform's at this rate (paired s.e.) | "
-        "train FLOPs / byte |",
-        "|---|---|---|---|---|---|",
+        f"| variant | {'seeds | ' if seeds else ''}target rate | reached rate (test) | test bpb"
+        f"{' (s.e.)' if seeds else ''} | bpb - uniform's at this rate ({paired}) | train FLOPs / byte |",
+        f"|---|{'---|' if seeds else ''}---|---|---|---|---|",
     ]
     for r in rows:
         vs = "" if math.isnan(r["vs_uniform"]) else f"{r['vs_uniform']:+.4f} ({r['vs_uniform_se']:.4f})"
+        if seeds and vs and r["vs_uniform"] != 0.0:
+            vs += f": {verdict(r['vs_uniform'], r['tie'])}"
+        n = f"{r['seeds']} | " if seeds else ""
+        bpb = f"{r['test_bpb']:.4f}" + (f" ({r['test_bpb_se']:.4f})" if seeds else "")
         lines.append(
-            f"| {r['variant']} | {r['target_rate']:g} | {r['rate']:.4f} | {r['test_bpb']:.4f} | {vs} | "
-            f"{r['flops_per_byte']:.3g} |"
+            f"| {r['variant']} | {n}{r['target_rate']:g} | {r['rate']:.4f} | {bpb} | {vs} | {r['flops_per_byte']:.3g} |"
+        )
+    if seeds:
+        lines.append(
+            "\nMeans over seeds; a difference whose 95% t-interval over seeds includes 0 is a tie (docs/compare.md)."
         )
     if sweep_rows:
         lines += [

@@ -3,6 +3,7 @@ inference-time offset (monotone, calibrated), the whitespace rule's knob, and `-
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -240,6 +241,42 @@ def test_the_frontier_over_seeds_pairs_each_run_with_its_own_config(tmp_path):
         assert r["target_rate"] == float(r["variant"].partition("@")[2])
         if r["family"] == "uniform":
             assert r["vs_uniform"] == 0.0 and abs(r["rate"] - r["target_rate"]) < 0.01
+
+
+@pytest.mark.parametrize(
+    "diffs, tie, word",
+    [
+        ([-0.03, -0.031, -0.029], False, "lower"),  # the same gain at every seed
+        ([0.02, 0.021, 0.019], False, "higher"),
+        ([-0.03, 0.01, -0.02], True, "tie"),  # the interval (+- 4.30 s.e. at 3 seeds) spans 0
+        ([-0.05], True, "tie"),  # one seed says nothing of training noise
+    ],
+)
+def test_frontier_rows_over_seeds_read_as_compare_reads_them(diffs, tie, word):
+    """The frontier over seeds marks a tie exactly where compare's table over seeds does (one
+    function, learntok.evaluate.over_seeds), and its test bpb carries the s.e. over seeds."""
+    from learntok.compare import seed_summary
+    from learntok.frontier import frontier_markdown, seed_rows
+
+    base = {"family": "learned", "target_rate": 0.2, "flops_per_byte": 1.0}
+    rows = [
+        {**base, "variant": "learned@0.2", "seed": k, "rate": 0.2 + k / 100, "test_bpb": 2.0 + k / 10, "vs_uniform": d}
+        for k, d in enumerate(diffs)
+    ]
+    (row,) = seed_rows(rows)
+    assert row["seeds"] == len(diffs) and row["tie"] is tie
+    assert row["vs_uniform"] == pytest.approx(np.mean(diffs))
+    assert row["test_bpb"] == pytest.approx(np.mean([r["test_bpb"] for r in rows]))
+    if len(diffs) > 1:
+        assert row["test_bpb_se"] == pytest.approx(np.std([r["test_bpb"] for r in rows], ddof=1) / len(diffs) ** 0.5)
+    records = [
+        {"variant": v, "seed": k, "test_bpb": b, "val_bpb": b, "test_boundary_rate": 0.2, "test_whitespace_rate": 0.1}
+        for k, d in enumerate(diffs)
+        for v, b in (("learned@0.2", 2.0 + d), ("uniform@0.2", 2.0))
+    ]
+    (learned, _) = seed_summary(records, ["learned@0.2", "uniform@0.2"])
+    assert learned["tie"] is row["tie"] and learned["diff"] == pytest.approx(row["vs_uniform"])
+    assert f": {word} |" in frontier_markdown([row], [], None)
 
 
 # ---------------------------------------------------------------- the commands
