@@ -78,6 +78,21 @@ REFERENCES = {
 }
 
 
+# The three word references, one byte apart: where a policy that finds words may put its cut.
+WORD_REFERENCES = ("word_ends", "space_starts", "word_starts")
+
+
+def settled_on(report: dict, lift: float = 2.0) -> str | None:
+    """Which of the three places a word boundary can sit the boundaries have settled on, from an
+    evaluation's figures: the word reference of highest F1, when it recalls at least `lift` times
+    what random cuts at the same rate would (they recall a share equal to the rate of any
+    reference: recall / rate is the lift over chance). None when no reference is above chance."""
+    rate = report.get("boundary_rate", 0.0)
+    scored = [(report[k]["f1"], k) for k in WORD_REFERENCES if k in report and rate > 0]
+    best = max(scored, default=None)
+    return best[1] if best and report[best[1]]["recall"] >= lift * rate else None
+
+
 def prf_counts(pred: torch.Tensor, ref: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """(3,) int64 on the device: [true positives, predicted, reference] over positions in `mask`;
     pred, ref, mask (B, T)."""

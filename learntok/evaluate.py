@@ -273,6 +273,7 @@ def _report(v: dict[str, np.ndarray], K: int, opts: EvalOptions) -> dict:
         )
         if opts.reference_starts is not None:
             result["bpe_starts"] = bq.prf(quality[3 * QUALITY_REFS - 3 : 3 * QUALITY_REFS])
+        result["settled_on"] = bq.settled_on(result)
     return result
 
 
@@ -468,6 +469,13 @@ def format_report(r: dict) -> str:
         if ref in r:
             m = r[ref]
             lines.append(f"vs {ref.replace('_', ' ')}: P {m['precision']:.3f} R {m['recall']:.3f} F1 {m['f1']:.3f}")
+    if "settled_on" in r:
+        where = r["settled_on"]
+        lines.append(
+            f"settled on: {where.replace('_', ' ')} (F1 {r[where]['f1']:.3f}, of the three places a word boundary can sit)"
+            if where
+            else "settled on: no word boundary (none of word ends, space starts, word starts above twice chance)"
+        )
     for name, m in r.get("per_file", {}).items():
         lines.append(f"  {name}: {m['bpb']:.4f} bpb ({m['bytes']:,} bytes)")
     return "\n".join(lines)

@@ -71,6 +71,32 @@ def test_word_ends_last_byte_before_whitespace():
     assert (bq.word_ends(x).roll(1, 1) & is_whitespace(x)).sum() == 2
 
 
+def _quality_report(x: torch.Tensor, a: torch.Tensor) -> dict:
+    """The figures run_eval derives from boundaries `a` on bytes `x`: rate, then P/R/F1 a reference."""
+    mask = bq.scored_positions(x)
+    report = {"boundary_rate": float((a.bool() & mask).sum() / mask.sum())}
+    for name in bq.WORD_REFERENCES:
+        report[name] = bq.prf(bq.prf_counts(a, bq.REFERENCES[name](x), mask))
+    return report
+
+
+@pytest.mark.parametrize("where", [*bq.WORD_REFERENCES, "random", "every byte"])
+def test_settled_on_names_the_word_reference_the_boundaries_sit_at(where):
+    """Boundaries exactly at one of the three word references, or at most of them plus random cuts,
+    are named as that reference; random cuts at any rate, and a cut at every byte, as none."""
+    x = encode(b"".join(TEXT) * 2).unsqueeze(0)
+    gen = torch.Generator().manual_seed(0)
+    noise = torch.rand(x.shape, generator=gen)
+    if where in bq.REFERENCES:
+        ref = bq.REFERENCES[where](x)
+        for keep, extra in ((1.0, 0.0), (0.7, 0.05)):  # exact; then 70% of them and 5% random cuts
+            a = ((ref & (noise < keep)) | (torch.rand(x.shape, generator=gen) < extra)).float()
+            assert bq.settled_on(_quality_report(x, a)) == where
+    else:
+        a = (noise < 0.2).float() if where == "random" else torch.ones(x.shape)
+        assert bq.settled_on(_quality_report(x, a)) is None
+
+
 @pytest.mark.parametrize("text", ["plain ascii", "日本語のテキスト", "Grüße, naïve café", "a😀b", "e\u0301 ж"])
 def test_char_starts_are_the_first_byte_of_each_character(text):
     x = encode(text).unsqueeze(0)  # BOS first
