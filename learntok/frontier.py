@@ -177,11 +177,11 @@ def _sweep_rows(out: Path, sweep: str, records, cfgs, windows, data, opts) -> li
 
 def frontier_markdown(rows: list[dict], sweep_rows: list[dict], sweep: str | None) -> str:
     seeds = any("seeds" in r for r in rows)
-    paired = "paired by seed (s.e. over seeds)" if seeds else "paired s.e."
+    paired = ", paired by seed (s.e. over seeds)" if seeds else " (paired s.e.)"
     lines = [
         "# bits per byte against compression\n",
         f"| variant | {'seeds | ' if seeds else ''}target rate | reached rate (test) | test bpb"
-        f"{' (s.e.)' if seeds else ''} | bpb - uniform's at this rate ({paired}) | train FLOPs / byte |",
+        f"{' (s.e.)' if seeds else ''} | bpb - uniform's at this rate{paired} | train FLOPs / byte |",
         f"|---|{'---|' if seeds else ''}---|---|---|---|---|",
     ]
     for r in rows:
@@ -254,7 +254,12 @@ def _plot_frontier(out: Path, rows: list[dict], sweep_rows: list[dict], sweep: s
         ax.set_ylabel("test bits per byte")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-        ax.set_title("error bars: s.e. of the paired per-window difference from uniform", fontsize=9)
+        over = (
+            "over seeds of the difference from uniform paired by seed"
+            if any("seeds" in r for r in rows)
+            else "of the paired per-window difference from uniform"
+        )
+        ax.set_title(f"error bars: s.e. {over}", fontsize=9)
         fig.tight_layout()
         with replacing(out / name) as tmp:
             fig.savefig(tmp, dpi=120, format="png")
