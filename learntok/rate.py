@@ -201,12 +201,12 @@ def set_rate(
     if not batches and mode == "calibrated":
         raise ConfigError(f"strategy {name!r} calibrates its rate on held-out text: give some")
     if not batches:
-        strategy.rate_control = RateControl.for_rule(target, strategy.samples and not greedy)
+        strategy.rate_control = RateControl.for_rule(target, strategy.samples and not greedy, strategy.rate_gain_unit)
         return RateSetting(name, target, "online", float(strategy.rate_offset), 0.0, 0, greedy=greedy)
     inputs = strategy_inputs(model, batches)
     offset, reached, n = calibrate_inputs(strategy, inputs, target, greedy, seed)
     if mode == "online":
-        strategy.rate_control = RateControl.for_rule(target, strategy.samples and not greedy)
+        strategy.rate_control = RateControl.for_rule(target, strategy.samples and not greedy, strategy.rate_gain_unit)
         reached, n = decided_rate(strategy, inputs, greedy, seed)
     note = ""
     if abs(reached - target) > TOLERANCE:
@@ -228,7 +228,7 @@ def condition_rate(
     strategy, name = model.strategy, model.cfg.boundary
     strategy.condition.rate.fill_(target)
     if mode == "online":
-        strategy.rate_control = RateControl.for_rule(target, strategy.samples and not greedy)
+        strategy.rate_control = RateControl.for_rule(target, strategy.samples and not greedy, strategy.rate_gain_unit)
     reached, n = decided_rate(strategy, strategy_inputs(model, batches), greedy, seed) if batches else (0.0, 0)
     offset = float(strategy.condition.offset(strategy.condition.rate.reshape(1))[0] + strategy.rate_offset)
     lo, hi = strategy.condition.lo, strategy.condition.hi
@@ -273,7 +273,9 @@ def apply_setting(model, setting: RateSetting) -> None:
     else:
         strategy.rate_offset.fill_(setting.value)
     if setting.knob == "online":
-        strategy.rate_control = RateControl.for_rule(setting.target, strategy.samples and not setting.greedy)
+        strategy.rate_control = RateControl.for_rule(
+            setting.target, strategy.samples and not setting.greedy, strategy.rate_gain_unit
+        )
 
 
 @contextlib.contextmanager

@@ -85,3 +85,44 @@ def test_controller_holds_the_rate_where_a_fixed_offset_misses():
     for target in (0.1, 0.2, 0.35):
         a = controlled_scan(learned_rule(logits, thr, 1.0, offset, 6.0), counted, RateControl(target), past=0)
         assert abs(float(a[:, 1:].mean()) - target) < 0.01
+
+
+def _agreement(a: torch.Tensor, b: torch.Tensor) -> float:
+    """F1 of decisions a against decisions b (B, T) over t >= 1."""
+    a, b = a[:, 1:].bool(), b[:, 1:].bool()
+    tp = float((a & b).sum())
+    return 2 * tp / float(a.sum() + b.sum())
+
+
+@pytest.mark.parametrize("unit, places_the_cut", [(0.1, True), (1.0, False)])
+def test_a_threshold_under_online_control_keeps_its_own_cut_at_its_gain_unit(unit, places_the_cut):
+    """A threshold rule whose score spreads over about a unit (entropy in nats, H-Net's routing
+    logit), at the threshold that gives the target on this text: online control at the threshold
+    rules' gain unit (0.1) holds the rate and keeps the score's own cut (the positions where the
+    score is high); at the learned policy's unit (1 logit) the rate holds but the controller
+    places the cut: after a boundary it lifts the threshold by 0.8, past most scores."""
+    g = torch.Generator().manual_seed(0)
+    B, T, target = 64, 256, 0.2
+    score = torch.randn(B, T, generator=g)
+    limit = float(torch.quantile(score[:, 1:].flatten(), 1 - target))
+    counted = torch.ones(B, T, dtype=torch.bool)
+    counted[:, 0] = False
+    own = (score > limit).float()
+    control = RateControl.for_rule(target, sampled=False, unit=unit)
+    a = controlled_scan(lambda t, prev, delta: score[:, t] > limit - delta, counted, control)
+    assert abs(float(a[:, 1:].mean()) - target) < 0.01
+    assert (_agreement(a, own) > 0.85) is places_the_cut, _agreement(a, own)
+
+
+def test_every_strategy_declares_its_online_gain_in_its_knobs_units():
+    """The wiring: set_rate's online controller runs at the strategy's rate_gain_unit (0.1 for the
+    threshold rules, 1 for the learned policy's logit), warm-up gain four times that."""
+    from learntok.rate import set_rate
+    from tests.test_rate import VAL_TEXT, tiny
+
+    units = {"learned": 1.0, "frozen": 1.0, "entropy": 0.1, "hnet": 0.1}
+    for name, unit in units.items():
+        model = tiny(name)
+        set_rate(model, 0.2, VAL_TEXT, mode="online")
+        control = model.strategy.rate_control
+        assert (control.gain, control.warmup_gain) == (unit, 4 * unit), name

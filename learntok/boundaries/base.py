@@ -75,8 +75,9 @@ class RateControl:
     offset's swing after a boundary shrinks from G (1 - rho) to g (1 - rho); where the policy
     cuts sharply, the offset's mean level then rises by up to half the difference, paid for in
     missed boundaries, so delta takes `settle` times that difference at the switch: a half where
-    decisions are deterministic (thresholds, greedy cuts), a quarter where they are drawn, the
-    draws smoothing the cut (`for_rule`; measured in docs/rate.md).
+    decisions are deterministic at a logit's gain (greedy cuts), a quarter where they are drawn
+    or where a threshold's score, wider than its gain, smooths the cut (`for_rule`; measured in
+    docs/rate.md).
     Because g is piecewise constant, delta is a function of three integer counts (the state:
     counted bytes `n`, boundaries within the warm-up `warm`, boundaries after it `late`), and
     `offset` computes it from them: the scan, generation's step and a prompt's prefill agree
@@ -90,9 +91,14 @@ class RateControl:
     settle: float = 0.5  # fraction of (warmup_gain - gain) (1 - rho) added to delta at the end of the warm-up
 
     @classmethod
-    def for_rule(cls, target: float, sampled: bool) -> "RateControl":
-        """The defaults for deterministic decisions, or drawn ones (`sampled`)."""
-        return cls(target, settle=0.25 if sampled else 0.5)
+    def for_rule(cls, target: float, sampled: bool, unit: float = 1.0) -> "RateControl":
+        """The defaults for deterministic decisions, or drawn ones (`sampled`), with both gains in
+        the knob's units: `unit` (the strategy's `rate_gain_unit`) knob units count as one logit.
+        The settling step is a half only where the controller makes the cut sharp: deterministic
+        decisions at a full logit's gain. Draws, or a threshold's score of wider spread than its
+        gain (unit < 1), smooth the cut, and take a quarter (measured in docs/rate.md)."""
+        sharp = not sampled and unit >= 1.0
+        return cls(target, gain=unit, warmup_gain=4.0 * unit, settle=0.5 if sharp else 0.25)
 
     def init_state(self, batch: int, device: torch.device) -> dict[str, torch.Tensor]:
         zeros = torch.zeros(batch, device=device)
@@ -149,6 +155,11 @@ class BoundaryStrategy(nn.Module):
     rate_offset: torch.Tensor  # "offset": () the knob; raising it raises the rate
     rate_offset_range: tuple[float, float] = (0.0, 0.0)  # "offset": the bracket a calibration bisects in
     online_rate: bool = False  # the strategy can run under online rate control (`rate_control`)
+    # What online control's gain of 1 moves the knob by, in the knob's units: 1 for the learned
+    # policy's logit, whose scores spread over +-6; a threshold whose score spreads over about a
+    # unit (entropy's nats, H-Net's routing logit) takes 0.1, else the controller, not the score,
+    # places the cut (docs/rate.md, "Gain").
+    rate_gain_unit: float = 1.0
     samples: bool = False  # its decisions are drawn unless `greedy` (else deterministic)
     conditionable: bool = False  # it can be trained rate-conditioned (model.rate_conditioned, docs/rate.md)
     rate_control: RateControl | None = None  # online rate control at inference (set by learntok.rate; None: off)

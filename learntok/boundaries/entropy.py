@@ -50,6 +50,7 @@ class EntropyBoundaries(BoundaryStrategy):
     rate_knob = "offset"
     online_rate = True
     rate_offset_range = (-8.0, 8.0)  # nats; H lies in [0, ln 256 = 5.5]
+    rate_gain_unit = 0.1  # online control moves the threshold by 0.1 of a logit's step (docs/rate.md)
 
     def __init__(self, cfg):
         super().__init__(cfg)

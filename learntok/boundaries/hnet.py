@@ -97,6 +97,7 @@ class HNetRouting(BoundaryStrategy):
     rate_knob = "offset"
     online_rate = True
     rate_offset_range = (-12.0, 12.0)  # logit units: the routing threshold is sigmoid(-offset)
+    rate_gain_unit = 0.1  # online control moves the threshold by 0.1 of a logit's step (docs/rate.md)
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
