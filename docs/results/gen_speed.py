@@ -1,7 +1,9 @@
 """bytes/s of cached generation at each rate: learned@0.2 calibrated on val, best of 3 timings
 of 512 bytes, interleaved across rates (a shared machine: the best time is the least disturbed)."""
 
-import io, json, sys, time
+import io
+import json
+import sys
 import torch
 from learntok.checkpoint import load_run
 from learntok.rate import set_rate_for_run
