@@ -156,6 +156,12 @@ def default_mode(strategy) -> str:
     return "online" if strategy.online_rate else "calibrated"
 
 
+def online_control(strategy, target: float, greedy: bool) -> RateControl:
+    """The online controller for `strategy` at `target` under its decision rule: drawn unless
+    greedy, with gains in the strategy's knob units (`rate_gain_unit`)."""
+    return RateControl.for_rule(target, strategy.samples and not greedy, strategy.rate_gain_unit)
+
+
 def set_rate(
     model,
     target: float,
@@ -201,12 +207,12 @@ def set_rate(
     if not batches and mode == "calibrated":
         raise ConfigError(f"strategy {name!r} calibrates its rate on held-out text: give some")
     if not batches:
-        strategy.rate_control = RateControl.for_rule(target, strategy.samples and not greedy, strategy.rate_gain_unit)
+        strategy.rate_control = online_control(strategy, target, greedy)
         return RateSetting(name, target, "online", float(strategy.rate_offset), 0.0, 0, greedy=greedy)
     inputs = strategy_inputs(model, batches)
     offset, reached, n = calibrate_inputs(strategy, inputs, target, greedy, seed)
     if mode == "online":
-        strategy.rate_control = RateControl.for_rule(target, strategy.samples and not greedy, strategy.rate_gain_unit)
+        strategy.rate_control = online_control(strategy, target, greedy)
         reached, n = decided_rate(strategy, inputs, greedy, seed)
     note = ""
     if abs(reached - target) > TOLERANCE:
@@ -228,7 +234,7 @@ def condition_rate(
     strategy, name = model.strategy, model.cfg.boundary
     strategy.condition.rate.fill_(target)
     if mode == "online":
-        strategy.rate_control = RateControl.for_rule(target, strategy.samples and not greedy, strategy.rate_gain_unit)
+        strategy.rate_control = online_control(strategy, target, greedy)
     reached, n = decided_rate(strategy, strategy_inputs(model, batches), greedy, seed) if batches else (0.0, 0)
     offset = float(strategy.condition.offset(strategy.condition.rate.reshape(1))[0] + strategy.rate_offset)
     lo, hi = strategy.condition.lo, strategy.condition.hi
@@ -273,9 +279,7 @@ def apply_setting(model, setting: RateSetting) -> None:
     else:
         strategy.rate_offset.fill_(setting.value)
     if setting.knob == "online":
-        strategy.rate_control = RateControl.for_rule(
-            setting.target, strategy.samples and not setting.greedy, strategy.rate_gain_unit
-        )
+        strategy.rate_control = online_control(strategy, setting.target, setting.greedy)
 
 
 @contextlib.contextmanager
