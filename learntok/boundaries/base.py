@@ -98,7 +98,7 @@ class RateControl:
         decisions at a full logit's gain. Draws, or a threshold's score of wider spread than its
         gain (unit < 1), smooth the cut, and take a quarter (measured in docs/rate.md)."""
         sharp = not sampled and unit >= 1.0
-        return cls(target, gain=unit, warmup_gain=4.0 * unit, settle=0.5 if sharp else 0.25)
+        return cls(target, gain=unit * cls.gain, warmup_gain=unit * cls.warmup_gain, settle=0.5 if sharp else 0.25)
 
     def init_state(self, batch: int, device: torch.device) -> dict[str, torch.Tensor]:
         zeros = torch.zeros(batch, device=device)
