@@ -1,9 +1,15 @@
 """How good are a model's boundaries? Chunk lengths, and precision / recall / F1 against
-references: the three places a word boundary can sit (a word's last byte, the space after it,
-the next word's first byte), the starts of UTF-8 characters (the reference for scripts written
-without spaces, such as Japanese and Chinese) and the starts of BPE tokens.
+references: the three places a word boundary can sit, named by the tokens each gives, the
+ends and the starts of UTF-8 characters (the references for scripts written without spaces,
+such as Japanese and Chinese) and the starts of BPE tokens.
 
-A boundary at byte position t (t >= 1; 0 is BOS) starts a chunk at that byte (docs/design.md §1).
+A boundary at byte position t (t >= 1; 0 is BOS) makes byte t a boundary byte: its token reads
+the bytes after the previous boundary through t, so a chunk *ends* at its boundary byte
+(learntok.display.chunk_starts, docs/tokenizer.md). A boundary at a word's last letter gives
+tokens " word" (GPT-2's convention), one at the space after it tokens "word ", one at a word's
+first letter tokens that close on it ("e w|ord"); a boundary at a character's last byte gives
+chunks of whole characters.
+
 Positions scored: real bytes t >= 2. The first byte of a window (t = 1) is left out: whether
 a chunk starts there is decided by where the window was cut, not by the text.
 
@@ -39,23 +45,24 @@ def _whitespace_now_and_before(x: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
 
 
 def word_starts(x: torch.Tensor) -> torch.Tensor:
-    """(B, T) bool: byte t is not whitespace and byte t-1 is a whitespace byte."""
+    """(B, T) bool: byte t is not whitespace and byte t-1 is a whitespace byte: a boundary at a
+    word's first letter, whose token closes on it ("the w|ord": tokens "e w", "ord ...")."""
     ws, prev = _whitespace_now_and_before(x)
     return prev & ~ws & is_byte(x)
 
 
 def space_starts(x: torch.Tensor) -> torch.Tensor:
-    """(B, T) bool: byte t is whitespace and byte t-1 is not (BOS counts as not): a chunk that
-    starts at the space before a word (" with"), the convention of GPT-2-style byte BPE and of
-    a policy that puts its boundary at the space."""
+    """(B, T) bool: byte t is whitespace and byte t-1 is not (BOS counts as not): a boundary at
+    the space after a word, whose token reads "word " (the space closes it)."""
     ws, prev = _whitespace_now_and_before(x)
     return ws & ~prev & is_byte(x)
 
 
 def word_ends(x: torch.Tensor) -> torch.Tensor:
-    """(B, T) bool: byte t is not whitespace and byte t+1 is a whitespace byte: a chunk that starts
-    at a word's last byte ("wor|d with"), the convention some policies settle on. Not causal (it
-    reads byte t+1): a reference, not a rule. The last byte of a window is never one."""
+    """(B, T) bool: byte t is not whitespace and byte t+1 is a whitespace byte: a boundary at a
+    word's last letter, whose token reads " word" (the space opens the next one), the convention
+    of GPT-2-style byte BPE. Not causal (it reads byte t+1): a reference, not a rule. The last
+    byte of a window is never one."""
     ws = is_whitespace(x)
     nxt = torch.zeros_like(ws)
     nxt[:, :-1] = ws[:, 1:] & is_byte(x[:, 1:])
@@ -64,22 +71,47 @@ def word_ends(x: torch.Tensor) -> torch.Tensor:
 
 def char_starts(x: torch.Tensor) -> torch.Tensor:
     """(B, T) bool: byte t starts a UTF-8 character (it is not a continuation byte 10xxxxxx). In
-    ASCII every byte does; in CJK text one byte in three. A boundary elsewhere cuts a character."""
+    ASCII every byte does; in CJK text one byte in three. A boundary at a multi-byte character's
+    first byte ends a chunk inside that character."""
     return is_byte(x) & ((x < 0x80) | (x >= 0xC0))
 
 
-# What boundaries are scored against: the three places a word boundary can sit, one byte apart,
-# in the order they come in the text, then the starts of characters.
+def char_ends(x: torch.Tensor) -> torch.Tensor:
+    """(B, T) bool: byte t is the last byte of a UTF-8 character (byte t+1 is not a continuation
+    byte). A boundary there closes a chunk of whole characters. Reads byte t+1; the last byte of
+    a row counts as an end."""
+    nxt = torch.zeros_like(x)
+    nxt[:, :-1] = x[:, 1:]
+    continued = is_byte(nxt) & (nxt >= 0x80) & (nxt < 0xC0)
+    return is_byte(x) & ~continued
+
+
+# What boundaries are scored against, by the tokens each gives (a chunk ends at its boundary
+# byte): the three places a word boundary can sit, one byte apart, in the order they come in the
+# text, then the ends and the starts of characters. The keys name the tokens; the functions name
+# the boundary bytes.
 REFERENCES = {
-    "word_ends": word_ends,
-    "space_starts": space_starts,
-    "word_starts": word_starts,
-    "char_starts": char_starts,
+    "space_word": word_ends,  # tokens " word": a boundary at a word's last letter
+    "word_space": space_starts,  # tokens "word ": a boundary at the space after a word
+    "first_letter": word_starts,  # tokens that close on a word's first letter ("e w", "ord ...")
+    "char_ends": char_ends,  # chunks of whole characters
+    "char_starts": char_starts,  # chunks that end on a character's first byte (inside it, past ASCII)
 }
 
+# How a report names each reference.
+REFERENCE_LABELS = {
+    "space_word": 'tokens " word"',
+    "word_space": 'tokens "word "',
+    "first_letter": "tokens closing on a word's first letter",
+    "char_ends": "whole characters (boundary at a character's last byte)",
+    "char_starts": "a character's first byte",
+    "bpe_starts": "BPE token starts",
+}
 
 # The three word references, one byte apart: where a policy that finds words may put its cut.
-WORD_REFERENCES = ("word_ends", "space_starts", "word_starts")
+WORD_REFERENCES = ("space_word", "word_space", "first_letter")
+# Keys earlier releases stored these references under (eval.json of older runs), by today's key.
+LEGACY_KEYS = {"word_ends": "space_word", "space_starts": "word_space", "word_starts": "first_letter"}
 
 
 def settled_on(report: dict, lift: float = 2.0) -> str | None:

@@ -1,5 +1,12 @@
 """Chunks of bytes shown as text, losing nothing (docs/tokenizer.md).
 
+A chunk is what one token reads. Token k is the encoder state at its boundary byte t_k, a causal
+summary of the bytes up to and including t_k (learntok.nn.pooling), so the chunk it stands for is
+the bytes after the previous boundary through t_k: a chunk *ends* at a boundary byte, and the
+next one starts at the byte after it (`chunk_starts`). The first byte of a window starts a chunk
+(the bytes before it are read by an earlier window); the bytes after the last boundary are the
+chunk the model is still reading.
+
 A boundary may fall inside a multi-byte UTF-8 character: the model decides per byte. A chunk's
 display string then shows the cut character once, whole, in the chunk that holds its first
 byte, followed by SPLIT_END; the chunk that holds the rest starts with SPLIT_START in its place.
@@ -67,6 +74,14 @@ class Chunk:
     text: str  # display string (see the module docstring)
     starts_mid: bool  # its first byte continues a character begun in the previous chunk
     ends_mid: bool  # its last character continues in the next chunk
+
+
+def chunk_starts(decisions: Sequence[int], offset: int = 0) -> list[int]:
+    """Where the chunks of one window start, given its decisions a[i] (0/1, one per byte, BOS
+    excluded) and the text offset of its first byte: the first byte, and the byte after each
+    boundary byte (a token reads the bytes through its boundary byte; see the module docstring)."""
+    n = len(decisions)
+    return [offset] + [offset + i + 1 for i, a in enumerate(decisions) if a and i + 1 < n] if n else []
 
 
 def _decode(data: bytes) -> str:
@@ -157,3 +172,34 @@ class TextStream:
 
     def feed(self, data: bytes, final: bool = False) -> str:
         return escape_controls(self.decoder.decode(data, final))
+
+
+def _width_name(width: int) -> str:
+    return "ascii" if width == 1 else f"{width}-byte"
+
+
+def whole_character_shares(data: bytes, chunks: Sequence[Chunk]) -> dict[str, dict[str, float]]:
+    """How a text's chunks sit on its characters, per script class (the byte width of the
+    character a chunk ends in: "ascii", "2-byte", "3-byte" (most CJK), "4-byte"): the number of
+    chunks, the share that are whole characters (starting at a character's first byte and ending
+    at a character's last byte), and where their boundary bytes fall in that character ("at_byte":
+    {1: share at its first byte, 2: ..., ...}; a chunk of whole characters ends at byte `width`).
+    Bytes that are not UTF-8 count as 1-byte characters of class "ascii"."""
+    lead, end = char_spans(data)
+    out: dict[str, dict] = {}
+    for c in chunks:
+        last = c.end - 1
+        width = int(end[last] - lead[last])
+        row = out.setdefault(_width_name(width), {"chunks": 0, "whole": 0, "at_byte": {}})
+        row["chunks"] += 1
+        row["whole"] += int(lead[c.start] == c.start and end[last] == c.end)
+        k = int(last - lead[last]) + 1
+        row["at_byte"][k] = row["at_byte"].get(k, 0) + 1
+    return {
+        name: {
+            "chunks": row["chunks"],
+            "whole_share": row["whole"] / row["chunks"],
+            "at_byte": {k: n / row["chunks"] for k, n in sorted(row["at_byte"].items())},
+        }
+        for name, row in sorted(out.items())
+    }

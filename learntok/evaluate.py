@@ -468,13 +468,14 @@ def format_report(r: dict) -> str:
     for ref in (*bq.REFERENCES, "bpe_starts"):
         if ref in r:
             m = r[ref]
-            lines.append(f"vs {ref.replace('_', ' ')}: P {m['precision']:.3f} R {m['recall']:.3f} F1 {m['f1']:.3f}")
+            lines.append(f"vs {bq.REFERENCE_LABELS[ref]}: P {m['precision']:.3f} R {m['recall']:.3f} F1 {m['f1']:.3f}")
     if "settled_on" in r:
         where = r["settled_on"]
         lines.append(
-            f"settled on: {where.replace('_', ' ')} (F1 {r[where]['f1']:.3f}, of the three places a word boundary can sit)"
+            f"settled on: {bq.REFERENCE_LABELS[where]} (F1 {r[where]['f1']:.3f}, of the three places a word boundary "
+            "can sit)"
             if where
-            else "settled on: no word boundary (none of word ends, space starts, word starts above twice chance)"
+            else "settled on: no word boundary (none of the three word references above twice chance)"
         )
     for name, m in r.get("per_file", {}).items():
         lines.append(f"  {name}: {m['bpb']:.4f} bpb ({m['bytes']:,} bytes)")

@@ -34,7 +34,8 @@ class PageData:
     """What the page draws, per text byte i (BOS excluded). With a policy (base not None) the page
     re-decides for any slider offset d: l[i] = softcap(base[i] + sum_k mix[i][k-1] a[i-k] + offset
     + d, cap), a[i] = l[i] > threshold[i], where a before a window's first byte is BOS (1) and then
-    nothing (0); the first byte of every window starts a chunk."""
+    nothing (0); a chunk ends at each boundary byte, and the first byte of every window starts one
+    (learntok.display.chunk_starts)."""
 
     data: bytes
     decisions: list[int] = field(default_factory=list)  # a[i] the model used (0/1)
@@ -112,8 +113,9 @@ def decide_from_terms(view: PageData, delta: float) -> list[int]:
 
 
 def chunk_starts(view: PageData, decisions: list[int]) -> list[int]:
-    """Where the page's chunks start: every window's first byte, and every byte with a = 1."""
-    return [i for i, (a, p) in enumerate(zip(decisions, view.piece_pos)) if a or p == 1]
+    """Where the page's chunks start: every window's first byte, and the byte after every boundary
+    byte (learntok.display.chunk_starts, over the page's windows one after another)."""
+    return [i for i, p in enumerate(view.piece_pos) if p == 1 or decisions[i - 1]]
 
 
 _PAGE_SCRIPT = """
@@ -157,7 +159,10 @@ function render(delta) {
   pre.textContent = '';
   const starts = [];
   let cuts = 0;
-  for (let i = 0; i < bytes.length; i++) { if (a[i] || D.piece_pos[i] === 1) starts.push(i); cuts += a[i]; }
+  for (let i = 0; i < bytes.length; i++) {         // mirrors page.chunk_starts: a chunk ends at a boundary byte
+    if (D.piece_pos[i] === 1 || a[i - 1]) starts.push(i);
+    cuts += a[i];
+  }
   starts.forEach((s, n) => {
     const e = n + 1 < starts.length ? starts[n + 1] : bytes.length;
     const chunk = document.createElement('span');

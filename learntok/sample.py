@@ -19,19 +19,21 @@ from learntok.model.generate import stream
 
 
 class ChunkWriter:
-    """Writes a byte stream as terminal text, as it comes, optionally marking where chunks start."""
+    """Writes a byte stream as terminal text, as it comes, optionally marking the chunks (each ends at a boundary byte)."""
 
     def __init__(self, out: TextIO, show_boundaries: bool = False, color: bool = False):
         self.out, self.show, self.color = out, show_boundaries, color and show_boundaries
         self.text, self.chunks = TextStream(), ChunkStream()
         self.n_bytes = self.n_chunks = 0  # bytes written, chunks shown
+        self.closed = False  # the last byte was a boundary byte: the next byte starts a chunk
 
     def write(self, byte: int, boundary: bool) -> None:
         if not self.show:
             self._emit(self.text.feed(bytes([byte])))
             return
-        self._chunks(self.chunks.feed(bytes([byte]), [self.n_bytes] if boundary else []))
-        self.n_bytes += 1
+        # a chunk ends at its boundary byte (learntok.display.chunk_starts)
+        self._chunks(self.chunks.feed(bytes([byte]), [self.n_bytes] if self.closed else []))
+        self.n_bytes, self.closed = self.n_bytes + 1, boundary
 
     def close(self) -> None:
         if self.show:

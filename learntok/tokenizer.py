@@ -5,8 +5,8 @@
     enc.tokens, enc.offsets, len(enc); tok.decode(enc) == "Some text to cut into tokens"
 
 Shaped after the `tokenizers` library's `Encoding`, with one difference on purpose: there is no
-vocabulary. A chunk is a span of bytes the model chose to start a token at; the model reads the
-bytes, not an id from a table, so there are no ids to give.
+vocabulary. A chunk is the span of bytes one token reads, ending at the byte the model chose as
+its boundary (docs/tokenizer.md, "What a chunk is"); the model reads the bytes, not an id from a table, so there are no ids to give.
 """
 
 from __future__ import annotations

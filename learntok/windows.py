@@ -6,7 +6,8 @@ starts a chunk (the bytes before the window's first boundary read its BOS token)
 text or of many are batched: consecutive windows fill forwards of at most `batch_bytes` (rows
 times the longest row), and only the byte level and the strategy run (`AUNet.byte_level`), not
 the token level and the decoder. A boundary at byte position t of a window (t >= 1; 0 is BOS)
-starts a chunk at window byte t - 1.
+makes window byte t - 1 the last byte of a chunk (learntok.display.chunk_starts: a token reads
+the bytes through its boundary byte).
 
 `decide` is the one implementation: `learntok.Tokenizer`, `learntok segment` (streaming a file
 window by window) and `segment_text` all call it. Sampled boundaries come from a private
@@ -23,6 +24,7 @@ from typing import Iterable, Iterator
 import torch
 
 from learntok.data.vocab import bos_rows, row_pieces
+from learntok.display import chunk_starts
 from learntok.files import open_input
 from learntok.objective import boundary_counts
 from learntok.runtime import PrivateRNG, eval_mode, replayed, rng_snapshot
@@ -54,8 +56,9 @@ class Window:
 
     @property
     def starts(self) -> list[int]:
-        """Text offsets where chunks start: the window's first byte, and every byte with a = 1."""
-        return [self.offset] + [self.offset + i for i, a in enumerate(self.decisions) if a and i > 0]
+        """Text offsets where chunks start: the window's first byte, and the byte after every
+        boundary byte (learntok.display.chunk_starts)."""
+        return chunk_starts(self.decisions, self.offset)
 
 
 @dataclass

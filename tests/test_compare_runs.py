@@ -136,7 +136,7 @@ def test_swapped_decisions_come_from_the_other_model(runs, model, source):
     model reads them; the own figures are the model's."""
     theirs, mine = own_eval(runs[source]), own_eval(runs[model])
     swap = own_eval(runs[model], boundaries_from=runs[source])
-    for key in ("boundary_rate", "whitespace_rate", "space_starts", "word_starts"):
+    for key in ("boundary_rate", "whitespace_rate", "word_space", "first_letter"):
         assert swap[key] == theirs[key], key
     assert swap["own"] == {
         "bpb": mine["bpb"],

@@ -242,7 +242,7 @@ def test_chunk_writer_streams_utf8_and_marks_chunks():
     w = ChunkWriter(out, show_boundaries=True, color=False)
     data = "h\u00e9 ok".encode()  # é is 2 bytes
     for i, byte in enumerate(data):
-        w.write(byte, boundary=i in (0, 2, 4))  # a boundary inside é
+        w.write(byte, boundary=i in (1, 3))  # a boundary at é's first byte: its chunk ends inside é
     w.write(0xFF, boundary=False)  # invalid UTF-8: shown as \xff, no crash
     w.write(0x1B, boundary=False)  # ESC: shown, not obeyed
     w.close()
