@@ -24,12 +24,13 @@ from learntok.config import STRATEGY, ConfigError, RunConfig, load_config
 from learntok.data import ByteData
 from learntok.distributed import DistEnv, barrier, init_distributed, shutdown
 from learntok.evaluate import EvalOptions, evaluate_bpb, mean_and_se, over_seeds, verdict
-from learntok.files import write_text_atomic
+from learntok.files import inside, write_text_atomic
+from learntok.finished import DONE, read_done, write_done
 from learntok.frontier import REFERENCE, check_sweep, write_frontier
 from learntok.jobs import Job, last_line, run_jobs
 from learntok.plots import pyplot, read_metrics, save_curves, series
+from learntok.runfolder import anchored
 from learntok.runtime import resolve_dtype
-from learntok.structured import parse_json
 from learntok.tracking import append_row
 from learntok.train import train
 
@@ -52,7 +53,6 @@ ABLATIONS = [
     "learned+lambda_rate=0",
 ]
 
-DONE = "done.json"
 
 # The paper's figures for orientation (docs/compare.md): test bits per byte at 147M on FineWeb,
 # and the whitespace rate of the 40M ablations. Keyed by learntok's variant names; shown only
@@ -196,6 +196,11 @@ def run_name(spec: str, seed: int | None) -> str:
     return spec if seed is None else f"{spec}/seed{seed}"
 
 
+def run_folder(out: Path, spec: str, seed: int | None) -> Path:
+    """OUT/<run_name>: the variant's name is a value, so the folder is checked to stay below OUT."""
+    return inside(out, run_name(spec, seed), "variant")
+
+
 def seed_override(seed: int | None) -> list[str]:
     """The override that puts a run at `seed` (none without one)."""
     return [] if seed is None else [f"train.seed={seed}"]
@@ -213,13 +218,10 @@ def run_variant(
 ) -> dict:
     """Train (or resume) and evaluate one variant (at `seed` when given); skip it when its done
     marker exists. Every rank calls it under torchrun; rank 0 writes."""
-    run_dir = out / run_name(spec, seed)
-    if (run_dir / DONE).is_file():
-        try:
-            return parse_json((run_dir / DONE).read_text(encoding="utf-8"))
-        except ValueError as e:  # not UTF-8, or not JSON
-            raise ConfigError(f"{run_dir / DONE}: {e}; remove it to evaluate the variant again") from None
-    cfg = variant_config(spec, preset, [*overrides, *seed_override(seed)])
+    run_dir = run_folder(out, spec, seed)
+    cfg = anchored(variant_config(spec, preset, [*overrides, *seed_override(seed)]))
+    if (run_dir / DONE).is_file():  # reused only while it matches these settings (learntok.finished)
+        return read_done(run_dir, run_name(spec, seed), cfg, eval_bytes)
     resume = latest_checkpoint(run_dir) is not None
     barrier(env)  # every rank has looked before rank 0 writes
     summary = train(cfg, run_dir, resume=resume, progress=progress)
@@ -233,11 +235,12 @@ def run_variant(
         "params": summary.get("params"),
         "bytes_per_s": train_speed(run_dir),
         "paper": paper_figure(spec, preset, cfg),
+        "eval_bytes": eval_bytes,
         **figures,
     }
     if env.is_main:
         append_row(run_dir, "eval", summary["step"], figures)
-        write_text_atomic(run_dir / DONE, json.dumps(record, indent=2) + "\n")
+        write_done(run_dir, record)
     return record
 
 
@@ -338,7 +341,7 @@ def plot_curves(out: Path, variants: list[str], seeds: list[int] | None = None) 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for i, spec in enumerate(variants):
         for j, seed in enumerate(seeds or [None]):
-            _, val = read_metrics(out / run_name(spec, seed))
+            _, val = read_metrics(run_folder(out, spec, seed))
             xs, ys = series(val, "val_bpb", "bytes_seen")
             if xs:
                 ax.plot(
@@ -369,11 +372,11 @@ def run_parallel(
     with one CPU thread (processes that each take every core thrash: a step runs up to 10x slower),
     its whole output in its run folder's train.log, one progress line each (learntok.jobs). Each
     leaves its done marker; `compare` then reads them back."""
-    todo = [(spec, seed) for spec, seed in units if not (out / run_name(spec, seed) / DONE).is_file()]
+    todo = [(spec, seed) for spec, seed in units if not (run_folder(out, spec, seed) / DONE).is_file()]
     children = [
         Job(
             run_name(spec, seed),
-            out / run_name(spec, seed),
+            run_folder(out, spec, seed),
             variant_config(spec, preset, overrides).train.steps,
             [
                 sys.executable,
@@ -425,12 +428,14 @@ def compare(
     check_sweep(sweep, variants)
     # fail on a bad name before any training
     configs = [variant_config(spec, preset, list(overrides)) for spec in variants]
+    units = [(spec, seed) for spec in variants for seed in (seeds if seeds is not None else [None])]
+    for spec, seed in units:  # every run folder inside --out, before anything is written
+        run_folder(out, spec, seed)
     env = init_distributed(configs[0].system.device)
     if env.is_main:
         out.mkdir(parents=True, exist_ok=True)
     if seeds is not None and any(o.partition("=")[0].strip() == "train.seed" for o in overrides):
         raise ConfigError("--seeds sets train.seed for every run: drop the train.seed override")
-    units = [(spec, seed) for spec in variants for seed in (seeds if seeds is not None else [None])]
     if jobs > 1:
         if env.world > 1:
             raise ConfigError("--jobs runs variants as separate processes: use it without torchrun")

@@ -10,6 +10,12 @@ makes, so a huge or endless input says so instead of growing until the kernel ki
 
 Outputs are written whole (`write_text_atomic`): a temporary file beside the target, flushed
 and renamed over it; a failure leaves the old file and no temporary one.
+
+Two guards keep a run's writes inside its folder. A path built from a value that is not typed as
+a path (a variant, run or strategy name) is made by `inside`, which resolves it and refuses one
+that leaves its parent (`..`, an absolute name, a symbolic link out). A file in a run folder
+(its lock, logs, appended rows, the temporary file of an atomic write) is opened by
+`open_no_follow` (O_NOFOLLOW): a symbolic link put in its place is refused, never written through.
 """
 
 from __future__ import annotations
@@ -21,9 +27,10 @@ import resource
 import stat
 import zlib
 from collections.abc import Iterator
+from typing import IO
 from pathlib import Path
 
-from learntok.errors import DataError, OutputError, os_fault, os_reason
+from learntok.errors import ConfigError, DataError, OutputError, os_fault, os_reason
 
 READ_COPIES = 4  # a source read into memory is held about this many times over (documents, pieces, the split array)
 READ_CHUNK = 1 << 20  # bytes a decompressed read takes at a time (never one allocation of the whole bound)
@@ -218,11 +225,43 @@ def replacing(path: str | Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
+def inside(parent: str | Path, name: str, what: str, error: type[Exception] = ConfigError) -> Path:
+    """`parent / name`, where `name` is a value (a variant, run or strategy name, a file an index
+    lists) that must name a path below `parent`: checked after both are resolved, so `..`, an
+    absolute name or a symbolic link that leads out of `parent` is one line (`error`)."""
+    if not isinstance(name, str) or not name.strip() or "\0" in name or os.path.isabs(name):
+        raise error(f"{what} {name!r} cannot name a folder below {parent}: give a plain name")
+    path, root = Path(parent) / name, Path(parent).resolve()
+    real = path.resolve()
+    if real == root or root not in real.parents:
+        raise error(f"{what} {name!r} names {real}, outside {parent}: give a name without '..' or a link out")
+    return path
+
+
+def no_follow_fd(path: str | Path, flags: int) -> int:
+    """The one opener of run-folder files: `os.open(path, flags)` created if missing (0o644),
+    never through a symbolic link at its name (O_NOFOLLOW: a link there is OSError ELOOP, and
+    nothing is written through it: one line, OutputError), not inherited by child processes."""
+    try:
+        return os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError:
+        if not os.path.islink(path):  # ELOOP on Linux, EMLINK or EFTYPE on BSDs
+            raise
+    raise OutputError(f"{path} is a symbolic link: a run folder's files are written in place only; remove the link")
+
+
+def open_no_follow(path: str | Path, mode: str = "a") -> IO[str]:
+    """A run-folder text file opened for writing through `no_follow_fd`: "a" appends, "w" truncates."""
+    flags = {"a": os.O_WRONLY | os.O_APPEND, "w": os.O_WRONLY | os.O_TRUNC}[mode]
+    return open(no_follow_fd(path, flags), mode, encoding="utf-8")
+
+
 def write_text_atomic(path: str | Path, text: str) -> None:
     """Replace `path` by `text`: write a temporary file beside it, flush it to disk, rename it
     over `path` (a reader, or a crash, sees the old file or the new one, never a mix). On an
-    error the temporary file is removed and the old file stays."""
-    with replacing(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+    error the temporary file is removed and the old file stays. The temporary file is opened
+    through no link (`open_no_follow`); the rename replaces a link at `path`, never its target."""
+    with replacing(path) as tmp, open_no_follow(tmp, "w") as f:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from learntok.files import open_no_follow
 from learntok.progress import Progress
 from learntok.runfolder import LOG, METRICS
 
@@ -45,7 +46,7 @@ def run_jobs(jobs: list[Job], at_once: int, progress: bool = True) -> list[int]:
 def _run(job: Job, env: dict, progress: bool) -> int:
     job.run_dir.mkdir(parents=True, exist_ok=True)
     with (
-        open(job.log, "a", encoding="utf-8") as log,
+        open_no_follow(job.log) as log,
         Progress(desc=job.name, total=job.steps, unit="step", enabled=progress) as bar,
     ):
         proc = subprocess.Popen(job.command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

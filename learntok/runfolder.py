@@ -21,6 +21,7 @@ over the old one, so a crash at any moment leaves either the old or the new file
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import fcntl
 import json
 import os
@@ -29,9 +30,10 @@ import socket
 from pathlib import Path
 
 from learntok.checkpoint import LATEST, remove_stale_tmp
-from learntok.config import ConfigError
+from learntok.config import ConfigError, RunConfig, read_file
+from learntok.data.dataset import anchored_source
 from learntok.errors import DataError
-from learntok.files import read_input, write_text_atomic
+from learntok.files import no_follow_fd, read_input, write_text_atomic
 from learntok.structured import FormatError, parse_json
 
 LOCK = ".lock"
@@ -39,6 +41,7 @@ METRICS, SEGMENTS, CONFIG, WANDB = "metrics.jsonl", "segments.txt", "config.toml
 RUN_FILES = (METRICS, SEGMENTS, CONFIG, "checkpoints", WANDB)  # what `train` writes into a run folder
 EVENTS = "events.out.tfevents."  # the name prefix of TensorBoard event files (log.tensorboard)
 LOG = "train.log"  # a run's console log, kept by `compare --jobs` across resumes (never cleared)
+FREE = ("system", "log", "checkpoint")  # sections of how a run is run and logged, not of what it computes
 
 _held: dict[Path, int] = {}  # run folder (resolved) -> file descriptor of its locked .lock
 _created: set[Path] = set()  # folders this process created to lock them (removed at exit if still empty)
@@ -67,11 +70,12 @@ def claim(run_dir: str | Path, resume: bool) -> Path:
 
 def _check_kinds(run_dir: Path) -> None:
     """Each name train uses in a run folder, where it exists, is what train makes of it (the lock
-    and the logs files, checkpoints a folder): anything else is one line, before the lock is taken."""
-    for name in (LOCK, *RUN_FILES):
-        path, folder = run_dir / name, name == "checkpoints"
-        if (path.exists() or path.is_symlink()) and not (path.is_dir() if folder else path.is_file()):
-            found = "a folder" if path.is_dir() else "a broken symlink" if not path.exists() else "not a regular file"
+    and the logs files, checkpoints a folder), and not a symbolic link (whose writes would land
+    outside the run): anything else is one line, before the lock is taken."""
+    for name in (LOCK, LOG, *RUN_FILES):
+        path, folder = run_dir / name, name in ("checkpoints", WANDB)
+        if path.is_symlink() or (path.exists() and not (path.is_dir() if folder else path.is_file())):
+            found = "a symbolic link" if path.is_symlink() else "a folder" if path.is_dir() else "not a regular file"
             raise RunFolderError(
                 f"run folder {run_dir}: {name} is {found}, not a {'folder' if folder else 'file'}; "
                 f"move it away or choose another --out"
@@ -92,7 +96,7 @@ def _lock(run_dir: Path) -> None:
     if not run_dir.exists():
         run_dir.mkdir(parents=True)
         _created.add(key)
-    fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = no_follow_fd(run_dir / LOCK, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -189,6 +193,47 @@ def check_resume(run_dir: Path, ckpt_step: int, steps: int) -> None:
             f"cannot resume {run_dir} to train.steps={steps}: its latest checkpoint is at step "
             f"{ckpt_step}; give train.steps >= {ckpt_step}"
         )
+
+
+def anchored(cfg: RunConfig) -> RunConfig:
+    """`cfg` as a run stores it: data.source a built-in name or an absolute path (anchored_source)."""
+    return dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, source=anchored_source(cfg.data.source)))
+
+
+def changed_settings(stored: RunConfig, wanted: RunConfig, free: tuple[str, ...] = ()) -> list[str]:
+    """`section.key (stored -> wanted)` for each setting of what a run computes that differs:
+    every section but FREE (how it is run and logged) and the `free` keys; sources anchored."""
+    a, b = anchored(stored).to_dict(), anchored(wanted).to_dict()
+    return [
+        f"{section}.{key} ({a[section].get(key)!r} -> {b[section].get(key)!r})"
+        for section in a
+        if section not in FREE
+        for key in sorted(set(a[section]) | set(b[section]))
+        if f"{section}.{key}" not in free and a[section].get(key) != b[section].get(key)
+    ]
+
+
+def check_same_settings(run_dir: Path, stored: RunConfig, wanted: RunConfig, action: str, free=()) -> None:
+    """Refuse to `action` (resume, reuse the results of) a run whose stored settings differ from
+    the ones asked for: its figures would be reported, or its config rewritten, under settings it
+    was not trained with. One line naming the differing keys."""
+    changes = changed_settings(stored, wanted, free)
+    if changes:
+        more = f" and {len(changes) - 3} more" if len(changes) > 3 else ""
+        raise RunFolderError(
+            f"cannot {action} {run_dir}: it was trained with other settings: {'; '.join(changes[:3])}{more}; "
+            f"give the run's own settings ({run_dir / CONFIG}) or choose another --out"
+        )
+
+
+def stored_config(run_dir: Path) -> RunConfig:
+    """The config a run was trained with (RUN/config.toml), or one line saying it cannot be read."""
+    try:
+        return RunConfig.from_dict(read_file(run_dir / CONFIG))
+    except (ConfigError, DataError, OSError, ValueError, TypeError) as e:
+        raise RunFolderError(
+            f"{run_dir / CONFIG}: {' '.join(str(e).split())}; its settings cannot be checked"
+        ) from None
 
 
 def trim_logs(run_dir: Path, step: int) -> None:

@@ -28,6 +28,7 @@ import uuid
 from pathlib import Path
 
 from learntok.config import ConfigError, LogConfig
+from learntok.files import open_no_follow, write_text_atomic
 from learntok.runfolder import METRICS, WANDB
 from learntok.runtime import rng_state, set_rng_state
 
@@ -47,7 +48,7 @@ def append_row(run_dir: str | Path, kind: str, step: int, row: dict) -> dict:
     if kind not in KINDS:
         raise ValueError(f"metrics kind {kind!r} is not one of {', '.join(KINDS)}")
     record = {"kind": kind, "step": step, "time": round(time.time(), 3), **row}
-    with open(Path(run_dir) / METRICS, "a", encoding="utf-8") as f:
+    with open_no_follow(Path(run_dir) / METRICS) as f:  # never through a link out of the run
         f.write(json.dumps(record) + "\n")
     return record
 
@@ -123,7 +124,7 @@ def _wandb_run(run_dir: Path, project: str, config: dict, fresh: bool):
     folder.mkdir(parents=True, exist_ok=True)
     id_file = folder / "learntok-run-id"
     if fresh or not id_file.is_file():
-        id_file.write_text(uuid.uuid4().hex[:16], encoding="utf-8")
+        write_text_atomic(id_file, uuid.uuid4().hex[:16])
     state = rng_state()
     try:
         return wandb.init(

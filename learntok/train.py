@@ -42,10 +42,10 @@ from learntok.distributed import (
 )
 from learntok.model.aunet import AUNet
 from learntok.evaluate import EvalOptions, evaluate_bpb, position_bytes
-from learntok.files import write_text_atomic
+from learntok.files import open_no_follow, write_text_atomic
 from learntok.objective import ObjectiveConfig, loss, objective_for, rate_gain_at
 from learntok.progress import Progress, note
-from learntok.runfolder import SEGMENTS, check_resume, claim, release, trim_logs
+from learntok.runfolder import SEGMENTS, anchored, check_resume, check_same_settings, claim, release, trim_logs
 from learntok.runtime import autocast, resolve_dtype, seed_everything, set_rng_state, set_threads
 from learntok.display import render_terminal
 from learntok.segment import segment_text
@@ -261,9 +261,8 @@ def _start(run_cfg: RunConfig, run_dir: Path, model: nn.Module, optimizer, resum
         return 0, 0
     ckpt = load_checkpoint(run_dir, needs=("bytes_seen",))
     check_resume(run_dir, ckpt.step, run_cfg.train.steps)
-    saved = RunConfig.from_dict(ckpt.config)
-    if saved.model != run_cfg.model:
-        raise ConfigError(f"cannot resume {ckpt.path}: its model config differs from this run's")
+    # a resume may run longer (check_resume), never on other data, model or optimizer settings
+    check_same_settings(run_dir, RunConfig.from_dict(ckpt.config), run_cfg, "resume", free=("train.steps",))
     try:
         load_state(model, optimizer, ckpt.model_state, ckpt.state["optimizer"], run_cfg.system.fsdp)
         set_rng_state(ckpt.state["rng"])
@@ -282,6 +281,7 @@ def train(
     """Train (or resume) a run in `out_dir`; stop after step `until` if given (with a checkpoint).
     Returns a summary: val bpb, boundary and whitespace rates, bytes/s, run dir. Under torchrun,
     every rank calls it; rank 0 alone writes the run folder (learntok.distributed)."""
+    run_cfg = anchored(run_cfg)  # stored with data.source absolute: evaluated later from anywhere, the same file
     tc, sc, lc, run_dir = run_cfg.train, run_cfg.system, run_cfg.log, Path(out_dir)
     check_trackers(lc)  # a missing tracker package: one line, nothing written
     set_threads(sc.threads)
@@ -365,7 +365,7 @@ def train(
             if do_segment and (main or sc.fsdp):
                 text = segments_text(model, texts, tc.seed, sc.fsdp)
                 if main:
-                    with open(run_dir / SEGMENTS, "a", encoding="utf-8") as f:
+                    with open_no_follow(run_dir / SEGMENTS) as f:
                         f.write(f"== step {done}\n{text}")
                     tracker.text(done, "segments", text)
             if do_ckpt:

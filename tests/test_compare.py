@@ -63,7 +63,9 @@ def test_compare_tiny_and_resume(tmp_path):
     # a rerun skips finished variants: their done markers are read back, nothing retrains
     marker = tmp_path / "uniform" / "done.json"
     before = marker.stat().st_mtime_ns
-    again = compare(["uniform", "learned+gamma=1.0"], tmp_path, preset="tiny", overrides=TINY, progress=False)
+    again = compare(
+        ["uniform", "learned+gamma=1.0"], tmp_path, preset="tiny", overrides=TINY, eval_bytes=1024, progress=False
+    )
     assert marker.stat().st_mtime_ns == before
     assert again[0]["test_bpb"] == records[0]["test_bpb"]
     assert format_table(again).count("\n") == 4

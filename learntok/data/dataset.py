@@ -10,6 +10,7 @@ Dimension letters: B batch rows, T sequence length (BOS included), N bytes per r
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -17,7 +18,7 @@ import numpy as np
 import torch
 
 from learntok.data import shards
-from learntok.data.corpora import DataError, load_named_documents, source_path
+from learntok.data.corpora import BUILTINS, DataError, load_named_documents, source_path
 from learntok.data.split import SPLITS, small_split, split_named_documents
 from learntok.data.vocab import BOS, EOS, PAD
 from learntok.files import memory_budget
@@ -46,6 +47,15 @@ class DataConfig:
                 f"data.val_fraction {self.val_fraction} + data.test_fraction {self.test_fraction} must be "
                 f"< 1 (the rest is the training split)"
             )
+
+
+def anchored_source(source: str) -> str:
+    """`data.source` as a run stores it: a built-in corpus's name as it is, a path made absolute
+    (against the current folder, which is what it means now), so that the run, evaluated later
+    from any folder, reads the file it was trained on and not another of the same name."""
+    if not str(source).strip() or (source in BUILTINS and not shards.is_prepared(source)):
+        return source
+    return os.path.abspath(source_path(source))
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ import numpy as np
 
 from learntok.data.corpora import DataError
 from learntok.data.split import SPLITS
+from learntok.files import inside
 from learntok.structured import parse_json
 
 FORMAT = "learntok-shards"
@@ -123,7 +124,7 @@ def open_split(root: str | Path, split: str, index: dict | None = None) -> tuple
     info = (index or read_index(root))["splits"][split]
     parts = []
     for name, size in info["shards"]:
-        path = root / name
+        path = inside(root, name, f"{root / INDEX}: shard", DataError)  # a name read from a file
         if not path.is_file() or path.stat().st_size != size:
             raise DataError(f"{path}: missing or not {size} bytes as {root / INDEX} says (an interrupted copy?)")
         if size:
