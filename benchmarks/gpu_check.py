@@ -19,8 +19,10 @@ DIR/gpu_check.md.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import resource
+import shutil
 import statistics
 import sys
 import time
@@ -32,9 +34,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from throughput import flops_per_byte, timed  # the sibling benchmark script
 
 from learntok import AUNet, ModelConfig, ObjectiveConfig
-from learntok.config import load_config
-from learntok.distributed import compile_model
-from learntok.objective import loss
+from learntok.checkpoint import load_checkpoint
+from learntok.config import RunConfig, load_config
+from learntok.data import ByteData
+from learntok.distributed import compile_model, init_distributed
+from learntok.errors import CheckpointError, ConfigError, DataError
+from learntok.objective import loss, objective_for
+from learntok.plots import read_metrics
+from learntok.runtime import resolve_dtype, seed_everything
+from learntok.train import (
+    Engine,
+    TrainingDiverged,
+    build_optimizer,
+    fit_strategy,
+    lr_at,
+    rank_batches,
+    train,
+    train_step,
+)
 
 SHAPES = {"40M": (16, 4096), "147M": (8, 4096)}  # (B, T) per step on one GPU
 TOY = dict(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16)
@@ -117,13 +134,196 @@ def throughput(args) -> None:
                 Path(args.out, "throughput.json").write_text(json.dumps(head, indent=2))
 
 
+# ---------------------------------------------------------------- the learned-against-uniform pair
+
+ARMS = ("learned", "uniform")  # the paper's question: does the learned policy beat fixed-size chunks?
+
+
+def arm_config(args, arm: str, steps: int = 0, warmup: int = 0) -> RunConfig:
+    """The preset's recipe (the paper's at 40M: learntok/configs/40M.toml) for one arm; with `steps`,
+    a run of that many steps whose warm-up is `warmup` steps. Only the boundary strategy differs
+    between the arms: the seed, data, batch order and optimizer are the same."""
+    over = [
+        f"model.boundary={arm}",
+        f"train.seed={args.seed}",
+        f"data.source={args.source}",
+        f"system.device={args.device}",
+        f"log.eval_bytes={args.eval_bytes}",
+        f"log.log_every={args.log_every}",
+        "log.eval_every=0",
+        "log.segment_every=0",
+        "checkpoint.every=0",  # checkpoints at step 0 (the initial weights) and the end only
+    ]
+    if args.toy:
+        over += [f"model.{k}={v}" for k, v in TOY.items()]
+        over += [f"train.batch_size={args.batch}", f"train.seq_len={args.seq}", "train.micro_batch_size=0"]
+    if steps:
+        over += [f"train.steps={steps}", f"optim.warmup_steps={warmup}", "optim.warmup_bytes=0"]
+    return load_config(args.preset, overrides=over)
+
+
+def step_seconds(cfg: RunConfig, data: ByteData, warmup: int, steps: int) -> float:
+    """Median seconds of one training step of `cfg` as `learntok train` runs it (its batches,
+    micro-batches, optimizer and autocast), from the run's initial weights."""
+    env = init_distributed(cfg.system.device)
+    seed_everything(cfg.train.seed)
+    model = AUNet(cfg.model).to(env.device)
+    fit_strategy(model, data, env)
+    optimizer = build_optimizer(model, cfg.optim, env.device)
+    eng = Engine(model, model, model, optimizer, env, resolve_dtype(cfg.system.dtype, env.device))
+    objective = objective_for(cfg.objective, model.strategy.has_policy)
+
+    def step(i: int) -> None:
+        xs, seeds = rank_batches(data, i, cfg, env)
+        train_step(eng, xs, objective, cfg.optim, lr_at(i, cfg.optim, cfg.train.steps), seeds)
+
+    for i in range(warmup):
+        step(i)
+    return statistics.median(timed(lambda i=i: step(warmup + i), env.device) for i in range(steps))
+
+
+def budget_steps(budget_s: float, step_s: float, max_steps: int) -> int:
+    """Steps that fit `budget_s` seconds of training at `step_s` a step (at least 1, at most max_steps; 0: no cap)."""
+    steps = max(1, int(budget_s / step_s))
+    return min(steps, max_steps) if max_steps > 0 else steps
+
+
+def backbone_digest(state: dict[str, torch.Tensor]) -> str:
+    """sha256 of every tensor outside the strategy's own module (names, dtypes, shapes, values):
+    equal digests mean two arms start from bit-identical backbones (tests/test_identical_init.py)."""
+    h = hashlib.sha256()
+    for name in sorted(k for k in state if not k.startswith("strategy.")):
+        t = state[name].detach().cpu().contiguous()
+        h.update(f"{name}:{t.dtype}:{tuple(t.shape)};".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def training_seconds(run_dir: Path) -> float:
+    """Seconds the run spent in training steps, from its metrics: each log window's bytes over its
+    bytes/s (windows exclude validation and checkpoints, so this is the wall-clock the arms share)."""
+    rows, _ = read_metrics(run_dir)
+    seconds, seen = 0.0, 0
+    for r in rows:
+        if r.get("bytes_per_s"):
+            seconds += (r["bytes_seen"] - seen) / r["bytes_per_s"]
+            seen = r["bytes_seen"]
+    return seconds
+
+
+def run_arm(args, arm: str, run_dir: Path) -> dict:
+    """Calibrate the arm's step time, train it for the steps that fit the budget (the recipe's
+    schedule, its warm-up the recipe's fraction of the run), evaluate on val; its figures."""
+    recipe = arm_config(args, arm)
+    data = ByteData.from_config(recipe.data)
+    step_s = step_seconds(recipe, data, args.calib_warmup, args.calib_steps)
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()  # the calibration's model and optimizer are gone: their memory is the run's
+    steps = budget_steps(args.seconds, step_s, args.max_steps)
+    warmup = round(steps * recipe.optim.warmup_steps / recipe.train.steps)
+    cfg = arm_config(args, arm, steps, warmup)
+    t0 = time.perf_counter()
+    summary = train(cfg, run_dir, progress=False)
+    wall = time.perf_counter() - t0
+    initial = backbone_digest(load_checkpoint(run_dir / "checkpoints" / "step_0000000").model_state)
+    if not args.keep_checkpoints:  # hundreds of MB at 40M: the figures and metrics are what is kept
+        shutil.rmtree(run_dir / "checkpoints")
+    bytes_seen = steps * cfg.train.bytes_per_step
+    return {
+        "boundary": arm,
+        "params": summary["params"],
+        "calibrated_step_s": step_s,
+        "steps": steps,
+        "warmup_steps": warmup,
+        "train_seconds": training_seconds(run_dir),
+        "wall_s": wall,
+        "bytes_seen": bytes_seen,
+        "epochs": bytes_seen / data.n_bytes("train"),
+        "val_bpb": summary["val_bpb"],
+        "val_boundary_rate": summary["val_boundary_rate"],
+        "val_whitespace_rate": summary["val_whitespace_rate"],
+        "val_bytes": summary["val_bytes"],
+        "initial_backbone_sha256": initial,
+    }
+
+
+def pair(args) -> None:
+    """Both arms at one time budget each, rewriting DIR/pair.json after each (a time limit keeps what was done)."""
+    out = Path(args.out)
+    base = arm_config(args, ARMS[0])
+    head = {
+        "preset": args.preset,
+        "toy": args.toy,
+        "source": args.source,
+        "seed": args.seed,
+        "budget_s": args.seconds,
+        "device": torch.cuda.get_device_name() if base.system.device.startswith("cuda") else "cpu",
+        "recipe": {
+            "batch_size": base.train.batch_size,
+            "seq_len": base.train.seq_len,
+            "micro_batch_size": base.train.micro_batch_size,
+            "lr": base.optim.lr,
+            "warmup_fraction": base.optim.warmup_steps / base.train.steps,
+            "target_rate": base.model.target_rate,
+        },
+        "arms": {},
+    }
+    for arm in ARMS:
+        shutil.rmtree(out / "pair" / arm, ignore_errors=True)  # this command's own folder: a rerun starts afresh
+        head["arms"][arm] = run_arm(args, arm, out / "pair" / arm)
+        print(json.dumps(head["arms"][arm]), flush=True)
+        digests = {a["initial_backbone_sha256"] for a in head["arms"].values()}
+        head["identical_init"] = len(digests) == 1 if len(head["arms"]) == len(ARMS) else None  # None: one arm so far
+        if head["identical_init"]:
+            head["delta_val_bpb"] = head["arms"]["learned"]["val_bpb"] - head["arms"]["uniform"]["val_bpb"]
+        (out / "pair.json").write_text(json.dumps(head, indent=2))
+
+
+def markdown_pair(pair: dict) -> list[str]:
+    """The pair's table: each arm at the same seconds of training, then the verdict line."""
+    if not pair:
+        return ["Learned against uniform: not run", ""]
+    rec = pair["recipe"]
+    lines = [
+        f"## {pair['preset']}: learned against uniform, {pair['budget_s']:g} s of training each"
+        + (" (toy sizes)" if pair["toy"] else ""),
+        "",
+        f"On {pair['device']}, data `{pair['source']}`, seed {pair['seed']}; the recipe's batch "
+        f"{rec['batch_size']} x {rec['seq_len']} (micro-batch {rec['micro_batch_size'] or rec['batch_size']}), "
+        f"lr {rec['lr']:g}, warm-up {100 * rec['warmup_fraction']:.1f}% of the steps, target rate {rec['target_rate']:g}.",
+        "",
+        "| boundaries | params | steps | train s | bytes seen | epochs | val bpb | val boundary rate | val whitespace rate |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for a in pair["arms"].values():
+        lines.append(
+            f"| {a['boundary']} | {a['params'] / 1e6:.1f}M | {a['steps']} | {a['train_seconds']:.1f} | "
+            f"{a['bytes_seen']:,} | {a['epochs']:.2f} | {a['val_bpb']:.4f} | {a['val_boundary_rate']:.3f} | "
+            f"{a['val_whitespace_rate']:.3f} |"
+        )
+    digest = next(iter(pair["arms"].values()))["initial_backbone_sha256"][:12]
+    same = {True: "yes", False: "NO", None: "not known (one arm ran)"}[pair.get("identical_init")]
+    lines += ["", f"Identical initial weights: {same} (backbone sha256 {digest}...)."]
+    if "delta_val_bpb" in pair:
+        lines.append(f"Learned minus uniform: {pair['delta_val_bpb']:+.4f} val bpb at equal wall-clock.")
+    return [*lines, ""]
+
+
 def markdown(parts: dict) -> str:
-    lines = ["# GPU check", ""]
+    meta = parts.get("meta", {})
+    lines = [
+        "# GPU check",
+        "",
+        f"Commit {meta.get('commit', 'unknown')}; command `{meta.get('command', '-')}`; "
+        f"seeds {json.dumps(meta.get('seeds'))}; started {meta.get('started', '-')}.",
+        "",
+    ]
     tests = parts.get("tests", {})
     lines += [
         f"Tests: {tests.get('summary', 'not run')} (exit {tests.get('rc', '-')}, {tests.get('seconds', 0):.0f} s)",
         "",
     ]
+    lines += markdown_pair(parts.get("pair", {}))
     tp = parts.get("throughput")
     if tp:
         lines += [
@@ -160,7 +360,7 @@ def report(args) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("command", choices=("throughput", "report"))
+    p.add_argument("command", choices=("throughput", "pair", "report"))
     p.add_argument("--out", required=True)
     p.add_argument("--device", default="cuda")
     p.add_argument("--presets", default="40M,147M")
@@ -171,9 +371,23 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak of the GPU (H200 SXM: 989)")
+    p.add_argument("--preset", default="40M", help="pair: the preset both arms train at")
+    p.add_argument("--source", default="python-stdlib", help="pair: the data source (a built-in corpus or a path)")
+    p.add_argument("--seed", type=int, default=0, help="pair: the seed of both arms (init, batches, boundaries)")
+    p.add_argument("--seconds", type=float, default=150.0, help="pair: seconds of training per arm")
+    p.add_argument("--max-steps", type=int, default=0, help="pair: cap on each arm's steps (0: none)")
+    p.add_argument("--calib-steps", type=int, default=5, help="pair: timed steps that measure an arm's step time")
+    p.add_argument("--calib-warmup", type=int, default=3, help="pair: steps before those")
+    p.add_argument("--eval-bytes", type=int, default=4_000_000, help="pair: validation bytes per arm")
+    p.add_argument("--log-every", type=int, default=25, help="pair: steps between metrics rows")
+    p.add_argument("--keep-checkpoints", action="store_true", help="pair: keep each arm's checkpoints")
     args = p.parse_args()
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    throughput(args) if args.command == "throughput" else report(args)
+    try:
+        {"throughput": throughput, "pair": pair, "report": report}[args.command](args)
+    except (ConfigError, DataError, CheckpointError, TrainingDiverged) as e:
+        print(f"learntok: error: {' '.join(str(e).split())}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":
