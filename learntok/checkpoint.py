@@ -11,6 +11,8 @@ atomically), so a crash never leaves a half-written checkpoint behind the pointe
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,11 +21,13 @@ import torch
 
 from learntok.boundaries import strategy_class, strategy_names
 from learntok.config import RunConfig
-from learntok.errors import CheckpointError, ConfigError
+from learntok.errors import CheckpointError, ConfigError, NotFiniteError
 from learntok.files import write_text_atomic
 from learntok.model.aunet import AUNet
 from learntok.model.pretrained import (
+    CONFIG,
     LATEST,
+    ModelFiles,
     WEIGHTS,
     atomic_dir,
     commit,
@@ -35,6 +39,7 @@ from learntok.model.pretrained import (
     write_model_files,
 )
 from learntok.runtime import rng_state
+from learntok.structured import expect
 
 STATE = "state.pt"
 STATE_KEYS = ("step", "optimizer", "rng")  # what every state.pt holds (save_checkpoint)
@@ -151,8 +156,11 @@ def load_checkpoint(
             f"{folder / STATE} is incomplete: it lacks {', '.join(missing)} (not a checkpoint "
             f"this learntok wrote, or a damaged one); resume from another checkpoint"
         )
+    for key in ("step", "bytes_seen"):  # the counts the loop and `compare --runs` read
+        if key in state:
+            expect(state[key], "an integer", f"{folder / STATE}: {key!r}", CheckpointError)
     weights = read_weights(folder / WEIGHTS, map_location)
-    return Checkpoint(folder, int(state["step"]), weights, state, read_config(folder))
+    return Checkpoint(folder, state["step"], weights, state, read_config(folder))
 
 
 def load_run(path: str | Path, device: str | torch.device = "cpu") -> tuple[AUNet, RunConfig | None]:
@@ -184,12 +192,31 @@ def _load_model_folder(folder: Path, device: str | torch.device) -> tuple[AUNet,
     try:
         files = read_model(folder, device)
         model = AUNet.from_files(files, map_location=device)
-        run_cfg = RunConfig.from_dict(files.config) if isinstance(files.config.get("model"), dict) else None
+        run_cfg = run_config_of(files) if isinstance(files.config.get("model"), dict) else None
     except (CheckpointError, ConfigError) as e:
-        if getattr(e, "os_fault", False):  # the file could not be read: nothing to say of its version
+        # the file could not be read, or holds numbers that are not numbers: nothing to say of its version
+        if getattr(e, "os_fault", False) or isinstance(e, NotFiniteError):
             raise
         raise CheckpointError(f"{e} (a checkpoint from an incompatible learntok version?)") from None
     return model.eval(), run_cfg, files.folder
+
+
+def run_config_of(files: ModelFiles) -> RunConfig:
+    """The run config in a checkpoint's config.json; a bad section or value names the file."""
+    try:
+        return RunConfig.from_dict(files.config)
+    except ConfigError as e:
+        raise ConfigError(f"{files.folder / CONFIG}: {e}") from None
+
+
+@contextmanager
+def figures_of(folder: str | Path) -> Iterator[None]:
+    """A figure that comes out NaN or infinite in the block (NotFiniteError) names `folder`, the
+    checkpoint whose model gave it."""
+    try:
+        yield
+    except NotFiniteError as e:
+        raise NotFiniteError(f"{folder}: {e}") from None
 
 
 def trained_steps(path: str | Path) -> int | None:

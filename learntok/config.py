@@ -25,7 +25,7 @@ from learntok.files import read_input, write_text_atomic
 from learntok.nn.config import ModelConfig
 from learntok.objective import ObjectiveConfig
 from learntok.ranges import INT64, SEED, THREADS, ranged
-from learntok.structured import FormatError, parse_json, parse_toml
+from learntok.structured import FormatError, expect, parse_json, parse_toml
 
 
 @dataclass
@@ -194,8 +194,7 @@ def merge(base: dict[str, dict[str, Any]], update: dict[str, Any], source: str) 
     """base with update's values checked against the dataclass field types; strict on names. Keys
     that moved (learntok.boundaries.options.MOVED_KEYS) are read at their new place."""
     out = {k: dict(v) for k, v in base.items()}
-    if not isinstance(update, dict):
-        raise ConfigError(f"{source}: expected a table of sections, got {type(update).__name__}")
+    expect(update, "an object", f"{source}: the table of sections", ConfigError)
     update = as_sections(update)
     boundary = out["model"]["boundary"]
     if isinstance(update.get("model"), dict):
@@ -208,8 +207,7 @@ def merge(base: dict[str, dict[str, Any]], update: dict[str, Any], source: str) 
     for section, values in update.items():
         if section not in SECTIONS and section != STRATEGY:
             raise ConfigError(f"{source}: unknown section [{section}]; known: {', '.join([*SECTIONS, STRATEGY])}")
-        if not isinstance(values, dict):
-            raise ConfigError(f"{source}: [{section}] must be a table, got {values!r}")
+        expect(values, "an object", f"{source}: [{section}]", ConfigError)
         if section == STRATEGY:  # checked against the strategy in build()
             out[STRATEGY].update(values)
         else:
@@ -272,7 +270,8 @@ def read_file(path: str | Path) -> dict[str, Any]:
     data = read_input(path, "config file", CONFIG_BYTES, ConfigError)  # a regular file, bounded
     try:
         text = data.decode("utf-8")
-        return parse_json(text) if path.name.removesuffix(".gz").endswith(".json") else parse_toml(text)
+        table = parse_json(text) if path.name.removesuffix(".gz").endswith(".json") else parse_toml(text)
+        return expect(table, "an object", f"config file {path}", ConfigError)  # JSON may hold a list
     except UnicodeDecodeError as e:
         raise ConfigError(f"config file {path} is not UTF-8 text (byte {e.start}: {e.reason})") from None
     except FormatError as e:

@@ -35,6 +35,11 @@ class CheckpointError(RuntimeError):
     """A missing or unreadable model file or checkpoint (one-line message)."""
 
 
+class NotFiniteError(CheckpointError):
+    """Weights that hold NaN or an infinity, or a figure that came out so: numbers that are not
+    numbers (one-line message naming the checkpoint; `checkpoint.figures_of` adds it to a figure's)."""
+
+
 class OutputError(Exception):
     """An output file that cannot be written (one-line message naming it and why)."""
 

@@ -31,16 +31,21 @@ import numpy as np
 import torch
 
 from learntok.data import DataError
-from learntok.checkpoint import load_run
+from learntok.checkpoint import figures_of, load_run_folder
 from learntok.data.corpora import json_records
 from learntok.data.vocab import bos_rows
-from learntok.evaluate import mean_and_se
+from learntok.evaluate import finite_sums, mean_and_se
 from learntok.files import open_input
 from learntok.objective import bits_per_byte
 from learntok.progress import Progress
 from learntok.runtime import autocast, inference
+from learntok.structured import expect_fields
 
-FORMS = {"multiple_choice": ("query", "choices", "gold"), "continuation": ("context", "continuation")}
+# The fields of each form and the kind of each (learntok.structured.expect_fields).
+FORMS = {
+    "multiple_choice": {"query": "a string", "choices": "a list of strings", "gold": "an integer"},
+    "continuation": {"context": "a string", "continuation": "a string"},
+}
 
 
 class TaskError(DataError):
@@ -74,14 +79,11 @@ def _example(rec: dict, form: str, where: str) -> Example:
             raise TaskError(
                 f"{where}: missing field {name!r} ({form.replace('_', ' ')} needs {', '.join(FORMS[form])})"
             )
+    expect_fields(rec, FORMS[form], where, TaskError)
     if form == "continuation":
-        if not isinstance(rec["context"], str) or not isinstance(rec["continuation"], str):
-            raise TaskError(f"{where}: fields 'context' and 'continuation' must be strings")
         return Example(rec["context"], [rec["continuation"]], 0)
     choices, gold = rec["choices"], rec["gold"]
-    if not (isinstance(rec["query"], str) and isinstance(choices, list) and all(isinstance(c, str) for c in choices)):
-        raise TaskError(f"{where}: field 'query' must be a string and 'choices' a list of strings")
-    if not isinstance(gold, int) or not 0 <= gold < len(choices):
+    if not 0 <= gold < len(choices):
         raise TaskError(f"{where}: field 'gold' {gold!r} is not an index into {len(choices)} choices")
     return Example(rec["query"], choices, gold)
 
@@ -180,7 +182,7 @@ def evaluate_task(model, form: str, examples: list[Example], delimiter: str | by
             acc_norm.append(float(np.argmax(ll / n) == ex.gold))
         gold_nats.append(-s[ex.gold][0])
         gold_bytes.append(s[ex.gold][1])
-    nats, nbytes = np.array(gold_nats), np.array(gold_bytes)
+    nats, nbytes = finite_sums(np.array(gold_nats), "the gold continuations' bits per byte"), np.array(gold_bytes)
     per_example = bits_per_byte(nats, nbytes)
     bpb_mean, bpb_se = mean_and_se(per_example)
     acc_mean, acc_se = mean_and_se(np.array(acc))
@@ -209,24 +211,25 @@ def run_tasks(
     device: str = "cpu",
 ) -> dict:
     """`learntok eval-tasks`: every task file, by its name without .jsonl(.gz)."""
-    model, run_cfg = load_run(path, device)
+    model, run_cfg, folder = load_run_folder(path, device)
     seq_len = seq_len or (run_cfg.train.seq_len if run_cfg is not None else 1024)
     report = {"boundaries": "greedy" if greedy else f"sampled (seed {seed})", "seq_len": seq_len, "tasks": {}}
     for task in tasks:
         form, examples = read_task(task)
         name = Path(task).name.removesuffix(".gz").removesuffix(".jsonl")
-        report["tasks"][name] = evaluate_task(
-            model,
-            form,
-            examples[:limit],
-            delimiter,
-            batch_size=batch_size,
-            seq_len=seq_len,
-            greedy=greedy,
-            seed=seed,
-            device=torch.device(device),
-            progress=name,
-        )
+        with figures_of(folder):
+            report["tasks"][name] = evaluate_task(
+                model,
+                form,
+                examples[:limit],
+                delimiter,
+                batch_size=batch_size,
+                seq_len=seq_len,
+                greedy=greedy,
+                seed=seed,
+                device=torch.device(device),
+                progress=name,
+            )
     return report
 
 

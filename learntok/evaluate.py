@@ -26,12 +26,12 @@ import torch
 
 from learntok import boundary_quality as bq
 from learntok.boundaries import build_strategy
-from learntok.checkpoint import load_run, load_run_folder
+from learntok.checkpoint import figures_of, load_run, load_run_folder
 from learntok.config import ConfigError
 from learntok.data import ByteData, DataConfig, DataError
 from learntok.data.dataset import ALL, FIT_BYTES
 from learntok.distributed import DistEnv, all_reduce
-from learntok.errors import CheckpointError
+from learntok.errors import CheckpointError, NotFiniteError
 from learntok.model.pretrained import resolve
 from learntok.objective import bits_per_byte, boundary_counts, boundary_rates, token_ce
 from learntok.progress import Progress, note
@@ -154,7 +154,7 @@ def evaluate_bpb(model, data: ByteData, split: str, opts: EvalOptions, env: Dist
     flat = torch.cat(list(sums.values()))  # one all-reduce for every sum
     if world > 1:
         flat = all_reduce(flat, env)
-    values = flat.cpu().numpy()  # the one host sync
+    values = finite_sums(flat.cpu().numpy(), f"bits per byte on the {split} split")  # the one host sync
     totals = dict(zip(sums, np.split(values, np.cumsum(list(sizes.values()))[:-1])))
     result = _report(totals, K, opts)
     if opts.per_window:
@@ -232,6 +232,17 @@ def _quality_counts(x: torch.Tensor, a: torch.Tensor, reference_starts) -> torch
         ref = torch.zeros(3, device=x.device)
     words = [bq.prf_counts(a, starts(x), scored) for starts in bq.REFERENCES.values()]
     return torch.cat([*words, ref.long(), bq.chunk_length_histogram(x, a)]).double()
+
+
+def finite_sums(values: np.ndarray, what: str) -> np.ndarray:
+    """`values` (the sums a figure is made of), refused when one is NaN or infinite: the figure
+    would print as nan, so no figure is reported (the one check of evaluate_bpb and eval-tasks)."""
+    if not np.isfinite(values).all():
+        raise NotFiniteError(
+            f"{what} came out NaN or infinite: the model's outputs are not finite numbers "
+            f"(weights that overflow?), so no figure is reported"
+        )
+    return values
 
 
 def _report(v: dict[str, np.ndarray], K: int, opts: EvalOptions) -> dict:
@@ -407,7 +418,8 @@ def run_eval(
     if rate is not None:
         calibration = held_out_batches(data, opts.seq_len, split="val" if "val" in data.split_names else split)
         setting = dataclasses.asdict(set_rate(model, rate, calibration, greedy, seed, mode=rate_mode))
-    result = evaluate_bpb(model, data, split, dataclasses.replace(opts, per_window=decide is not None))
+    with figures_of(folder):
+        result = evaluate_bpb(model, data, split, dataclasses.replace(opts, per_window=decide is not None))
     if setting is not None:
         result["rate_setting"] = setting
     if decide is not None:

@@ -10,16 +10,17 @@ finished. A failed child's error names its log (`last_line` gives what it said l
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from learntok.errors import DataError
 from learntok.files import open_no_follow
 from learntok.progress import Progress
-from learntok.runfolder import LOG, METRICS
+from learntok.runfolder import LOG, METRICS, metrics_row
+from learntok.structured import parse_json
 
 POLL_S = 2.0  # seconds between looks at a running child's metrics.jsonl
 
@@ -80,13 +81,13 @@ def latest_figures(run_dir: Path, tail: int = 1 << 16) -> tuple[int, float | Non
         f.seek(max(0, f.seek(0, os.SEEK_END) - tail))
         lines = f.read().splitlines()
     for line in lines:
-        try:
-            row = json.loads(line)
-        except ValueError:
+        try:  # a row torn by the writer, or not a row (runfolder.metrics_row): not counted
+            row = metrics_row(parse_json(line), str(path))
+        except (ValueError, DataError):
             continue
-        kind = row.get("kind") if isinstance(row, dict) else None
+        kind = row.get("kind")
         if kind == "train":
-            step = max(step, int(row.get("step", 0)))
+            step = max(step, row["step"])
         elif kind == "val":
             val_bpb = row.get("val_bpb", val_bpb)
         evaluated = evaluated or kind == "eval"

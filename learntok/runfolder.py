@@ -34,7 +34,7 @@ from learntok.config import ConfigError, RunConfig, read_file
 from learntok.data.dataset import anchored_source
 from learntok.errors import DataError
 from learntok.files import no_follow_fd, read_input, write_text_atomic
-from learntok.structured import FormatError, parse_json
+from learntok.structured import FormatError, expect, expect_fields, parse_json
 
 LOCK = ".lock"
 METRICS, SEGMENTS, CONFIG, WANDB = "metrics.jsonl", "segments.txt", "config.toml", "wandb"
@@ -130,7 +130,7 @@ def _remove_unused_folders() -> None:
 
 def metric_rows(path: str | Path) -> list[tuple[str, dict]]:
     """(line, row) for each row of a metrics.jsonl: the one reader of it, for the trainer and for
-    `plot`. A row is a JSON object with an integer `step`. A last line cut before its newline
+    `plot`. A row is what `metrics_row` accepts. A last line cut before its newline
     that does not parse (what kill -9 in the middle of a write leaves) is left out; any other
     line that is not a row is an error naming it."""
     text = read_input(path, "metrics file").decode("utf-8", errors="replace")
@@ -143,12 +143,18 @@ def metric_rows(path: str | Path) -> list[tuple[str, dict]]:
             if i == len(lines) - 1 and not text.endswith("\n"):  # torn by a crash
                 break
             raise DataError(f"{path} line {lineno}: {e}") from None
-        if not isinstance(row, dict) or "step" not in row:
-            raise DataError(f"{path} line {lineno}: no field 'step' (not a metrics row)")
-        if not isinstance(row["step"], int) or isinstance(row["step"], bool):
-            raise DataError(f"{path} line {lineno}: 'step' is {row['step']!r}, not a whole number")
-        rows.append((line, row))
+        rows.append((line, metrics_row(row, f"{path} line {lineno}")))
     return rows
+
+
+def metrics_row(row, where: str) -> dict:
+    """`row` when it is a metrics row: an object with an integer `step`, its `kind` a string and
+    every other field a finite number (what learntok.tracking writes; a figure that is NaN, a
+    string or null would plot as nothing or print as nan); else a DataError naming the field."""
+    expect_fields(row, {"step": "an integer"}, where, DataError)
+    for key, value in row.items():
+        expect(value, "a string" if key == "kind" else "a finite number", f"{where}: field {key!r}", DataError)
+    return row
 
 
 def _logged_steps(run_dir: Path) -> int:

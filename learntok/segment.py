@@ -20,6 +20,7 @@ from learntok.display import Chunk, ChunkStream, display_chunks, render_terminal
 from learntok.objective import boundary_rates
 from learntok.page import PageCollector, condition_grid, page_note, render_html
 from learntok.plots import read_metrics
+from learntok.runfolder import METRICS
 from learntok.tokenizer import Tokenizer
 from learntok.windows import BATCH_BYTES, Decided, decide, text_rows
 
@@ -216,10 +217,11 @@ def held_out_passage(data: ByteData, n_bytes: int = 700, max_docs: int = 1000) -
 
 def last_validation(run_dir: str | Path) -> dict[str, float]:
     """The run's last validation figures in metrics.jsonl (step, val_bpb, val_boundary_rate,
-    val_whitespace_rate); empty when there are none (a model folder)."""
-    try:
-        _, val = read_metrics(run_dir)
-    except DataError:
+    val_whitespace_rate); empty when there are none (a model or checkpoint folder, a run that
+    logged nothing yet). A metrics file that is there is read whole: a bad row is an error."""
+    path = Path(run_dir) / METRICS
+    if not path.is_file() or not path.stat().st_size:
         return {}
+    _, val = read_metrics(path)
     keys = ("step", "val_bpb", "val_boundary_rate", "val_whitespace_rate")
     return {k: val[-1][k] for k in keys if k in val[-1]} if val else {}

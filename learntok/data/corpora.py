@@ -27,7 +27,7 @@ from pathlib import Path
 
 from learntok.errors import DataError
 from learntok.files import check_input, memory_budget, open_input, too_large
-from learntok.structured import FormatError, parse_json
+from learntok.structured import FormatError, expect, expect_fields, parse_json
 
 DEBIAN_REFERENCE = (
     "debref-de",
@@ -178,21 +178,14 @@ def json_records(lines: Iterable[bytes | str], where: str, error: type[Exception
             raise error(f"{where} line {lineno}: not UTF-8 text (byte {e.start}: {e.reason})") from None
         except FormatError as e:
             raise error(f"{where} line {lineno}: {e}") from None
-        if not isinstance(record, dict):
-            raise error(f"{where} line {lineno}: not a JSON object")
-        yield lineno, record
+        yield lineno, expect(record, "an object", f"{where} line {lineno}", error)
 
 
 def jsonl_texts(lines: Iterable[bytes], text_field: str, where: str) -> Iterator[bytes]:
     """One JSON object a line; field `text_field` (a string) of each, as UTF-8 bytes, streamed
     (empty ones too). Blank lines are skipped."""
     for lineno, record in json_records(lines, where):
-        if text_field not in record:
-            raise DataError(f"{where} line {lineno}: no field {text_field!r}")
-        text = record[text_field]
-        if not isinstance(text, str):
-            raise DataError(f"{where} line {lineno}: field {text_field!r} is {type(text).__name__}, not a string")
-        yield text.encode("utf-8")
+        yield expect_fields(record, {text_field: "a string"}, f"{where} line {lineno}", DataError)[text_field].encode()
 
 
 def _jsonl_documents(lines: Iterable[bytes], text_field: str, where: str) -> list[bytes]:
@@ -213,6 +206,7 @@ def parquet_texts(path: Path, text_field: str) -> Iterator[bytes]:
         f = pq.ParquetFile(path)
         if text_field not in f.schema_arrow.names:
             raise DataError(f"{path}: no column {text_field!r} (columns: {', '.join(f.schema_arrow.names)})")
+        check_text_column(f.schema_arrow.field(text_field).type, f"{path}: column {text_field!r}")
         for batch in f.iter_batches(columns=[text_field], batch_size=1024):
             for v in batch.column(0).to_pylist():
                 if v:
@@ -224,6 +218,18 @@ def parquet_texts(path: Path, text_field: str) -> Iterator[bytes]:
             f"{path}: cannot be read as parquet ({' '.join(str(e).split()) or type(e).__name__}; "
             f"cut short, or not a parquet file?)"
         ) from None
+
+
+def check_text_column(column_type, where: str) -> None:
+    """A parquet text column holds strings or binary (dictionary-encoded or not); a column of
+    numbers, lists or structs would turn into whatever bytes its values convert to."""
+    import pyarrow.types as t
+
+    value_type = column_type.value_type if t.is_dictionary(column_type) else column_type
+    kinds = (t.is_string, t.is_large_string, t.is_binary, t.is_large_binary, t.is_fixed_size_binary)
+    kinds += tuple(getattr(t, k) for k in ("is_string_view", "is_binary_view") if hasattr(t, k))
+    if not any(is_kind(value_type) for is_kind in kinds):
+        raise DataError(f"{where} holds {column_type} values, not text (a string or binary column)")
 
 
 def prepared_state(root: Path) -> str | None:

@@ -22,11 +22,11 @@ from safetensors.torch import load, load_file, save_file
 
 from learntok import __version__
 from learntok.boundaries.options import STRATEGY, move_old_keys, strategy_options
-from learntok.errors import CheckpointError, ConfigError
+from learntok.errors import CheckpointError, ConfigError, NotFiniteError
 from learntok.fields import check_fields, is_utf8
 from learntok.files import read_input
 from learntok.nn.config import ModelConfig
-from learntok.structured import parse_json
+from learntok.structured import expect, parse_json
 
 WEIGHTS, CONFIG, LATEST = "model.safetensors", "config.json", "latest"
 
@@ -168,21 +168,36 @@ def read_weights(path: Path, map_location: str | torch.device) -> dict[str, torc
         raise CheckpointError(f"{path} is missing")
     try:
         if is_utf8(str(path)):
-            return load_file(str(path), device=str(map_location))
-        # safetensors opens UTF-8 paths only: a folder named in another encoding is read here
-        return {k: v.to(map_location) for k, v in load(path.read_bytes()).items()}
+            weights = load_file(str(path), device=str(map_location))
+        else:  # safetensors opens UTF-8 paths only: a folder named in another encoding is read here
+            weights = {k: v.to(map_location) for k, v in load(path.read_bytes()).items()}
     except Exception as e:  # safetensors raises its own error types for truncated/garbled files
         raise read_failure(e, path) from None
+    return check_finite(weights, path)
+
+
+def check_finite(weights: dict[str, torch.Tensor], path: Path) -> dict[str, torch.Tensor]:
+    """`weights`, refused when a floating tensor holds NaN or an infinity: every model and
+    checkpoint is read here, so no command evaluates, samples or segments with weights that are
+    not numbers (a run that diverged, a damaged file), nor prints `bpb nan` for them."""
+    for name, tensor in weights.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            found = "NaN" if bool(torch.isnan(tensor).any()) else "an infinity"
+            raise NotFiniteError(
+                f"{path}: weight {name} holds {found}; weights must be finite numbers "
+                f"(a run that diverged, or a damaged file?): use an earlier checkpoint"
+            )
+    return weights
 
 
 def model_config(d: dict) -> ModelConfig:
     """A strict ModelConfig from a config.json's model table, its strategy's options under
     `strategy`: unknown keys and wrong types are errors, keys that moved are read at their new
     place (learntok.boundaries.options.MOVED_KEYS), missing ones take their defaults."""
-    if not isinstance(d, dict):
-        raise ConfigError(f"a model config must be a table, got {type(d).__name__}")
+    expect(d, "an object", "model config", ConfigError)
+    options = expect(d.get(STRATEGY, {}), "an object", f"[{STRATEGY}]", ConfigError)
     given = {k: v for k, v in d.items() if k != STRATEGY}
-    given, options = move_old_keys(given, d.get(STRATEGY, {}), given.get("boundary", ModelConfig.boundary))
+    given, options = move_old_keys(given, options, given.get("boundary", ModelConfig.boundary))
     values = check_fields(ModelConfig, given, "model", "model config")
     options = strategy_options(
         values.get("boundary", ModelConfig.boundary), options, conditioned=bool(values.get("rate_conditioned"))
@@ -208,7 +223,8 @@ def read_model(path: str | Path, map_location: str | torch.device = "cpu") -> Mo
     folder = resolve(path)
     config = read_config(folder)
     model = config
-    if isinstance(config.get("model"), dict):  # a run config: its model and strategy sections
+    if "model" in config:  # a run config: its model and strategy sections
+        expect(config["model"], "an object", f"{folder / CONFIG}: [model]", CheckpointError)
         model = {**config["model"], STRATEGY: config.get(STRATEGY, {})}
     try:
         cfg = model_config(model)
@@ -218,7 +234,13 @@ def read_model(path: str | Path, map_location: str | torch.device = "cpu") -> Mo
 
 
 def load_weights(model: torch.nn.Module, weights: dict[str, torch.Tensor], where: Path) -> None:
-    """model.load_state_dict, a mismatch with the config said in one line."""
+    """model.load_state_dict, a mismatch with the config said in one line: a missing or extra
+    weight, a shape, or a dtype of the wrong kind (integers where the model has floats, which
+    load_state_dict would convert without a word)."""
+    own = model.state_dict()
+    for name, tensor in weights.items():
+        if name in own and tensor.is_floating_point() != own[name].is_floating_point():
+            raise CheckpointError(f"{where}: weight {name} is {tensor.dtype}, the model's is {own[name].dtype}")
     try:
         model.load_state_dict(weights)
     except RuntimeError as e:
