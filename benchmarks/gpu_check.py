@@ -1,6 +1,7 @@
 """The measuring half of scripts/gpu_check.sh: a throughput table and the final report.
 
     python benchmarks/gpu_check.py throughput --device cuda --presets 40M,147M --out DIR
+    python benchmarks/gpu_check.py pair --device cuda --preset 40M --seconds 135 --out DIR
     python benchmarks/gpu_check.py report --out DIR
 
 `throughput`: for each preset and boundary strategy (learned, uniform), a training step
@@ -12,8 +13,12 @@ peak memory (CUDA: max_memory_allocated; CPU: the process's peak resident set). 
 whose warm-up includes the compilation and one recompile for the token count.
 `--toy` shrinks every preset to a toy width and depth (CI on CPU). Writes DIR/throughput.json.
 
-`report`: merges DIR/*.json parts (tests, throughput, torchrun) into DIR/gpu_check.json and
-DIR/gpu_check.md.
+`pair`: learned against uniform boundaries at the preset's recipe, one seed (identical initial
+backbones, checked by digest), each arm trained for the steps its measured step time fits in
+`--seconds`, then evaluated on val. Writes DIR/pair.json and the runs under DIR/pair/.
+
+`report`: merges DIR/*.json parts (meta, tests, pair, throughput, torchrun) into
+DIR/gpu_check.json and DIR/gpu_check.md.
 """
 
 from __future__ import annotations
