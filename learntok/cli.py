@@ -593,6 +593,17 @@ def add_compare(sub) -> None:
         "plus the bpb-vs-rate frontier (docs/rate.md)",
     )
     p.add_argument(
+        "--rate",
+        type=RATE_ARG,
+        help="with --runs: score every run at this boundary rate, calibrated on the first run's val split "
+        "(docs/rate.md); to train at rates, --rates",
+    )
+    p.add_argument(
+        "--rate-mode",
+        choices=["online", "calibrated"],
+        help="with --rate: online (the offset moves with the decisions made) or calibrated (fixed)",
+    )
+    p.add_argument(
         "--sweep",
         type=str,
         metavar="VARIANT",
@@ -612,8 +623,14 @@ def add_compare(sub) -> None:
 def cmd_compare(args) -> None:
     from learntok.compare import compare, format_seed_table, format_table, parse_seeds, seed_summary, variants_from_args
 
+    check_rate_mode(args)
     if args.runs is not None:
         return cmd_compare_runs(args)
+    if args.rate is not None:
+        raise ConfigError(
+            f"--rate {args.rate:g} scores finished runs (--runs) at a rate: to train the variants at it, "
+            f"give --rates {args.rate:g}"
+        )
     if args.strategies is None:
         raise ConfigError("compare needs --strategies (variants to train) or --runs (finished runs to evaluate)")
     preset = args.preset or "tiny"
@@ -646,7 +663,7 @@ def cmd_compare_runs(args) -> None:
     given = [name for name, value in training.items() if value is not None]
     if given:
         raise ConfigError(f"--runs evaluates finished runs: drop the training options ({', '.join(given)})")
-    report = compare_runs(args.runs, args.eval_bytes)
+    report = compare_runs(args.runs, args.eval_bytes, args.rate, args.rate_mode)
     print(format_runs(report), end="")
     write_json(args.json, report)
 

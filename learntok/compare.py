@@ -21,9 +21,10 @@ from learntok.boundaries import strategy_names
 from learntok.boundaries.options import option_types
 from learntok.checkpoint import latest_checkpoint, load_run
 from learntok.config import STRATEGY, ConfigError, RunConfig, load_config
-from learntok.data import ByteData
+from learntok.data import ByteData, small_split_warnings
 from learntok.distributed import DistEnv, barrier, init_distributed, shutdown
 from learntok.evaluate import EvalOptions, evaluate_bpb, mean_and_se, over_seeds, verdict
+from learntok.figures import RATE_SLACK, at_rate, covers, rate_cell, settings_label, unequal_rate
 from learntok.files import inside, write_text_atomic
 from learntok.finished import DONE, read_done, write_done
 from learntok.frontier import REFERENCE, check_sweep, write_frontier
@@ -55,28 +56,42 @@ ABLATIONS = [
 
 
 # The paper's figures for orientation (docs/compare.md): test bits per byte at 147M on FineWeb,
-# and the whitespace rate of the 40M ablations. Keyed by learntok's variant names; shown only
-# beside runs of a paper preset on FineWeb-like data (`paper_figure`), never beside a small run.
+# and the whitespace rate of the 40M ablations, all at a target rate of 0.2. Keyed by learntok's
+# variant names, then by the preset they were measured at; shown only beside a run of that preset
+# on FineWeb-like data at that rate (`paper_figure`), never beside another size or rate.
 PAPER = {
-    "learned": "1.297 bpb (147M); ws 0.99 (40M)",
-    "learned+w=1": "1.280 bpb (147M)",
-    "bpe": "1.299 bpb (147M)",
-    "nawrot": "1.372 bpb (147M)",
-    "uniform": "1.376 bpb (147M)",
-    "hnet": "1.386 bpb (147M)",
-    "learned+gamma=1.0": "ws 0.41 (40M)",
-    "learned+early=false": "ws 0.72 (40M)",
+    "learned": {"147M": "1.297 bpb (147M)", "40M": "ws 0.99 (40M)"},
+    "learned+w=1": {"147M": "1.280 bpb (147M)"},
+    "bpe": {"147M": "1.299 bpb (147M)"},
+    "nawrot": {"147M": "1.372 bpb (147M)"},
+    "uniform": {"147M": "1.376 bpb (147M)"},
+    "hnet": {"147M": "1.386 bpb (147M)"},
+    "learned+gamma=1.0": {"40M": "ws 0.41 (40M)"},
+    "learned+early=false": {"40M": "ws 0.72 (40M)"},
 }
+PAPER_RATE = 0.2  # the target rate of every figure in PAPER
 
 
-PAPER_PRESETS = ("20M", "40M", "90M", "147M")
+def paper_figure(spec: str, preset: str | None, cfg: RunConfig, reached: float | None = None) -> str | None:
+    """The paper's figure for a variant when the run is comparable: the preset the figure was
+    measured at, FineWeb-like data (a source whose name says fineweb), the paper's target rate and,
+    when given, a test rate `reached` at it (learntok.figures.at_rate). None otherwise."""
+    rates = [cfg.model.target_rate, *([] if reached is None else [reached])]
+    if "fineweb" not in str(cfg.data.source).lower() or not all(at_rate(r, PAPER_RATE) for r in rates):
+        return None
+    return PAPER.get(spec.partition("@")[0], {}).get(preset)
 
 
-def paper_figure(spec: str, preset: str | None, cfg: RunConfig) -> str | None:
-    """The paper's figure for a variant when the run is comparable in kind: a paper preset trained
-    on FineWeb-like data (a source whose name says fineweb). None otherwise."""
-    comparable = preset in PAPER_PRESETS and "fineweb" in str(cfg.data.source).lower()
-    return PAPER.get(spec.partition("@")[0]) if comparable else None
+def annotate(record: dict, cfg: RunConfig, preset: str | None) -> dict:
+    """What a finished run's figures were measured under, for the tables: its target rate, the
+    settings its policy ran (learntok.figures.settings_label) and the paper's comparable figure.
+    Set on every record, those read back from an earlier run's done marker included."""
+    record.update(
+        target_rate=cfg.model.target_rate,
+        settings=settings_label(cfg),
+        paper=paper_figure(record["variant"], preset, cfg, record["test_boundary_rate"]),
+    )
+    return record
 
 
 def parse_variant(spec: str) -> tuple[str, list[str]]:
@@ -159,6 +174,7 @@ def evaluate_run(
                 f"{split}_doc_se": r["doc_bpb_se"],
                 f"{split}_docs": r["n_docs"],
                 f"{split}_bytes": r["n_bytes"],
+                f"{split}_split_bytes": data.n_bytes(split),
                 f"{split}_boundary_rate": r["boundary_rate"],
                 f"{split}_whitespace_rate": r["whitespace_rate"],
             }
@@ -256,15 +272,27 @@ def relative_step_time(records: list[dict], reference: str = REFERENCE) -> None:
         r["step_time_rel"] = ref["bytes_per_s"] / r["bytes_per_s"] if ok else None
 
 
+def arm(name: str, r: dict) -> str:
+    """A table's variant cell: the name and, for a learned arm, the settings it ran (`annotate`)."""
+    return f"{name} ({r['settings']})" if r.get("settings") else name
+
+
+def val_covers(records: list[dict]) -> str:
+    """The val bpb column's head: what the figure covers (all of the split, or its first bytes)."""
+    r = records[0] if records else {}
+    return f"val bpb ({covers(r['val_bytes'], r['val_split_bytes'])})" if "val_split_bytes" in r else "val bpb"
+
+
 def format_table(records: list[dict]) -> str:
     """The Markdown table of results.md, in the paper's layout: test bits per byte, the rate
-    reached, the whitespace rate, and (for paper presets on FineWeb-like data only) the paper's
-    figure; then the validation figures, the per-document standard errors and the step time."""
+    reached (marked when not at the target: learntok.figures), the whitespace rate, and the
+    paper's figure beside runs of its preset, data and rate only; then the validation figures,
+    the per-document standard errors and the step time."""
     paper = any(r.get("paper") for r in records)
     head = (
         "| variant | test bpb | boundary rate | whitespace rate | "
-        + ("paper (147M / 40M, FineWeb) | " if paper else "")
-        + "test doc bpb (s.e.) | val bpb | step time vs uniform |\n|---|---|---|---|"
+        + ("paper (same preset and rate, FineWeb) | " if paper else "")
+        + f"test doc bpb (s.e.) | {val_covers(records)} | step time vs uniform |\n|---|---|---|---|"
         + ("---|" if paper else "")
         + "---|---|---|\n"
     )
@@ -272,8 +300,9 @@ def format_table(records: list[dict]) -> str:
     for r in records:
         rel = f"{r['step_time_rel']:.2f}x" if r.get("step_time_rel") else "n/a"
         cell = f"{r.get('paper') or '-'} | " if paper else ""
+        rate = rate_cell(r["test_boundary_rate"], r.get("target_rate", r["test_boundary_rate"]))
         rows.append(
-            f"| {r.get('run', r['variant'])} | {r['test_bpb']:.4f} | {r['test_boundary_rate']:.3f} | "
+            f"| {arm(r.get('run', r['variant']), r)} | {r['test_bpb']:.4f} | {rate} | "
             f"{r['test_whitespace_rate']:.3f} | {cell}"
             f"{r['test_doc_bpb']:.4f} ({r['test_doc_se']:.4f}) | {r['val_bpb']:.4f} | {rel} |"
         )
@@ -298,7 +327,12 @@ def seed_summary(records: list[dict], variants: list[str]) -> list[dict]:
         mine = sorted((r for r in records if r["variant"] == spec), key=lambda r: r["seed"])
         if not mine:  # a variant with no finished seed yet
             continue
-        row = {"variant": spec, "seeds": [r["seed"] for r in mine]}
+        row = {
+            "variant": spec,
+            "seeds": [r["seed"] for r in mine],
+            **{k: mine[0].get(k) for k in ("target_rate", "settings")},
+            "val_covers": val_covers(mine),
+        }
         for key in ("test_bpb", "val_bpb", "test_boundary_rate", "test_whitespace_rate"):
             row[key], row[f"{key}_se"] = mean_and_se([r[key] for r in mine])
         ref = reference_variant(variants, spec)
@@ -307,29 +341,36 @@ def seed_summary(records: list[dict], variants: list[str]) -> list[dict]:
         )
         if pairs:
             diff, se, tie = over_seeds([a - b for a, b in pairs])
-            row.update(reference=ref, diff=diff, diff_se=se, diff_n=len(pairs), tie=tie)
+            ref_rate = mean_and_se(
+                [by[(ref, r["seed"])]["test_boundary_rate"] for r in mine if (ref, r["seed"]) in by]
+            )[0]
+            row.update(reference=ref, diff=diff, diff_se=se, diff_n=len(pairs), tie=tie, reference_rate=ref_rate)
         rows.append(row)
     return rows
 
 
 def format_seed_table(rows: list[dict]) -> str:
-    """results.md's table over seeds: mean (s.e. over seeds) and the paired difference."""
+    """results.md's table over seeds: mean (s.e. over seeds) and the paired difference, said to be
+    not at an equal rate where the mean rate is off its target or off the reference's."""
     head = (
-        "| variant | seeds | test bpb (s.e.) | val bpb (s.e.) | boundary rate | whitespace rate (s.e.) | "
+        f"| variant | seeds | test bpb (s.e.) | {rows[0]['val_covers'] if rows else 'val bpb'} (s.e.) | "
+        "boundary rate | whitespace rate (s.e.) | "
         "test bpb - reference, paired by seed (s.e.) |\n|---|---|---|---|---|---|---|\n"
     )
     lines = []
     for r in rows:
+        target = r["test_boundary_rate"] if r.get("target_rate") is None else r["target_rate"]
         if "diff" in r:
+            unequal = unequal_rate(r["test_boundary_rate"], target, r["reference_rate"])
             vs = (
                 f"{r['diff']:+.4f} ({r['diff_se']:.4f}) vs {r['reference']}, {r['diff_n']} seeds: "
-                f"{verdict(r['diff'], r['tie'])}"
+                f"{verdict(r['diff'], r['tie'])}{', not at an equal rate' if unequal else ''}"
             )
         else:
             vs = "reference"
         lines.append(
-            f"| {r['variant']} | {len(r['seeds'])} | {r['test_bpb']:.4f} ({r['test_bpb_se']:.4f}) | "
-            f"{r['val_bpb']:.4f} ({r['val_bpb_se']:.4f}) | {r['test_boundary_rate']:.3f} | "
+            f"| {arm(r['variant'], r)} | {len(r['seeds'])} | {r['test_bpb']:.4f} ({r['test_bpb_se']:.4f}) | "
+            f"{r['val_bpb']:.4f} ({r['val_bpb_se']:.4f}) | {rate_cell(r['test_boundary_rate'], target)} | "
             f"{r['test_whitespace_rate']:.3f} ({r['test_whitespace_rate_se']:.3f}) | {vs} |"
         )
     return head + "\n".join(lines) + "\n"
@@ -447,13 +488,19 @@ def compare(
     finally:
         shutdown(env)
     relative_step_time(records)
+    run_cfgs = [
+        variant_config(spec, preset, [*overrides, *seed_override(seed)]) for spec, seed in units
+    ]  # one a record
+    for r, c in zip(records, run_cfgs):
+        annotate(r, c, preset)
     if not env.is_main:
         return records
+    warnings = split_warnings(configs[0])
     if any("@" in spec for spec in variants):
         write_frontier(
             out,
             records,
-            [variant_config(spec, preset, [*overrides, *seed_override(seed)]) for spec, seed in units],  # one a record
+            run_cfgs,
             eval_bytes,
             sweep,
             progress,
@@ -470,7 +517,8 @@ def compare(
     summary = seed_summary(records, variants) if seeds is not None else None
     write_text_atomic(
         out / "results.json",
-        json.dumps({"command": command, "results": records, "over_seeds": summary}, indent=2) + "\n",
+        json.dumps({"command": command, "results": records, "over_seeds": summary, "warnings": warnings}, indent=2)
+        + "\n",
     )
     plot_curves(out, variants, seeds)
     seed_section = (
@@ -485,11 +533,23 @@ def compare(
     )
     write_text_atomic(
         out / "results.md",
-        f"# learntok compare\n\n`{command}`\n\n{seed_section}{format_table(records)}\n"
+        f"# learntok compare\n\n`{command}`\n\n{''.join(w + chr(10) * 2 for w in warnings)}"
+        f"{seed_section}{format_table(records)}\n"
         "bpb: corpus-level bits per byte (sampled boundaries, seeded); doc bpb: mean over documents "
-        "with its standard error. Rates on the test split.\n\n![validation bpb](curves.png)\n",
+        "with its standard error. Rates on the test split; a rate marked not at an equal rate is more "
+        f"than {RATE_SLACK:g} from its target (or, over seeds, from the reference's).\n\n"
+        "![validation bpb](curves.png)\n",
     )
     return records
+
+
+def split_warnings(cfg: RunConfig) -> list[str]:
+    """The held-out splits too small to compare runs by (learntok.data.small_split_warnings), as
+    warning lines; printed on stderr here too, so they are not left in each run's train.log."""
+    lines = [f"warning: {w}" for w in small_split_warnings(ByteData.from_config(cfg.data))]
+    for line in lines:
+        print(line, file=sys.stderr)
+    return lines
 
 
 def variants_from_args(strategies: str, ablations: bool, rates: str | None = None) -> list[str]:

@@ -3,7 +3,8 @@ and test splits (docs/compare.md). Each run's bits per byte, and its difference 
 run (the reference) paired window by window, with the standard error over windows
 (learntok.evaluate.paired_difference). The windows, and the seeded draws of sampled boundaries,
 are the reference run's: its data, train.seq_len, train.batch_size and train.seed. Runs that
-differ in data, budget or size are still compared; the table says how they differ.
+differ in data, budget, size or rate are still compared; the table says how they differ. With a
+rate (`--rate`), every run is scored at it, calibrated on the reference's val split.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from learntok.config import ConfigError, RunConfig
 from learntok.data import ByteData
 from learntok.errors import CheckpointError
 from learntok.evaluate import EvalOptions, paired_difference, window_nats
+from learntok.figures import rate_cell, unequal_rate
+from learntok.rate import held_out_batches, set_rate
 from learntok.runtime import resolve_device, resolve_dtype
 
 SPLITS = ("val", "test")
@@ -79,9 +82,28 @@ def differences(runs: list[Run]) -> list[dict]:
     return out
 
 
-def compare_runs(paths: list[str], eval_bytes: int | None = None) -> dict:
+def at_set_rate(runs: list[Run], device, data: ByteData, opts: EvalOptions, rate: float | None, mode: str | None):
+    """Each run's model, with the RateSetting that put it at `rate` (calibrated on the reference's
+    val split, then held by `mode`: learntok.rate.set_rate), or None without a rate. Every model is
+    set before any is evaluated, so a run that cannot be set at a rate fails first."""
+    calibration = held_out_batches(data, opts.seq_len) if rate is not None else None
+    out = []
+    for run in runs:
+        model, _ = load_run(run.path, device)
+        try:
+            setting = set_rate(model, rate, calibration, seed=opts.seed, mode=mode) if rate is not None else None
+        except ConfigError as e:
+            raise ConfigError(f"--runs {run.path} at --rate {rate:g}: {e}") from None
+        out.append((model, setting))
+    return out
+
+
+def compare_runs(
+    paths: list[str], eval_bytes: int | None = None, rate: float | None = None, rate_mode: str | None = None
+) -> dict:
     """Evaluate the runs at `paths` on the reference's (the first's) windows of each split: per run
-    bpb, rates and the paired difference from the reference; what differs between the runs."""
+    bpb, rates and the paired difference from the reference; what differs between the runs. With
+    `rate`, every run is scored at that boundary rate (`at_set_rate`)."""
     if len(paths) < 2:
         raise ConfigError(f"--runs needs at least two run folders (the first is the reference), got {len(paths)}")
     if len(set(map(str, paths))) != len(paths):
@@ -98,14 +120,15 @@ def compare_runs(paths: list[str], eval_bytes: int | None = None) -> dict:
         amp=resolve_dtype(ref.system.dtype, device),
     )
     rows, ref_windows = [], {}
-    for run in runs:
-        model, _ = load_run(run.path, device)
+    for run, (model, setting) in zip(runs, at_set_rate(runs, device, data, opts, rate, rate_mode)):
         row = {
             "run": run.path,
             "strategy": model.cfg.boundary,
             "params": model.num_params(),
             "steps": run.step,
             "bytes_seen": run.bytes_seen,
+            "target_rate": model.cfg.target_rate if setting is None else setting.target,
+            "rate_setting": None if setting is None else dataclasses.asdict(setting),
         }
         for split in SPLITS:
             w = window_nats(model, data, split, dataclasses.replace(opts, progress=f"{Path(run.path).name} {split}"))
@@ -128,10 +151,30 @@ def compare_runs(paths: list[str], eval_bytes: int | None = None) -> dict:
         "batch_size": opts.batch_size,
         "seed": opts.seed,
         "max_bytes": eval_bytes,
+        "rate": rate,
+        "rate_mode": None if rate is None else rate_mode or "each strategy's default mode",
         **{f"{split}_windows": len(ref_windows[split]["nats"]) for split in SPLITS},
     }
     diffs = differences(runs)
-    return {"runs": rows, "windows": windows, "differences": diffs, "notes": notes(diffs)}
+    return {"runs": rows, "windows": windows, "differences": diffs, "notes": notes(diffs) + rate_notes(rows)}
+
+
+def unequal(row: dict, reference: dict) -> str:
+    """Why a run's test figure is not at an equal rate ('' when it is): learntok.figures.unequal_rate."""
+    return unequal_rate(row["test_boundary_rate"], row["target_rate"], reference["test_boundary_rate"])
+
+
+def rate_notes(rows: list[dict]) -> list[str]:
+    """One line when any run's test rate is not at an equal rate (`unequal_rate`), naming each."""
+    off = [(r["run"], why) for r in rows if (why := unequal(r, rows[0]))]
+    if not off:
+        return []
+    rates = " / ".join(f"{r['test_boundary_rate']:.3f}" for r in rows)
+    targets = " / ".join(f"{r['target_rate']:g}" for r in rows)
+    return [
+        f"note: the runs differ in rate: test boundary rate {rates}, targets {targets} (in the order of --runs); "
+        + "; ".join(f"{run}: {why}" for run, why in off)
+    ]
 
 
 def notes(diffs: list[dict]) -> list[str]:
@@ -155,20 +198,27 @@ def format_runs(report: dict) -> str:
         "test bpb - reference (s.e.) | test boundary rate | test whitespace rate |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    ref = report["runs"][0]
     for i, r in enumerate(report["runs"]):
         vs = {s: "reference" if i == 0 else f"{r[f'{s}_diff']:+.4f} ({r[f'{s}_diff_se']:.4f})" for s in SPLITS}
+        rate = rate_cell(r["test_boundary_rate"], r["target_rate"], ref["test_boundary_rate"])
         lines.append(
             f"| {r['run']} | {r['strategy']} | {r['params']:,} | {r['steps']} | {r['val_bpb']:.4f} | {vs['val']} | "
-            f"{r['test_bpb']:.4f} | {vs['test']} | {r['test_boundary_rate']:.3f} | {r['test_whitespace_rate']:.3f} |"
+            f"{r['test_bpb']:.4f} | {vs['test']} | {rate} | {r['test_whitespace_rate']:.3f} |"
         )
     w = report["windows"]
+    at = (
+        f" Every run at rate {w['rate']:g} ({w['rate_mode']}), calibrated on the reference's val split."
+        if w.get("rate") is not None
+        else ""
+    )
     lines += [
         "",
         f"Windows: the reference's ({w['reference']}): data.source {w['data_source']}, {w['seq_len']} bytes "
         f"a window, batches of {w['batch_size']}, boundary samples seeded by its train.seed {w['seed']}; "
         f"{w['val_windows']} val and {w['test_windows']} test windows. The s.e. is over windows (windows of "
         f"one document are not independent: a lower bound), with the runs fixed: it leaves out training "
-        f"variance (compare --seeds).",
+        f"variance (compare --seeds).{at}",
         *report["notes"],
     ]
     return "\n".join(lines) + "\n"

@@ -17,13 +17,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from learntok.boundaries.base import strategy_class
 from learntok.boundaries.options import STRATEGY, kept_options, move_old_keys, moved_key, option_types, strategy_options
 from learntok.data import DataConfig
 from learntok.errors import ConfigError
 from learntok.fields import check_fields, check_values, field_types, parse_value
 from learntok.files import read_input, write_text_atomic
 from learntok.nn.config import ModelConfig
-from learntok.objective import ObjectiveConfig
+from learntok.objective import ObjectiveConfig, objective_for
 from learntok.ranges import INT64, SEED, THREADS, ranged
 from learntok.structured import FormatError, expect, parse_json, parse_toml
 
@@ -173,7 +174,21 @@ def build(d: dict[str, dict[str, Any]]) -> RunConfig:
         cfg.optim.warmup_steps = math.ceil(cfg.optim.warmup_bytes / cfg.train.bytes_per_step)
     for name, cls in SECTIONS.items():
         check_values(cls, dataclasses.asdict(getattr(cfg, name)), name)
+    check_early_head(cfg)
     return cfg
+
+
+def check_early_head(cfg: RunConfig) -> None:
+    """A strategy that cuts on the early-exit head's output (`reads_early_head`: entropy) needs
+    that head trained; an objective that trains it at weight 0 for this strategy (the paper
+    presets' early_for = "policy" for a strategy without a policy, or lambda_early = 0) is refused."""
+    cls = strategy_class(cfg.model.boundary)
+    if cls.reads_early_head and objective_for(cfg.objective, cls.has_policy).lambda_early == 0:
+        raise ConfigError(
+            f"model.boundary {cfg.model.boundary!r} cuts where the early-exit head is unsure, and this objective "
+            f"leaves that head untrained (objective.early_for {cfg.objective.early_for!r}, lambda_early "
+            f"{cfg.objective.lambda_early:g}): give objective.early_for=all with lambda_early > 0, or another strategy"
+        )
 
 
 # ---------------------------------------------------------------- layering

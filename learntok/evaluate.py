@@ -32,6 +32,7 @@ from learntok.data import ByteData, DataConfig, DataError
 from learntok.data.dataset import ALL, FIT_BYTES
 from learntok.distributed import DistEnv, all_reduce
 from learntok.errors import CheckpointError, NotFiniteError
+from learntok.figures import rate_mark
 from learntok.model.pretrained import resolve
 from learntok.objective import bits_per_byte, boundary_counts, boundary_rates, token_ce
 from learntok.progress import Progress, note
@@ -359,6 +360,25 @@ def decision_source(spec: str, model, greedy: bool, device: torch.device) -> tup
     return (lambda x: other(x, greedy=greedy).boundaries), info
 
 
+DEFAULT_WINDOW = 1024  # bytes a row when nothing says what the model was trained at
+
+
+def trained_window(model, run_cfg, default: int | None = DEFAULT_WINDOW) -> int | None:
+    """The window (train.seq_len) the model was trained at: its run config's, or the one a model
+    folder recorded (`trained_seq_len`); `default` when neither says. Evaluating at another
+    length gives another bpb for the same weights."""
+    if run_cfg is not None:
+        return run_cfg.train.seq_len
+    return getattr(model, "trained_seq_len", None) or default
+
+
+def figure_target(model, setting: dict | None, swap: dict | None) -> float:
+    """The rate the evaluated decisions aim at: --rate's, the swapped-in source's, or the model's own."""
+    if setting is not None:
+        return setting["target"]
+    return swap["target_rate"] if swap is not None else model.cfg.target_rate
+
+
 def run_eval(
     path: str | Path,
     split: str = "test",
@@ -396,7 +416,7 @@ def run_eval(
     if source is not None:
         data_cfg = dataclasses.replace(data_cfg, source=source)
     data = ByteData.from_config(data_cfg, unsplit=split == ALL)
-    seq_len = seq_len or (run_cfg.train.seq_len if run_cfg else 1024)
+    seq_len = seq_len or trained_window(model, run_cfg)
     batch_size = batch_size or (run_cfg.train.batch_size if run_cfg else 16)
     data.check_window(split, seq_len, batch_size, position_bytes(model.cfg))  # rows that cannot fit, before allocating
     reference, bpe_info = reference_starts_for(model, data, bpe_vocab)
@@ -442,8 +462,10 @@ def run_eval(
         "source": data_cfg.source,
         "strategy": model.cfg.boundary,
         "seq_len": opts.seq_len,
+        "trained_seq_len": trained_window(model, run_cfg, None),
         "batch_size": opts.batch_size,
         "seed": seed,
+        "target_rate": figure_target(model, setting, swap),
         "bpe_reference": bpe_info,
         **result,
     }
@@ -455,8 +477,17 @@ def run_eval(
 
 def format_report(r: dict) -> str:
     """A short human-readable summary of `run_eval`'s dict."""
+    trained = r.get("trained_seq_len")
+    length = (
+        "its training length"
+        if trained == r["seq_len"]
+        else f"it was trained at {trained}"
+        if trained
+        else "the default: the folder does not record its training length"
+    )
     lines = [
-        f"{r['checkpoint']}  split {r['split']}  {r['n_bytes']:,} bytes, {r['n_docs']} documents",
+        f"{r['checkpoint']}  split {r['split']}  {r['n_bytes']:,} bytes, {r['n_docs']} documents, "
+        f"windows of {r['seq_len']} bytes ({length})",
         f"bpb {r['bpb']:.4f}  (per document {r['doc_bpb_mean']:.4f} +- {r['doc_bpb_se']:.4f} s.e.)",
     ]
     if r["samples"] > 1:
@@ -466,6 +497,7 @@ def format_report(r: dict) -> str:
     lines.append(
         f"boundaries{' (greedy)' if r['greedy'] else ''}: rate {r['boundary_rate']:.3f}  whitespace rate "
         f"{r['whitespace_rate']:.3f}  mean chunk {r['mean_chunk_length']:.2f} bytes"
+        + (f"  ({mark})" if (mark := rate_mark(r["boundary_rate"], r["target_rate"])) else "")
     )
     if "boundaries_from" in r:
         src, own = r["boundaries_from"], r["own"]

@@ -16,6 +16,7 @@ from learntok.checkpoint import load_run
 from learntok.config import ConfigError, RunConfig
 from learntok.data import ByteData
 from learntok.evaluate import EvalOptions, mean_and_se, over_seeds, paired_difference, verdict, window_nats
+from learntok.figures import RATE_SLACK, rate_cell
 from learntok.files import replacing, write_text_atomic
 from learntok.objective import bits_per_byte
 from learntok.plan import flops_per_byte
@@ -191,8 +192,12 @@ def frontier_markdown(rows: list[dict], sweep_rows: list[dict], sweep: str | Non
         n = f"{r['seeds']} | " if seeds else ""
         bpb = f"{r['test_bpb']:.4f}" + (f" ({r['test_bpb_se']:.4f})" if seeds else "")
         lines.append(
-            f"| {r['variant']} | {n}{r['target_rate']:g} | {r['rate']:.4f} | {bpb} | {vs} | {r['flops_per_byte']:.3g} |"
+            f"| {r['variant']} | {n}{r['target_rate']:g} | {rate_cell(r['rate'], r['target_rate'], digits=4)} | {bpb} | "
+            f"{vs} | {r['flops_per_byte']:.3g} |"
         )
+    lines.append(
+        f"\nA reached rate more than {RATE_SLACK:g} from its target is marked: that row is not at an equal rate."
+    )
     if seeds:
         lines.append(
             "\nMeans over seeds; a difference whose 95% t-interval over seeds includes 0 is a tie (docs/compare.md)."
@@ -210,7 +215,8 @@ def frontier_markdown(rows: list[dict], sweep_rows: list[dict], sweep: str | Non
             vs = f"{r['vs_per_rate']:+.4f} ({r['vs_per_rate_se']:.4f})" if "vs_per_rate" in r else ""
             kept = f"{r['kept']:.2f}" if not math.isnan(r.get("kept", math.nan)) else ""
             lines.append(
-                f"| {r['target_rate']:g} | {r['rate']:.4f} | {r['offset']:+.3f} | {r['test_bpb']:.4f} | "
+                f"| {r['target_rate']:g} | {rate_cell(r['rate'], r['target_rate'], digits=4)} | {r['offset']:+.3f} | "
+                f"{r['test_bpb']:.4f} | "
                 f"{per} | {vs} | {kept} |"
             )
     lines.append("\n![bpb against rate](frontier.png)\n\n![bpb against training FLOPs per byte](flops.png)\n")

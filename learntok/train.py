@@ -42,6 +42,7 @@ from learntok.distributed import (
 )
 from learntok.model.aunet import AUNet
 from learntok.evaluate import EvalOptions, evaluate_bpb, position_bytes
+from learntok.figures import covers
 from learntok.files import open_no_follow, write_text_atomic
 from learntok.objective import ObjectiveConfig, loss, objective_for, rate_gain_at
 from learntok.progress import Progress, note
@@ -94,7 +95,8 @@ def validate(
     model: nn.Module, data: ByteData, run_cfg: RunConfig, amp: torch.dtype | None, env: DistEnv | None
 ) -> dict[str, float]:
     """The periodic validation: learntok.evaluate.evaluate_bpb on at most log.eval_bytes of the
-    val split, seeded by train.seed; keys val_bpb, val_boundary_rate, val_whitespace_rate, val_bytes."""
+    val split, seeded by train.seed; keys val_bpb, val_boundary_rate, val_whitespace_rate, val_bytes
+    (scored) and val_split_bytes (the whole split's: what the figure covers, `validation_line`)."""
     tc = run_cfg.train
     r = evaluate_bpb(
         model, data, "val", EvalOptions(tc.batch_size, tc.seq_len, run_cfg.log.eval_bytes, seed=tc.seed, amp=amp), env
@@ -104,6 +106,7 @@ def validate(
         "val_boundary_rate": r["boundary_rate"],
         "val_whitespace_rate": r["whitespace_rate"],
         "val_bytes": r["n_bytes"],
+        "val_split_bytes": data.n_bytes("val"),
     }
 
 
@@ -123,7 +126,8 @@ def segments_text(model: nn.Module, texts: list[bytes], seed: int, fsdp: bool = 
 def validation_line(step: int, val: dict[str, float]) -> str:
     """The line training prints for each validation."""
     return (
-        f"step {step}: val bpb {val['val_bpb']:.4f}, boundary rate {val['val_boundary_rate']:.3f}, "
+        f"step {step}: val bpb ({covers(val['val_bytes'], val['val_split_bytes'])}) {val['val_bpb']:.4f}, "
+        f"boundary rate {val['val_boundary_rate']:.3f}, "
         f"whitespace rate {val['val_whitespace_rate']:.3f}"
     )
 

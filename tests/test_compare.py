@@ -56,7 +56,7 @@ def test_compare_tiny_and_resume(tmp_path):
     for name in ("results.md", "results.json", "curves.png"):
         assert (tmp_path / name).is_file()
     table = (tmp_path / "results.md").read_text()
-    assert "| uniform |" in table and "| learned+gamma=1.0 |" in table
+    assert "| uniform |" in table and "| learned+gamma=1.0 (tiny recipe, objective.gamma 1) |" in table
     saved = json.loads((tmp_path / "results.json").read_text())["results"]
     assert saved[0]["step_time_rel"] == pytest.approx(1.0)
     assert 0 < saved[1]["test_bpb"] < 10 and saved[1]["val_doc_se"] >= 0

@@ -44,6 +44,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "learntok.runfolder",
             "learntok.tracking",
             "learntok.rate",
+            "learntok.figures",
             "learntok.distributed",
             "learntok.boundary_quality",
             "learntok.plots",

@@ -90,7 +90,7 @@ def test_scale_path_end_to_end_on_a_prepared_folder(sources, tmp_path, capsys):
         == 0
     )
     table = (out / "results.md").read_text()
-    assert "| learned |" in table and "| uniform |" in table
+    assert "| learned (tiny recipe) |" in table and "| uniform |" in table
     assert main(["eval", str(out / "learned"), "--max-bytes", "300", "--bpe-vocab", "300"]) == 0
     assert main(["segment", str(out / "uniform"), "--held-out"]) == 0
 

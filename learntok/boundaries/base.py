@@ -147,6 +147,7 @@ class BoundaryStrategy(nn.Module):
     has_policy: bool = False  # log_prob is a score-function term (the objective's L_pi acts on it)
     has_reference: bool = False  # `reference_starts` gives the strategy's own reference boundaries
     causal: bool = True  # a[t] reads bytes <= t only (False: it sees the whole sequence; no generation)
+    reads_early_head: bool = False  # decides from the early-exit head's logits, so that head must train
     Config: type = StrategyConfig  # the strategy's own options ([strategy] section), set by `register`
     # Inference-time rate control (learntok.rate, docs/rate.md): "rule" sets `rule_rate`, "offset"
     # moves `rate_offset` within `rate_offset_range`; None: no knob (bpe's rate is its vocabulary).

@@ -47,6 +47,7 @@ class EntropyBoundaries(BoundaryStrategy):
     (nats, 0 unless calibrated, not saved) lowers the threshold, H[t-1] > thr - offset; online
     rate control (`rate_control`) moves it further, byte by byte, with the decisions made."""
 
+    reads_early_head = True  # refused where the objective leaves the head untrained (config.check_early_head)
     rate_knob = "offset"
     online_rate = True
     rate_offset_range = (-8.0, 8.0)  # nats; H lies in [0, ln 256 = 5.5]

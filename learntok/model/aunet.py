@@ -186,4 +186,5 @@ class AUNet(nn.Module):
         eval mode (call .train() to train it further)."""
         model = cls(files.model)
         load_weights(model, files.weights, files.folder / WEIGHTS)
+        model.trained_seq_len = files.trained_seq_len  # save_pretrained records it in a model folder
         return model.to(map_location).eval()

@@ -104,12 +104,37 @@ def commit(tmp: Path, target: Path) -> None:
     os.replace(tmp, target)
 
 
-def save_model(model: torch.nn.Module, path: str | Path) -> Path:
-    """Write `model.safetensors` + `config.json` (the model config) into folder `path`, atomically."""
+# A model folder's config.json key for the window its weights were trained at (train.seq_len): a
+# model folder holds no run config, and evaluation defaults to this length (the same weights give
+# another bpb at another length).
+TRAINED_SEQ_LEN = "trained_seq_len"
+
+
+def model_folder_config(model: torch.nn.Module) -> dict:
+    """The model config, with the window the model was trained at when it is known."""
+    trained = getattr(model, TRAINED_SEQ_LEN, None)
+    return {**asdict(model.cfg), **({TRAINED_SEQ_LEN: trained} if trained else {})}
+
+
+def trained_seq_len(config: dict, where: Path) -> int | None:
+    """The training window a folder's config records: a run config's train.seq_len, or a model
+    folder's TRAINED_SEQ_LEN (removed from `config`, which is then the model config alone)."""
+    if "model" in config:
+        train = config.get("train")
+        return train.get("seq_len") if isinstance(train, dict) else None
+    n = config.pop(TRAINED_SEQ_LEN, None)
+    if n is not None and (type(n) is not int or n < 2):
+        raise CheckpointError(f"{where}: {TRAINED_SEQ_LEN} {n!r} must be an integer >= 2 (bytes a window)")
+    return n
+
+
+def save_model(model: torch.nn.Module, path: str | Path, config: dict | None = None) -> Path:
+    """Write `model.safetensors` + `config.json` (`config`: a run config's dict, read back as a
+    run's; default the model config) into folder `path`, atomically."""
     target = Path(path)
     tmp = atomic_dir(target)
     try:
-        write_model_files(model, tmp, asdict(model.cfg))
+        write_model_files(model, tmp, model_folder_config(model) if config is None else config)
         commit(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -216,12 +241,14 @@ class ModelFiles:
     config: dict  # its config.json, the stamp removed (a run config or a model config)
     model: ModelConfig  # the model config in it
     weights: dict[str, torch.Tensor]  # model.safetensors
+    trained_seq_len: int | None = None  # the window it was trained at, when the folder says (`trained_seq_len`)
 
 
 def read_model(path: str | Path, map_location: str | torch.device = "cpu") -> ModelFiles:
     """The files of a model folder, a checkpoint folder or a run folder (latest checkpoint)."""
     folder = resolve(path)
     config = read_config(folder)
+    trained = trained_seq_len(config, folder / CONFIG)
     model = config
     if "model" in config:  # a run config: its model and strategy sections
         expect(config["model"], "an object", f"{folder / CONFIG}: [model]", CheckpointError)
@@ -230,7 +257,7 @@ def read_model(path: str | Path, map_location: str | torch.device = "cpu") -> Mo
         cfg = model_config(model)
     except ConfigError as e:
         raise CheckpointError(f"{folder / CONFIG}: {e}") from None
-    return ModelFiles(folder, config, cfg, read_weights(folder / WEIGHTS, map_location))
+    return ModelFiles(folder, config, cfg, read_weights(folder / WEIGHTS, map_location), trained)
 
 
 def load_weights(model: torch.nn.Module, weights: dict[str, torch.Tensor], where: Path) -> None:
