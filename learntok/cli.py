@@ -240,7 +240,9 @@ def add_segment(sub) -> None:
         metavar="OUT",
         help="also write an HTML page (with the learned policy: a compression slider)",
     )
-    p.add_argument("--greedy", action="store_true", help="decide p > 0.5 instead of sampling")
+    rule = p.add_mutually_exclusive_group()
+    rule.add_argument("--greedy", action="store_true", help="decide p > 0.5 (the default, as the API does)")
+    rule.add_argument("--sampled", action="store_true", help="sample the decisions, as training does (--seed)")
     p.add_argument("--seed", type=SEED_ARG, default=0, help="seed of the sampled boundaries")
     p.add_argument(
         "--window", type=WINDOW, default=4096, help="read long texts in pieces of this many bytes (BOS included)"
@@ -287,7 +289,7 @@ def cmd_segment(args) -> None:
         Tokenizer(model, run_cfg, window=args.window),
         rows,
         head,
-        args.greedy,
+        not args.sampled,
         args.seed,
         args.rate,
         sys.stdout,
@@ -495,7 +497,10 @@ def add_sample(sub) -> None:
     )
     p.add_argument("--seed", type=SEED_ARG, help="seed of the sampled bytes and boundaries")
     p.add_argument(
-        "--boundaries", choices=["sample", "greedy"], default="sample", help="sample boundaries or take p > 0.5"
+        "--boundaries",
+        choices=["greedy", "sample"],
+        default="greedy",
+        help="take p > 0.5 (the default, as segment and the API do) or sample boundaries as training does",
     )
     p.add_argument("--show-boundaries", action="store_true", help="mark chunks: colours on a terminal, | otherwise")
     p.add_argument(
@@ -524,13 +529,12 @@ def cmd_sample(args) -> None:
 
     check_rate_mode(args)
     model, run_cfg = load_run(args.model, args.device)
+    setting = None
     if args.rate is not None:
-        print(
-            set_rate_for_run(
-                model, run_cfg, args.rate, args.prompt, args.boundaries == "greedy", args.seed or 0, args.rate_mode
-            ).describe(),
-            file=sys.stderr,
+        setting = set_rate_for_run(
+            model, run_cfg, args.rate, args.prompt, args.boundaries == "greedy", args.seed or 0, args.rate_mode
         )
+        print(setting.describe(), file=sys.stderr)
     stats = sample(
         model,
         args.prompt,
@@ -547,6 +551,8 @@ def cmd_sample(args) -> None:
         f"boundary rate {stats['boundary_rate']:.3f}",
         file=sys.stderr,
     )
+    if setting is not None and setting.held_on(stats["boundary_rate"]):
+        print(setting.held_on(stats["boundary_rate"]), file=sys.stderr)
     write_json(args.json, stats)
 
 

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from learntok.boundaries.common import decision_mask
 from learntok.data.vocab import N_SYMBOLS
+from learntok.parameters import config_fields
 from learntok.ranges import ranged
 
 LN2 = math.log(2.0)
@@ -49,6 +50,7 @@ class ObjectiveConfig:
     early_for: str = "all"
 
     def __post_init__(self) -> None:
+        config_fields(self)
         if self.batch_baseline not in BASELINES:
             raise ValueError(f"batch_baseline {self.batch_baseline!r} is not one of {BASELINES}")
         if self.early_mix and self.lambda_early > 1:

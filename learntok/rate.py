@@ -39,6 +39,7 @@ from learntok.runtime import inference
 
 CALIBRATION_BYTES = 1 << 16  # held-out bytes a calibration reads by default
 TOLERANCE = 0.005  # |reached - target| beyond which `set_rate` reports the target missed
+HELD = 0.01  # |rate on a text - target| beyond which the output says the rate was not held on it
 RATE_MODES = ("online", "calibrated")  # `--rate-mode`: move the knob with the decisions made, or fix it
 KNOB_NAMES = {
     "rule": "rule",
@@ -67,6 +68,19 @@ class RateSetting:
             where = f"{rule} cuts, " + ("an exact rule" if self.knob == "rule" else "no held-out text read")
         line = f"rate: target {self.target:.3f}, {where}; {self.strategy} {KNOB_NAMES[self.knob]} {self.value:+.4f}"
         return line + (f"; {self.note}" if self.note else "")
+
+    def held_on(self, rate: float) -> str:
+        """A note when the boundary rate reached on a text is more than HELD from the target
+        (calibrated on other text, an offset can miss it on this one); "" when it held."""
+        if abs(rate - self.target) <= HELD:
+            return ""
+        how = {
+            "offset": "an offset calibrated on other text; online mode, where the strategy has it, holds the rate",
+            "condition": "a condition calibrated on other text; online mode holds the rate",
+            "online": "online control did not hold it on this text (a text too short to settle?)",
+            "rule": "the rule places boundaries per window",
+        }[self.knob]
+        return f"rate not held: {rate:.3f} on this text against the target {self.target:.3f}; {how}"
 
 
 def text_batches(text: str | bytes, seq_len: int, batch_size: int = 8) -> list[torch.Tensor]:

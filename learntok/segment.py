@@ -179,6 +179,8 @@ def segment_to(
             raise
         if page is not None and page.view.base is not None:  # at the rate set: a conditioned policy's grid
             page.view.conditions = condition_grid(tok.model.strategy, page.view.offset)
+    if setting is not None and setting.held_on(stats["boundary_rate"]):
+        print(setting.held_on(stats["boundary_rate"]), file=err)
     figures = {
         **stats,
         "rule": rule,

@@ -1,27 +1,42 @@
 """A trained model's boundaries as a tokenizer: `learntok.Tokenizer` (docs/tokenizer.md).
 
     tok = Tokenizer.from_pretrained("runs/a")
-    enc = tok.encode("Some text to cut into tokens")
+    enc = tok("Some text to cut into tokens")          # tok.encode(...); tok.encode_batch([...])
     enc.tokens, enc.offsets, len(enc); tok.decode(enc) == "Some text to cut into tokens"
 
 Shaped after the `tokenizers` library's `Encoding`, with one difference on purpose: there is no
 vocabulary. A chunk is the span of bytes one token reads, ending at the byte the model chose as
-its boundary (docs/tokenizer.md, "What a chunk is"); the model reads the bytes, not an id from a table, so there are no ids to give.
+its boundary (docs/tokenizer.md, "What a chunk is"); the model reads the bytes, not an id from a
+table, so there are no ids to give: the chunks' byte spans (`byte_offsets`) stand in for them.
+Every entry point checks its arguments (learntok.parameters).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import threading
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
+import learntok.parameters as check
 from learntok.checkpoint import load_run
+from learntok.config import RunConfig
 from learntok.display import Chunk, char_spans, display_chunks
-from learntok.rate import CALIBRATION_BYTES, RateSetting, apply_setting, rate_kept, set_rate_for_run
+from learntok.model.aunet import AUNet
+from learntok.model.generate import DEFAULT_BOUNDARIES
+from learntok.model.pretrained import save_model
+from learntok.ranges import RATE, SEED, bounds
+from learntok.rate import CALIBRATION_BYTES, RATE_MODES, RateSetting, apply_setting, rate_kept, set_rate_for_run
 from learntok.windows import BATCH_BYTES, WINDOW, Decided, decide, text_rows
+
+ENCODING = threading.RLock()  # held by every Tokenizer.encode (a process-wide RNG and a model's knob)
+
+RULES = ("greedy", "sampled")
+GREEDY = DEFAULT_BOUNDARIES == "greedy"  # the one default rule (learntok.model.generate.DEFAULT_BOUNDARIES)
+WINDOW_RANGE = bounds(ge=2)  # a window holds BOS and a byte
 
 
 @dataclass
@@ -33,12 +48,39 @@ class Encoding:
     data: bytes  # the text's bytes (UTF-8 of a str)
     chunks: list[Chunk]  # in order; chunk k is data[chunks[k].start:chunks[k].end]
     rule: str  # the decision rule: "greedy" (p > 0.5) or "sampled"
+    boundaries: int = 0  # boundary bytes the model chose (each window's first chunk needs none)
+    rate_setting: RateSetting | None = None  # the `rate=` set (None: the model's own rate)
+
+    def __post_init__(self) -> None:
+        check.instance("Encoding", "data", self.data, bytes, "the text's bytes")
+        check.instance("Encoding", "chunks", self.chunks, list, "a list of learntok.display.Chunk")
+        check.choice("Encoding", "rule", self.rule, RULES)
+        check.number("Encoding", "boundaries", self.boundaries, int, SEED)
+        check.instance("Encoding", "rate_setting", self.rate_setting, RateSetting, "a RateSetting", none=True)
 
     def __len__(self) -> int:
         return len(self.chunks)
 
     def __repr__(self) -> str:
-        return f"Encoding(num_chunks={len(self)}, num_bytes={len(self.data)}, rule={self.rule!r})"
+        note = f", note={self.note!r}" if self.note else ""
+        return f"Encoding(num_chunks={len(self)}, num_bytes={len(self.data)}, rule={self.rule!r}{note})"
+
+    @property
+    def boundary_rate(self) -> float:
+        """The model's boundaries per byte on this text."""
+        return self.boundaries / max(len(self.data), 1)
+
+    @property
+    def note(self) -> str:
+        """Says when `rate=` was not held on this text (learntok.rate.RateSetting.held_on); "" else."""
+        return self.rate_setting.held_on(self.boundary_rate) if self.rate_setting and self.data else ""
+
+    @property
+    def ids(self):
+        raise AttributeError(
+            "an Encoding has no ids: the model has no vocabulary. Its chunks' byte spans stand in "
+            "for them: enc.byte_offsets (and enc.bytes, enc.tokens; docs/tokenizer.md)"
+        )
 
     @property
     def tokens(self) -> list[str]:
@@ -82,8 +124,10 @@ class Tokenizer:
     in the input. The model is used in eval mode and its rate knob is left as it was found."""
 
     def __init__(self, model, run_cfg=None, window: int = WINDOW, batch_bytes: int = BATCH_BYTES):
-        self.model, self.run_cfg = model, run_cfg  # run_cfg: the run's config (None for a bare model folder)
-        self.window, self.batch_bytes = window, batch_bytes
+        self.model = check.instance("Tokenizer", "model", model, AUNet, "a learntok.AUNet")
+        self.run_cfg = check.instance("Tokenizer", "run_cfg", run_cfg, RunConfig, "a RunConfig", none=True)
+        self.window = check.number("Tokenizer", "window", window, int, WINDOW_RANGE)  # BOS and a byte
+        self.batch_bytes = check.number("Tokenizer", "batch_bytes", batch_bytes, int, WINDOW_RANGE)
         self.calibrations: dict[tuple, RateSetting] = {}  # memo of `at_rate`'s calibrations
 
     @classmethod
@@ -91,43 +135,80 @@ class Tokenizer:
         cls, path, device: str = "cpu", window: int = WINDOW, batch_bytes: int = BATCH_BYTES
     ) -> "Tokenizer":
         """From a run folder (its latest checkpoint and its config: `rate=` calibrates on its
-        validation split) or a model or checkpoint folder."""
+        validation split), a model or checkpoint folder, or a folder `save_pretrained` wrote.
+        A device this machine lacks says so before anything is read."""
+        where = "Tokenizer.from_pretrained"
+        path, device = check.path(where, "path", path), check.device(where, "device", device)
+        check.number(where, "window", window, int, WINDOW_RANGE)
+        check.number(where, "batch_bytes", batch_bytes, int, WINDOW_RANGE)
         model, run_cfg = load_run(path, device)
         return cls(model, run_cfg, window, batch_bytes)
+
+    def save_pretrained(self, path) -> None:
+        """Write the model and, for a run, its config into folder `path` (atomically), so that
+        `from_pretrained(path)` gives this tokenizer back (`rate=` then calibrates on the run's
+        validation split as before)."""
+        path = check.path("Tokenizer.save_pretrained", "path", path)
+        save_model(self.model, path, self.run_cfg.to_dict() if self.run_cfg is not None else None)
 
     def encode(
         self,
         text: str | bytes | Sequence[str | bytes],
         rate: float | None = None,
-        greedy: bool = True,
+        greedy: bool = GREEDY,
         seed: int | None = None,
         rate_mode: str | None = None,
     ) -> Encoding | list[Encoding]:
         """One Encoding per text (a list for a list). `rate`: cut at this boundary rate instead of
         the model's own (calibrated with the decision rule in use: learntok.rate.set_rate, on the
         run's validation split, or on the texts' first bytes for a bare model folder), held by
-        `rate_mode` (learntok.rate.RATE_MODES; default: online where the strategy has it). `greedy`:
-        p > 0.5; else sampled, under `seed` (None: a seed drawn from torch's global RNG).
-        Windows are batched longest first (a stable sort: one text's windows keep their order, as
-        `learntok segment` reads them). Sampled cuts depend on which texts are encoded together;
-        greedy ones do not."""
-        single = isinstance(text, (str, bytes, bytearray))
-        datas = [t.encode("utf-8") if isinstance(t, str) else bytes(t) for t in ([text] if single else text)]
+        `rate_mode` (learntok.rate.RATE_MODES; default: online where the strategy has it); an
+        Encoding's `note` says when the rate was not held on its text. `greedy`: p > 0.5 (the
+        default of every command and the API); else sampled, under `seed` (None: a seed drawn
+        from torch's global RNG). Windows are batched longest first (a stable sort: one text's
+        windows keep their order, as `learntok segment` reads them). Sampled cuts depend on which
+        texts are encoded together; greedy ones do not."""
+        datas, single = check.texts("Tokenizer.encode", "text", text)
+        rate, greedy, seed, rate_mode = rule_arguments("Tokenizer.encode", rate, greedy, seed, rate_mode)
         starts: list[list[int]] = [[] for _ in datas]
+        cuts = [0] * len(datas)
         rows = sorted(text_rows(datas, self.window), key=lambda r: -len(r[2]))  # like lengths batched together
-        with self.at_rate(rate, greedy, seed, calibration_text(datas), rate_mode):
+        # one encode at a time: the rate knob and the seeded draws are state of the model and of
+        # torch's global RNG, which two threads would hand to each other (tests/test_run_integrity.py)
+        with ENCODING, self.at_rate(rate, greedy, seed, calibration_text(datas), rate_mode) as setting:
             for batch in self.decide(rows, greedy, seed):
                 for w in batch.windows:
                     starts[w.key] += w.starts
+                    cuts[w.key] += sum(w.decisions)
         rule = "greedy" if greedy else "sampled"
-        out = [Encoding(d, display_chunks(d, s), rule) for d, s in zip(datas, starts)]
+        out = [Encoding(d, display_chunks(d, s), rule, n, setting) for d, s, n in zip(datas, starts, cuts)]
         return out[0] if single else out
+
+    __call__ = encode  # tok(text), as the tokenizers libraries are called
+
+    def encode_batch(
+        self,
+        texts: Sequence[str | bytes],
+        rate: float | None = None,
+        greedy: bool = GREEDY,
+        seed: int | None = None,
+        rate_mode: str | None = None,
+    ) -> list[Encoding]:
+        """`encode` of a list of texts (batched together): a list of Encodings."""
+        if not isinstance(texts, (list, tuple)):
+            raise check.wrong_type("Tokenizer.encode_batch", "texts", "a list of str or bytes", texts)
+        return self.encode(list(texts), rate, greedy, seed, rate_mode)
 
     def decide(
         self, rows: Iterable[tuple[int, int, bytes]], greedy: bool, seed: int | None, terms: int = 0
     ) -> Iterator[Decided]:
         """learntok.windows.decide with this tokenizer's model and batch size (`learntok segment`
         streams a file through this)."""
+        greedy, seed = (
+            check.flag("Tokenizer.decide", "greedy", greedy),
+            check.number("Tokenizer.decide", "seed", seed, int, SEED, none=True),
+        )
+        check.number("Tokenizer.decide", "terms", terms, int, SEED)
         return decide(self.model, rows, greedy, seed, self.batch_bytes, terms)
 
     @contextlib.contextmanager
@@ -136,6 +217,8 @@ class Tokenizer:
         on the run's validation split or, for a bare model folder, on `text`, and held by `mode`
         (learntok.rate.set_rate); yields the RateSetting (None). Calibrations are remembered; the
         knob is restored after."""
+        rate, greedy, seed, mode = rule_arguments("Tokenizer.at_rate", rate, greedy, seed, mode)
+        text = None if text is None else check.text("Tokenizer.at_rate", "text", text)
         if rate is None:
             yield None
             return
@@ -149,12 +232,46 @@ class Tokenizer:
             yield self.calibrations[key]
 
     def decode_bytes(self, encoding: Encoding | Sequence[bytes]) -> bytes:
-        """The encoded bytes, exactly (an Encoding, or its chunks' bytes)."""
-        return b"".join(encoding.bytes if isinstance(encoding, Encoding) else encoding)
+        """The encoded bytes, exactly (an Encoding, or its chunks' bytes `enc.bytes`)."""
+        if isinstance(encoding, Encoding):
+            return b"".join(encoding.bytes)
+        if isinstance(encoding, (list, tuple)) and all(isinstance(b, (bytes, bytearray)) for b in encoding):
+            return b"".join(encoding)
+        strings = isinstance(encoding, (list, tuple)) and any(isinstance(b, str) for b in encoding)
+        raise check.wrong_type(
+            "Tokenizer.decode",
+            "encoding",
+            "an Encoding or its chunks' bytes (enc.bytes)"
+            + (
+                ": enc.tokens are display strings (a cut character marked, bytes that are not UTF-8 "
+                "as \\xNN) that do not give the text back exactly"
+                if strings
+                else ""
+            ),
+            encoding,
+        )
 
     def decode(self, encoding: Encoding | Sequence[bytes]) -> str:
-        """The encoded text, exactly (its bytes must be UTF-8, as those of any str are)."""
-        return self.decode_bytes(encoding).decode("utf-8")
+        """The encoded text, exactly (its bytes must be UTF-8, as those of any str are;
+        `decode_bytes` gives any bytes back)."""
+        data = self.decode_bytes(encoding)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(
+                f"Tokenizer.decode: the encoded bytes are not UTF-8 text (byte {e.start}); "
+                "decode_bytes gives them back exactly"
+            ) from None
+
+
+def rule_arguments(where: str, rate, greedy, seed, rate_mode) -> tuple:
+    """`rate`, `greedy`, `seed`, `rate_mode` of encode and at_rate, checked."""
+    return (
+        check.number(where, "rate", rate, float, RATE, none=True),
+        check.flag(where, "greedy", greedy),
+        check.number(where, "seed", seed, int, SEED, none=True),
+        check.choice(where, "rate_mode", rate_mode, RATE_MODES, none=True),
+    )
 
 
 def calibration_text(texts: Sequence[bytes]) -> bytes:

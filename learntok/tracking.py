@@ -40,7 +40,7 @@ def check_trackers(cfg: LogConfig) -> None:
     if cfg.tensorboard and importlib.util.find_spec("tensorboard") is None:
         raise ConfigError("log.tensorboard = true needs the tensorboard package: pip install tensorboard")
     if cfg.wandb and importlib.util.find_spec("wandb") is None:
-        raise ConfigError(f"log.wandb = {cfg.wandb!r} needs the wandb package: pip install 'learntok[wandb]'")
+        raise ConfigError(f"log.wandb = {cfg.wandb!r} needs the wandb package: pip install -e '.[wandb]'")
 
 
 def append_row(run_dir: str | Path, kind: str, step: int, row: dict) -> dict:

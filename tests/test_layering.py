@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "learntok.fields",
             "learntok.progress",
             "learntok.display",
+            "learntok.parameters",
         ],
     ),
     ("data", ["learntok.data"]),

@@ -123,7 +123,7 @@ def test_the_page_opens_with_the_commands_decisions_and_says_which(tmp_path, cap
         str(tmp_path / "p.html"),
         "--json",
         str(tmp_path / "s.json"),
-    ] + (["--greedy"] if greedy else [])
+    ] + (["--greedy"] if greedy else ["--sampled"])
     assert main(args) == 0
     terminal = capsys.readouterr().out
     seg = json.loads((tmp_path / "s.json").read_text())

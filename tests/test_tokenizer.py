@@ -173,7 +173,7 @@ def test_segment_json_gives_the_chunks_the_api_gives(tmp_path, capsys, run_dir, 
         "128",
         "--seed",
         "3",
-        *(["--greedy"] if greedy else []),
+        *([] if greedy else ["--sampled"]),
         *(["--rate", rate] if rate else []),
     ]
     cli = segment_json(tmp_path, *args)
@@ -226,3 +226,166 @@ def test_the_documented_example_runs(tmp_path, run_dir, doc):
     block = next(b for b in text.split("```python")[1:] if "Tokenizer.from_pretrained" in b).split("```")[0]
     assert len(block.strip().splitlines()) <= 5
     exec(block.replace('"runs/a"', repr(str(run_dir))), {})
+
+
+# ---------------------------------------------------------------- the shape researchers know
+
+
+def test_calling_the_tokenizer_encodes_and_encode_batch_takes_a_list():
+    tok, texts = Tokenizer(CUTTING), ["déjà vu", "漢字と仮名", "ok"]
+    assert as_rows(tok(texts[0])) == as_rows(tok.encode(texts[0]))
+    assert [as_rows(e) for e in tok.encode_batch(texts)] == [as_rows(e) for e in tok.encode(texts)]
+    assert [as_rows(e) for e in tok.encode_batch(tuple(texts))] == [as_rows(e) for e in tok.encode(texts)]
+
+
+def test_save_pretrained_gives_the_same_tokenizer_back(tmp_path, run_dir):
+    tok = Tokenizer.from_pretrained(run_dir, window=128)
+    tok.save_pretrained(tmp_path / "saved")
+    back = Tokenizer.from_pretrained(tmp_path / "saved", window=128)
+    assert back.run_cfg == tok.run_cfg  # a run's config comes back: rate= calibrates on its val split
+    for kw in ({}, {"greedy": False, "seed": 1}, {"rate": 0.3}):
+        assert as_rows(back.encode(TEXT, **kw)) == as_rows(tok.encode(TEXT, **kw)), kw
+    Tokenizer(CUTTING).save_pretrained(tmp_path / "bare")  # a model in memory: a model folder
+    assert Tokenizer.from_pretrained(tmp_path / "bare").run_cfg is None
+
+
+def test_byte_spans_stand_in_for_ids_and_decode_takes_what_encode_gives():
+    tok = Tokenizer(CUTTING)
+    enc = tok.encode(TEXT)
+    assert b"".join(TEXT.encode()[a:b] for a, b in enc.byte_offsets) == TEXT.encode()
+    assert [TEXT.encode()[a:b] for a, b in enc.byte_offsets] == enc.bytes
+    with pytest.raises(AttributeError, match="byte_offsets"):
+        getattr(enc, "ids")
+    assert tok.decode(enc) == tok.decode(enc.bytes) == TEXT
+    assert any(enc.starts_mid)  # cut characters: the display strings would not decode exactly
+    with pytest.raises(TypeError, match=r"enc\.bytes"):
+        tok.decode(enc.tokens)
+
+
+def test_the_readme_model_example_runs_as_written():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    block = next(b for b in text.split("```python")[1:] if "model.generate" in b).split("```")[0]
+    block = block.replace('model.save_pretrained("m"); AUNet.from_pretrained("m")', "")
+    names: dict = {}
+    exec(block, names)
+    data, decisions = names["data"], names["decisions"]  # the names the README unpacks
+    assert isinstance(data, bytes) and decisions.shape == (len(data),)
+    assert "data, decisions = model.generate(" in block
+
+
+# ---------------------------------------------------------------- one default rule
+
+
+def test_one_default_rule_for_the_api_segment_sample_and_generate(tmp_path, capsys):
+    import inspect
+
+    from learntok.cli import build_parser
+    from learntok.model.generate import DEFAULT_BOUNDARIES, generate, stream
+    from learntok.sample import sample
+
+    assert DEFAULT_BOUNDARIES == "greedy"
+    for fn in (Tokenizer.encode, Tokenizer.encode_batch):
+        assert inspect.signature(fn).parameters["greedy"].default is True
+    for fn in (generate, stream, sample):
+        assert inspect.signature(fn).parameters["boundaries"].default == DEFAULT_BOUNDARIES
+    parser = build_parser()
+    assert parser.parse_args(["sample", "R", "--prompt", "a"]).boundaries == DEFAULT_BOUNDARIES
+    assert parser.parse_args(["segment", "R", "a"]).sampled is False
+    CUTTING.save_pretrained(tmp_path / "m")  # segment with no rule option gives encode's chunks
+    cli = segment_json(tmp_path, tmp_path / "m", TEXT, "--window", "128")
+    assert cli == as_rows(Tokenizer.from_pretrained(tmp_path / "m", window=128).encode(TEXT))
+    sampled = segment_json(tmp_path, tmp_path / "m", TEXT, "--window", "128", "--sampled", "--seed", "2")
+    api = Tokenizer.from_pretrained(tmp_path / "m", window=128).encode(TEXT, greedy=False, seed=2)
+    assert sampled == as_rows(api) != cli
+    capsys.readouterr()
+
+
+# ---------------------------------------------------------------- the documented signatures
+
+
+def documented_signatures() -> dict[str, str]:
+    """The signature lines of docs/tokenizer.md's Encoding section: name -> parameters."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "tokenizer.md").read_text(encoding="utf-8")
+    block = doc.split("## Encoding", 1)[1].split("```", 2)[1]
+    found = {}
+    for line in block.strip().splitlines():
+        call = re.fullmatch(r"(tok|Tokenizer)(?:\.(\w+))?\((.*)\)", line.strip())
+        assert call, line
+        found[call[2] or ("__init__" if call[1] == "Tokenizer" else "__call__")] = call[3]
+    return found
+
+
+def code_signature(fn) -> str:
+    import inspect
+
+    params = [p for p in inspect.signature(fn).parameters.values() if p.name not in ("self", "cls")]
+    return ", ".join(p.name if p.default is p.empty else f"{p.name}={p.default!r}" for p in params)
+
+
+def test_the_documented_signatures_are_the_codes():
+    documented = documented_signatures()
+    public = {n for n in vars(Tokenizer) if not n.startswith("_")} - {"decide", "at_rate"}  # what segment uses
+    assert public | {"__init__", "__call__"} == set(documented)
+    for name, params in documented.items():
+        assert params == code_signature(getattr(Tokenizer, name)), name
+
+
+# ---------------------------------------------------------------- a rate that is not held
+
+
+@pytest.mark.parametrize(
+    "knob, target, reached, noted",
+    [
+        ("offset", 0.1, 0.027, True),
+        ("offset", 0.1, 0.105, False),
+        ("offset", 0.1, 0.111, True),
+        ("online", 0.2, 0.185, True),
+        ("online", 0.2, 0.2, False),
+        ("condition", 0.3, 0.25, True),
+        ("rule", 0.2, 0.195, False),
+        ("rule", 0.2, 0.15, True),
+    ],
+)
+def test_a_rate_not_held_on_a_text_is_said(knob, target, reached, noted):
+    from learntok.rate import RateSetting
+
+    setting = RateSetting("learned", target, knob, 0.0, target, 1000)
+    note = setting.held_on(reached)
+    assert bool(note) == noted
+    if noted:
+        assert f"{reached:.3f}" in note and f"{target:.3f}" in note
+        enc = Encoding(b"x" * 1000, [], "greedy", round(reached * 1000), setting)
+        assert enc.note == note and "note=" in repr(enc)
+
+
+def test_segment_says_when_a_calibrated_rate_was_not_held(tmp_path, capsys):
+    CUTTING.save_pretrained(tmp_path / "m")  # calibrates on the text's first 64 KiB: make the rest unlike it
+    text = "a" * 70_000 + TEXT * 8
+    args = ["segment", str(tmp_path / "m"), text, "--rate", "0.3", "--rate-mode", "calibrated", "--window", "512"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    enc = Tokenizer.from_pretrained(tmp_path / "m", window=512).encode(text, rate=0.3, rate_mode="calibrated")
+    assert abs(enc.boundary_rate - 0.3) > 0.01 and enc.note and enc.note in err
+
+
+def test_encoding_memory_is_linear_and_as_documented():
+    """docs/benchmarks.md: about 230 bytes kept a chunk and about 120 MiB a MB at the peak
+    (Python heap, tracemalloc); bounded here with a margin, on 200 KB of text."""
+    import tracemalloc
+
+    tok, text = Tokenizer(tiny_model().eval()), (corpus_text(100) + TEXT) * 20
+    tok.encode(text[:20_000], greedy=False, seed=0)  # warm-up
+    tracemalloc.start()
+    try:
+        enc = tok.encode(text, greedy=False, seed=0)
+        kept, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    n = len(text.encode())
+    assert len(enc) > n / 10  # sampled at the model's rate, about 0.2
+    assert kept / len(enc) < 300 and peak / n < 160, (kept / len(enc), peak / n)

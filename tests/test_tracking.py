@@ -111,3 +111,17 @@ def test_wandb_offline_logs_without_network_and_leaves_the_run_unchanged(tmp_pat
     assert len(offline) == 1 and offline[0].stat().st_size > 0
     same = lambda rs: [(r["kind"], r["step"], r.get("loss"), r.get("val_bpb")) for r in rs]  # noqa: E731
     assert same(rows(tmp_path / "w")) == same(rows(tmp_path / "plain"))  # the RNG is left alone
+
+
+def test_the_wandb_hint_is_the_readmes_install_command(monkeypatch):
+    import re
+
+    from learntok.config import ConfigError, LogConfig
+    from learntok.tracking import check_trackers
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    command = re.search(r"`(pip install [^`]*wandb[^`]*)`", readme)[1]
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ConfigError) as info:
+        check_trackers(LogConfig(wandb="my-project"))
+    assert str(info.value).endswith(command), (str(info.value), command)

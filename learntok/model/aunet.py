@@ -16,11 +16,13 @@ from torch import nn
 
 import learntok.boundaries  # noqa: F401  (registers the strategies)
 from learntok.boundaries.base import BoundaryOutput, build_strategy
+import learntok.parameters as check
 from learntok.data.vocab import encode
 from learntok.nn.config import ModelConfig
 from learntok.model.generate import generate, stream
 from learntok.nn.layers import RMSNorm, Stack
 from learntok.nn.pooling import num_tokens, pack_rows, upsample
+from learntok.ranges import SEED
 from learntok.model.pretrained import WEIGHTS, ModelFiles, load_weights, read_model, save_model
 
 
@@ -35,6 +37,14 @@ class ModelOutput:
     aux_loss: torch.Tensor  # () the strategy's own (weighted) loss
     target_rate: float | torch.Tensor  # rho* for the rate loss; (B,) each row's own (rate-conditioned training)
     n_tokens: torch.Tensor  # (B,) tokens per sequence
+
+    def __post_init__(self) -> None:
+        for name in TENSOR_FIELDS:
+            check.instance("ModelOutput", name, getattr(self, name), torch.Tensor, "a tensor")
+        check.instance("ModelOutput", "target_rate", self.target_rate, (float, torch.Tensor), "a rate or a tensor (B,)")
+
+
+TENSOR_FIELDS = tuple(k for k in ModelOutput.__annotations__ if k != "target_rate")
 
 
 def token_level_padded(model: "AUNet", h: torch.Tensor, b: BoundaryOutput) -> torch.Tensor:
@@ -63,7 +73,7 @@ class Head(nn.Module):
 class AUNet(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.cfg = cfg
+        self.cfg = check.instance("AUNet", "cfg", cfg, ModelConfig, "a learntok.ModelConfig")
         d, nh, base = cfg.d_model, cfg.n_heads, cfg.rope_base
         seed = int(torch.randint(0, 2**62, (), device="cpu"))  # one draw, whatever the strategy
         with torch.random.fork_rng(devices=[]):  # construction's own draws are discarded
@@ -85,6 +95,7 @@ class AUNet(nn.Module):
         Controlled comparisons: the backbone draws from its own generator seeded by `seed` and
         the strategy from another (seed + 1), so at one seed every strategy's backbone is
         bit-identical, whatever parameters the strategy adds (tests/test_identical_init.py)."""
+        seed = check.number("AUNet.init_weights", "seed", seed, int, SEED)
         std = self.cfg.init_std
         device = self.embed.weight.device
         backbone, own = seeded_generator(seed, device), seeded_generator(seed + 1, device)
@@ -104,6 +115,13 @@ class AUNet(nn.Module):
         self, x: torch.Tensor | str | bytes, boundaries: torch.Tensor | None = None, greedy: bool = False
     ) -> ModelOutput:
         x = self.as_ids(x)  # (B, T)
+        check.flag("AUNet", "greedy", greedy)
+        if boundaries is not None:
+            check.tensor("AUNet", "boundaries", boundaries, 2, False, "None or float 0/1 decisions (B, T)")
+            if boundaries.shape != x.shape:
+                raise ValueError(
+                    f"AUNet: boundaries must have the shape of the ids {tuple(x.shape)}; got {tuple(boundaries.shape)}"
+                )
         pos = torch.arange(x.size(1), device=x.device)  # (T,) byte positions
         h, early = self.byte_level(x, pos)  # (B, T, D), (B, T, V)
         b = self.strategy(h, x, boundaries=boundaries, early_logits=early, greedy=greedy)
@@ -127,6 +145,9 @@ class AUNet(nn.Module):
         early-exit logits (B, T, V). Nothing here draws random numbers, so the strategy called
         on these decides as the full forward does (segment reads boundaries this way, without the
         token level and the decoder)."""
+        check.tensor("AUNet.byte_level", "x", x, 2, True, "byte ids, a LongTensor (B, T) with BOS first")
+        if pos is not None:
+            check.tensor("AUNet.byte_level", "pos", pos, 1, True, "None or byte positions, a LongTensor (T,)")
         pos = torch.arange(x.size(1), device=x.device) if pos is None else pos
         h = self.encoder(self.embed(x), pos)
         return h, self.early_head(h)
@@ -154,6 +175,8 @@ class AUNet(nn.Module):
         The mid blocks run on the N tokens of all rows packed into one sequence (attention
         stays within each row: learntok.nn.layers.packed_attention); `token_level_padded`
         is the plain reference it is tested against."""
+        check.tensor("AUNet.token_level", "h", h, 3, False, "the byte level's output, a float tensor (B, T, D)")
+        check.instance("AUNet.token_level", "b", b, BoundaryOutput, "the strategy's BoundaryOutput")
         packing = pack_rows(b.decisions, self.cfg.token_pad_multiple)  # the forward's one host sync
         z = self.strategy.pool_packed(h, b, packing)  # (N, D) the strategy's tokens, packed
         z = self.mid(z, packing.pos, packing)  # (N, D); RoPE at each token's byte offset
@@ -172,18 +195,23 @@ class AUNet(nn.Module):
 
     def save_pretrained(self, path) -> None:
         """Write the model folder (weights + model config): see learntok.model.pretrained."""
-        save_model(self, path)
+        save_model(self, check.path("AUNet.save_pretrained", "path", path))
 
     @classmethod
     def from_pretrained(cls, path, map_location="cpu") -> "AUNet":
         """An AUNet from a model folder, a checkpoint folder or a run folder (latest checkpoint),
         in eval mode (as transformers loads models: call .train() to train it further)."""
+        where = "AUNet.from_pretrained"
+        path, map_location = check.path(where, "path", path), check.device(where, "map_location", map_location)
         return cls.from_files(read_model(path, map_location), map_location)
 
     @classmethod
     def from_files(cls, files: ModelFiles, map_location="cpu") -> "AUNet":
         """An AUNet from a folder's files read once (learntok.model.pretrained.read_model), in
         eval mode (call .train() to train it further)."""
+        check.instance(
+            "AUNet.from_files", "files", files, ModelFiles, "a folder's files (learntok.model.pretrained.read_model)"
+        )
         model = cls(files.model)
         load_weights(model, files.weights, files.folder / WEIGHTS)
         model.trained_seq_len = files.trained_seq_len  # save_pretrained records it in a model folder

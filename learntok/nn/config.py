@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from learntok.parameters import config_fields
 from learntok.data.vocab import N_SYMBOLS, VOCAB_SIZE
 from learntok.ranges import RATE, ranged
 
@@ -35,6 +36,7 @@ class ModelConfig:
     strategy: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        config_fields(self)
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model {self.d_model} is not a multiple of n_heads {self.n_heads}")
         if (self.d_model // self.n_heads) % 2:

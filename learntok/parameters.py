@@ -1,0 +1,164 @@
+"""The Python API's argument checks (docs/reliability.md): every public entry point of
+`learntok.__all__` checks what it is given with these, before any work, so a wrong argument
+raises TypeError (a wrong type) or ValueError (a wrong value) naming the entry point, the
+parameter and what to pass, as the command line's messages do (learntok.arguments); never an
+error from deep inside ("'int' object is not iterable"). Numbers are checked against the same
+ranges as the command line's options and the config fields (learntok.ranges).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import typing
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from learntok.errors import ConfigError
+from learntok.fields import check_fields, field_types
+from learntok.ranges import Range
+from learntok.runtime import resolve_device
+
+
+def described(value: Any) -> str:
+    """A value for a message: its repr (cut short) and its type."""
+    text = repr(value)
+    text = text if len(text) <= 40 else text[:37] + "..."
+    kind = type(value).__name__
+    return f"{text} ({'an' if kind[0] in 'aeiou' else 'a'} {kind})"
+
+
+def wrong_type(where: str, name: str, what: str, value: Any) -> TypeError:
+    return TypeError(f"{where}: {name} must be {what}; got {described(value)}")
+
+
+def wrong_value(where: str, name: str, what: str, value: Any) -> ValueError:
+    return ValueError(f"{where}: {name} must be {what}; got {described(value)}")
+
+
+def is_int(value: Any) -> bool:
+    """An integer that is not a bool (True is no count), a Python int or a numpy / 0-d torch one."""
+    if isinstance(value, bool) or isinstance(value, torch.Tensor):
+        return False
+    return isinstance(value, int) or (hasattr(value, "dtype") and getattr(value.dtype, "kind", "") in ("i", "u"))
+
+
+def number(where: str, name: str, value: Any, kind: type = float, within: Range | None = None, none: bool = False):
+    """`value` as a `kind` number (an int is a float too) in the range `within`, or None when
+    `none`. Returns it as a Python int or float."""
+    if value is None and none:
+        return None
+    what = (
+        ("an integer" if kind is int else "a number") + (f" {within}" if within else "") + (" or None" if none else "")
+    )
+    if is_int(value):
+        value = int(value)
+    elif kind is float and isinstance(value, float):
+        value = float(value)
+    else:
+        raise wrong_type(where, name, what, value)
+    problem = (within or Range()).problem(kind(value) if kind is float else value)
+    if problem:
+        raise wrong_value(where, name, what, value)
+    return kind(value)
+
+
+def flag(where: str, name: str, value: Any) -> bool:
+    """A bool (True or False); 0, 1 or a string are refused, so `greedy="no"` cannot pass as true."""
+    if not isinstance(value, bool):
+        raise wrong_type(where, name, "True or False", value)
+    return value
+
+
+def choice(where: str, name: str, value: Any, choices: Sequence[str], none: bool = False):
+    """One of `choices` (or None when `none`)."""
+    if value is None and none:
+        return None
+    what = "one of " + ", ".join(repr(c) for c in choices) + (" or None" if none else "")
+    if not isinstance(value, str):
+        raise wrong_type(where, name, what, value)
+    if value not in choices:
+        raise wrong_value(where, name, what, value)
+    return value
+
+
+def text(where: str, name: str, value: Any) -> bytes:
+    """A text as its bytes: a str (UTF-8) or bytes / bytearray as they are."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise wrong_type(where, name, "a str or bytes", value)
+
+
+def texts(where: str, name: str, value: Any) -> tuple[list[bytes], bool]:
+    """One text or a list (tuple) of them: (their bytes, whether one text was given)."""
+    if isinstance(value, (str, bytes, bytearray, memoryview)):
+        return [text(where, name, value)], True
+    if not isinstance(value, (list, tuple)):
+        raise wrong_type(where, name, "a str or bytes, or a list of them", value)
+    out = []
+    for i, v in enumerate(value):
+        if not isinstance(v, (str, bytes, bytearray, memoryview)):
+            raise wrong_type(where, f"{name}[{i}]", "a str or bytes", v)
+        out.append(text(where, name, v))
+    return out, False
+
+
+def path(where: str, name: str, value: Any) -> Path:
+    """A file or folder path: a str or an os.PathLike, not empty."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise wrong_type(where, name, "a path (a str or pathlib.Path)", value)
+    if not os.fspath(value):
+        raise wrong_value(where, name, "a path (a str or pathlib.Path)", value)
+    return Path(value)
+
+
+def device(where: str, name: str, value: Any) -> torch.device:
+    """A device this machine has (learntok.runtime.resolve_device): "cpu", "cuda", "cuda:N",
+    "mps" or a torch.device; one it lacks says so ("this torch sees no CUDA GPU")."""
+    if isinstance(value, torch.device):
+        value = str(value)
+    if not isinstance(value, str):
+        raise wrong_type(where, name, 'a device name ("cpu", "cuda", "cuda:N", "mps") or a torch.device', value)
+    try:
+        return resolve_device(value)
+    except ConfigError as e:
+        raise ValueError(f"{where}: {name}: {e}") from None
+
+
+def instance(where: str, name: str, value: Any, cls: type | tuple[type, ...], what: str, none: bool = False):
+    """`value` of class `cls` (described as `what`), or None when `none`."""
+    if (value is None and none) or isinstance(value, cls):
+        return value
+    raise wrong_type(where, name, what + (" or None" if none else ""), value)
+
+
+def tensor(where: str, name: str, value: Any, dims: int, integer: bool, what: str) -> torch.Tensor:
+    """A tensor of `dims` dimensions, of integers (ids, decisions) or floats."""
+    if not isinstance(value, torch.Tensor) or (integer and (value.is_floating_point() or value.is_complex())):
+        raise wrong_type(where, name, what, value)
+    if not integer and not value.is_floating_point():
+        raise wrong_type(where, name, what, value)
+    if value.dim() != dims:
+        raise ValueError(f"{where}: {name} must be {what}; got shape {tuple(value.shape)}")
+    return value
+
+
+def config_fields(obj: Any) -> None:
+    """A config dataclass built in Python (ModelConfig(...), ObjectiveConfig(...)): every field
+    against its type and declared range, as a config file's are (learntok.fields), converted in
+    place (an int given for a float becomes one); a dict field (a strategy's options) must be a
+    dict. A wrong one is a ValueError naming it (learntok.errors.ConfigError)."""
+    cls = type(obj)
+    hints, values = field_types(cls), {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if typing.get_origin(hints[f.name]) is dict:
+            instance(cls.__name__, f.name, value, dict, "a dict")
+        else:
+            values[f.name] = value
+    for key, value in check_fields(cls, values, cls.__name__, cls.__name__).items():
+        object.__setattr__(obj, key, value)
