@@ -28,7 +28,7 @@ from learntok.figures import RATE_SLACK, at_rate, covers, rate_cell, settings_la
 from learntok.files import inside, write_text_atomic
 from learntok.finished import DONE, read_done, write_done
 from learntok.frontier import REFERENCE, check_sweep, write_frontier
-from learntok.jobs import Job, last_line, run_jobs
+from learntok.jobs import Job, follow_parent, last_line, run_jobs
 from learntok.plots import pyplot, read_metrics, save_curves, series
 from learntok.runfolder import anchored
 from learntok.runtime import resolve_dtype
@@ -461,6 +461,7 @@ def compare(
     every rank calls it: each variant trains on every rank, evaluation is shared, and rank 0
     writes the files."""
     out = Path(out)
+    follow_parent()  # a child of `compare --jobs` ends with its parent
     if not variants:
         raise ConfigError("no variants to compare: --strategies names no strategy (e.g. learned,uniform)")
     if len(set(variants)) != len(variants):

@@ -24,7 +24,7 @@ import torch.distributed as dist
 from torch import nn
 
 from learntok.errors import ConfigError
-from learntok.runtime import launch_rank, resolve_device
+from learntok.runtime import launch_vars, resolve_device
 
 
 @dataclass(frozen=True)
@@ -42,19 +42,37 @@ class DistEnv:
 def init_distributed(device_name: str = "auto") -> DistEnv:
     """World size 1 without torchrun's env vars; otherwise init the process group once
     (nccl for CUDA, gloo for CPU) and pin this rank to cuda:LOCAL_RANK when on CUDA."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank, world, local = launch_vars()  # checked: one line for a bad value
     if world == 1:
         return DistEnv(0, 1, 0, resolve_device(device_name))
-    rank, local = launch_rank(), int(os.environ.get("LOCAL_RANK", "0"))
     device = resolve_device(device_name)
     if device.type == "cuda":
+        if local >= torch.cuda.device_count():
+            raise ConfigError(f"LOCAL_RANK={local}: this machine has {torch.cuda.device_count()} GPU(s)")
         device = torch.device("cuda", local)
         torch.cuda.set_device(device)
     if not dist.is_initialized():
-        dist.init_process_group(
-            "nccl" if device.type == "cuda" else "gloo", device_id=device if device.type == "cuda" else None
-        )
+        check_rendezvous()
+        try:
+            dist.init_process_group(
+                "nccl" if device.type == "cuda" else "gloo", device_id=device if device.type == "cuda" else None
+            )
+        except (ValueError, RuntimeError) as e:  # DistStoreError, DistNetworkError are RuntimeErrors
+            raise ConfigError(
+                f"cannot join the process group of WORLD_SIZE={world}: {' '.join(str(e).split())}"
+            ) from None
     return DistEnv(rank, world, local, device)
+
+
+def check_rendezvous() -> None:
+    """The env:// rendezvous needs MASTER_ADDR and a MASTER_PORT in 1..65535 (torchrun sets both);
+    without them torch's own error is a traceback."""
+    addr, port = os.environ.get("MASTER_ADDR", "").strip(), os.environ.get("MASTER_PORT", "").strip()
+    if not addr or not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
+        raise ConfigError(
+            f"WORLD_SIZE={os.environ.get('WORLD_SIZE')} without MASTER_ADDR and a MASTER_PORT in 1..65535 "
+            f"(got {addr!r}, {port!r}): start the run with torchrun --nproc-per-node N, or unset WORLD_SIZE"
+        )
 
 
 def shutdown(env: DistEnv) -> None:

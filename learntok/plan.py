@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import weakref
 from dataclasses import dataclass
 
@@ -29,8 +30,9 @@ from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, 
 from torch.utils.weak import WeakIdKeyDictionary
 
 from learntok.boundaries.common import bresenham
-from learntok.config import RunConfig
+from learntok.config import ConfigError, RunConfig
 from learntok.distributed import DistEnv, micro_plan
+from learntok.files import memory_budget
 from learntok.model.aunet import AUNet
 from learntok.nn.config import ModelConfig
 from learntok.nn.layers import block_window_mask, window_mask  # cached masks: see cached_masks_forgotten
@@ -42,6 +44,13 @@ PEAK_FLOPS = 989e12  # H100 / H200 SXM dense bf16 FLOP/s
 CARDS = (24, 40, 80, 141)  # GPU memory (GB as sold, about GiB) of the cards the plan fits
 USABLE = 0.9  # of a card's memory for the step: the CUDA context, workspaces and fragmentation take the rest
 WORLDS = (1, 2, 4, 8)  # GPU counts the plan shows
+# Bounds checked before any work (`check_bounds`): the measured step holds the bytes and the
+# prescribed boundaries as real tensors, this many bytes a (row, byte) at the larger micro-batch
+# (int64 bytes, float boundaries and what is computed from them alone), and builds every block.
+REAL_BYTES = 64
+MAX_BLOCKS = 1024  # blocks of all three stacks: the largest paper preset has a few dozen
+MAX_WEIGHTS = 10**13  # weights the plan can describe (an estimate by d_model**2 per block)
+MAX_ROWS = 2**24  # train.batch_size: the plan tries each divisor of the per-GPU batch
 
 
 # ---------------------------------------------------------------- analytic FLOPs
@@ -279,12 +288,14 @@ def per_gpu_peak(f: StepFigures, micro: int, accum: int, world: int, fsdp: bool)
 def largest_fit(f: StepFigures, batch: int, world: int, fsdp: bool, card_gib: float) -> int | None:
     """The largest micro-batch (a divisor of the per-GPU batch) whose step fits the card; None if none."""
     per_gpu = batch // world
-    fits = [
-        m
-        for m in range(1, per_gpu + 1)
-        if per_gpu % m == 0 and per_gpu_peak(f, m, per_gpu // m, world, fsdp) <= USABLE * card_gib * GiB
-    ]
+    fits = [m for m in divisors(per_gpu) if per_gpu_peak(f, m, per_gpu // m, world, fsdp) <= USABLE * card_gib * GiB]
     return max(fits, default=None)
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of n >= 1, found up to its square root (not by trying every number to n)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted({*small, *(n // d for d in small)})
 
 
 def budget(run_cfg: RunConfig) -> dict[str, float]:
@@ -315,12 +326,38 @@ def gpu_hours(flops: float, mfu: float) -> float:
     return flops / (mfu * PEAK_FLOPS) / 3600
 
 
+def check_bounds(run_cfg: RunConfig, micro: int) -> None:
+    """Refuse, in one line and before anything is built, a plan that would hold more real bytes
+    than this process can allocate (files.memory_budget), build more blocks than MAX_BLOCKS,
+    describe more than MAX_WEIGHTS weights or try more than MAX_ROWS rows a step."""
+    m, tc = run_cfg.model, run_cfg.train
+    blocks = m.n_down + m.n_mid + m.n_up
+    weights = blocks * m.d_model**2 * (4 + 3 * max(m.mlp_ratio_bytes, m.mlp_ratio_tokens)) + m.vocab_size * m.d_model
+    real, budget = 2 * micro * tc.seq_len * REAL_BYTES, memory_budget()
+    for bad, what in (
+        (blocks > MAX_BLOCKS, f"{blocks} blocks (model.n_down + n_mid + n_up), more than {MAX_BLOCKS}"),
+        (
+            weights > MAX_WEIGHTS,
+            f"about {weights:.3g} weights (model.d_model {m.d_model}), more than {MAX_WEIGHTS:.0e}",
+        ),
+        (tc.batch_size > MAX_ROWS, f"train.batch_size {tc.batch_size}, more than {MAX_ROWS} rows"),
+        (
+            real > budget,
+            f"{real / GiB:.3g} GiB of real bytes and boundaries (micro-batch {micro} x train.seq_len "
+            f"{tc.seq_len}), more than this process can allocate ({budget / GiB:.3g} GiB)",
+        ),
+    ):
+        if bad:
+            raise ConfigError(f"config --plan cannot measure {what}: give smaller sizes")
+
+
 def plan(run_cfg: RunConfig, mfu: float = 0.4) -> dict:
     """Every figure of the plan (format_plan prints it): the measured step, the budget, GPU-hours
     at `mfu` of PEAK_FLOPS, and per GPU count the peak at the config's micro-batch and the largest
     micro-batch that fits each card, one GPU alone, with DDP and with FSDP."""
     tc = run_cfg.train
     micro, accum = micro_plan(tc.batch_size, tc.micro_batch_size, 1)
+    check_bounds(run_cfg, micro)
     f, b = measure_step(run_cfg, micro).rows_apart(measure_step(run_cfg, 2 * micro)), budget(run_cfg)
     step_flops = b["flops_per_byte"] * tc.bytes_per_step
     rows, runs = [], [w for w in WORLDS if runs_at(tc.batch_size, tc.micro_batch_size, w)]
