@@ -531,8 +531,11 @@ def cmd_sample(args) -> None:
     model, run_cfg = load_run(args.model, args.device)
     setting = None
     if args.rate is not None:
+        # the bytes to be cut are not known yet: the run's val split sets the start (a bare model
+        # folder calibrates on the prompt), and online control finds the rate within the row
+        text = args.prompt if run_cfg is None and args.rate_mode == "calibrated" else None
         setting = set_rate_for_run(
-            model, run_cfg, args.rate, args.prompt, args.boundaries == "greedy", args.seed or 0, args.rate_mode
+            model, run_cfg, args.rate, text, args.boundaries == "greedy", args.seed or 0, args.rate_mode
         )
         print(setting.describe(), file=sys.stderr)
     stats = sample(

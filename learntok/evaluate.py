@@ -436,7 +436,7 @@ def run_eval(
     )
     setting = None
     if rate is not None:
-        calibration = held_out_batches(data, opts.seq_len, split="val" if "val" in data.split_names else split)
+        calibration = held_out_batches(data, opts.seq_len, split=split)  # the scored text's own first bytes
         setting = dataclasses.asdict(set_rate(model, rate, calibration, greedy, seed, mode=rate_mode))
     with figures_of(folder):
         result = evaluate_bpb(model, data, split, dataclasses.replace(opts, per_window=decide is not None))

@@ -40,6 +40,7 @@ from learntok.runtime import inference
 CALIBRATION_BYTES = 1 << 16  # held-out bytes a calibration reads by default
 TOLERANCE = 0.005  # |reached - target| beyond which `set_rate` reports the target missed
 HELD = 0.01  # |rate on a text - target| beyond which the output says the rate was not held on it
+GENTLE_GAIN = 0.03  # online control's gain (knob units per unit rate error per byte) from an offset fitted on the text
 RATE_MODES = ("online", "calibrated")  # `--rate-mode`: move the knob with the decisions made, or fix it
 KNOB_NAMES = {
     "rule": "rule",
@@ -170,10 +171,16 @@ def default_mode(strategy) -> str:
     return "online" if strategy.online_rate else "calibrated"
 
 
-def online_control(strategy, target: float, greedy: bool) -> RateControl:
+def online_control(strategy, target: float, greedy: bool, fitted: bool = False) -> RateControl:
     """The online controller for `strategy` at `target` under its decision rule: drawn unless
-    greedy, with gains in the strategy's knob units (`rate_gain_unit`)."""
-    return RateControl.for_rule(target, strategy.samples and not greedy, strategy.rate_gain_unit)
+    greedy, with gains in the strategy's knob units (`rate_gain_unit`). `fitted`: the start offset
+    was calibrated on the text's own first bytes, so the controller only follows drift, at
+    GENTLE_GAIN with no warm-up (a strong controller there reorders the model's own cuts and costs
+    bits: docs/rate.md, "What control costs"); otherwise it must find the offset within a row."""
+    unit = strategy.rate_gain_unit
+    if fitted:
+        return RateControl(target, gain=GENTLE_GAIN * unit, warmup_gain=GENTLE_GAIN * unit, warmup_bytes=0, settle=0.0)
+    return RateControl.for_rule(target, strategy.samples and not greedy, unit)
 
 
 def set_rate(
@@ -226,7 +233,7 @@ def set_rate(
     inputs = strategy_inputs(model, batches)
     offset, reached, n = calibrate_inputs(strategy, inputs, target, greedy, seed)
     if mode == "online":
-        strategy.rate_control = online_control(strategy, target, greedy)
+        strategy.rate_control = online_control(strategy, target, greedy, fitted=True)
         reached, n = decided_rate(strategy, inputs, greedy, seed)
     note = ""
     if abs(reached - target) > TOLERANCE:
@@ -267,14 +274,16 @@ def set_rate_for_run(
     seed: int = 0,
     mode: str | None = None,
 ) -> RateSetting:
-    """`--rate` of the commands: calibrate on the run's validation split (the first
-    CALIBRATION_BYTES), or, for a bare model folder (no run config, no data), on `text` in
-    calibrated mode (online mode reads nothing in advance: it starts from the model's offset)."""
+    """`--rate` of the commands: calibrate on `text`, the text about to be cut (its first
+    CALIBRATION_BYTES: the rate is then the one asked for on this text, and online control only
+    follows its drift; docs/rate.md), or without text (generation) on the run's validation split,
+    or, for a bare model folder with no text, start from the model's offset (online mode only)."""
     mode = default_mode(model.strategy) if mode is None else mode
-    if run_cfg is not None:
-        batches = held_out_batches(ByteData.from_config(run_cfg.data), run_cfg.train.seq_len)
-    elif text is not None and mode == "calibrated":
-        batches = text_batches(text, 256)
+    seq_len = run_cfg.train.seq_len if run_cfg is not None else 256
+    if text:
+        batches = text_batches(text[:CALIBRATION_BYTES], seq_len)
+    elif run_cfg is not None:
+        batches = held_out_batches(ByteData.from_config(run_cfg.data), seq_len)
     else:
         batches = None
     return set_rate(model, target, batches, greedy, seed, mode=mode)
@@ -292,8 +301,10 @@ def apply_setting(model, setting: RateSetting) -> None:
         strategy.rule_rate = setting.value
     else:
         strategy.rate_offset.fill_(setting.value)
-    if setting.knob == "online":
-        strategy.rate_control = online_control(strategy, setting.target, setting.greedy)
+    if setting.knob == "online":  # gentle where the start was fitted on text (n_bytes > 0), as set_rate made it
+        strategy.rate_control = online_control(
+            strategy, setting.target, setting.greedy, fitted=setting.n_bytes > 0 and strategy.condition is None
+        )
 
 
 @contextlib.contextmanager

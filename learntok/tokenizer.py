@@ -134,8 +134,7 @@ class Tokenizer:
     def from_pretrained(
         cls, path, device: str = "cpu", window: int = WINDOW, batch_bytes: int = BATCH_BYTES
     ) -> "Tokenizer":
-        """From a run folder (its latest checkpoint and its config: `rate=` calibrates on its
-        validation split), a model or checkpoint folder, or a folder `save_pretrained` wrote.
+        """From a run folder (its latest checkpoint and its config), a model or checkpoint folder, or a folder `save_pretrained` wrote.
         A device this machine lacks says so before anything is read."""
         where = "Tokenizer.from_pretrained"
         path, device = check.path(where, "path", path), check.device(where, "device", device)
@@ -146,8 +145,7 @@ class Tokenizer:
 
     def save_pretrained(self, path) -> None:
         """Write the model and, for a run, its config into folder `path` (atomically), so that
-        `from_pretrained(path)` gives this tokenizer back (`rate=` then calibrates on the run's
-        validation split as before)."""
+        `from_pretrained(path)` gives this tokenizer back."""
         path = check.path("Tokenizer.save_pretrained", "path", path)
         save_model(self.model, path, self.run_cfg.to_dict() if self.run_cfg is not None else None)
 
@@ -160,8 +158,8 @@ class Tokenizer:
         rate_mode: str | None = None,
     ) -> Encoding | list[Encoding]:
         """One Encoding per text (a list for a list). `rate`: cut at this boundary rate instead of
-        the model's own (calibrated with the decision rule in use: learntok.rate.set_rate, on the
-        run's validation split, or on the texts' first bytes for a bare model folder), held by
+        the model's own (calibrated with the decision rule in use on the texts' own first 64 KB:
+        learntok.rate.set_rate_for_run, docs/rate.md), held by
         `rate_mode` (learntok.rate.RATE_MODES; default: online where the strategy has it); an
         Encoding's `note` says when the rate was not held on its text. `greedy`: p > 0.5 (the
         default of every command and the API); else sampled, under `seed` (None: a seed drawn
@@ -214,7 +212,7 @@ class Tokenizer:
     @contextlib.contextmanager
     def at_rate(self, rate: float | None, greedy: bool, seed: int | None, text: bytes | None, mode: str | None = None):
         """The block runs at boundary rate `rate` (None: the model's own), calibrated for `greedy`
-        on the run's validation split or, for a bare model folder, on `text`, and held by `mode`
+        on `text`, the first bytes of the texts to be cut (learntok.rate.set_rate_for_run), and held by `mode`
         (learntok.rate.set_rate); yields the RateSetting (None). Calibrations are remembered; the
         knob is restored after."""
         rate, greedy, seed, mode = rule_arguments("Tokenizer.at_rate", rate, greedy, seed, mode)
@@ -223,7 +221,7 @@ class Tokenizer:
             yield None
             return
         seed = 0 if seed is None else seed
-        key = (rate, greedy, seed, mode, None if self.run_cfg is not None else hashlib.blake2b(text or b"").hexdigest())
+        key = (rate, greedy, seed, mode, hashlib.blake2b(text or b"").hexdigest())  # calibrated on the text itself
         with rate_kept(self.model):
             if key in self.calibrations:
                 apply_setting(self.model, self.calibrations[key])

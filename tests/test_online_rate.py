@@ -114,15 +114,20 @@ def test_a_threshold_under_online_control_keeps_its_own_cut_at_its_gain_unit(uni
     assert (_agreement(a, own) > 0.85) is places_the_cut, _agreement(a, own)
 
 
-def test_every_strategy_declares_its_online_gain_in_its_knobs_units():
-    """The wiring: set_rate's online controller runs at the strategy's rate_gain_unit (0.1 for the
-    threshold rules, 1 for the learned policy's logit), warm-up gain four times that."""
-    from learntok.rate import set_rate
+@pytest.mark.parametrize("name, unit", [("learned", 1.0), ("frozen", 1.0), ("entropy", 0.1), ("hnet", 0.1)])
+def test_every_strategy_declares_its_online_gain_in_its_knobs_units(name, unit):
+    """The wiring: set_rate's online controller runs in the strategy's rate_gain_unit (0.1 for the
+    threshold rules, 1 for the learned policy's logit). From an offset fitted on the text it only
+    follows drift (GENTLE_GAIN, no warm-up); with no text to fit on it must find the offset within
+    a row (gain 1, warm-up gain four times that), and apply_setting rebuilds the same one."""
+    from learntok.rate import GENTLE_GAIN, apply_setting, set_rate
     from tests.test_rate import VAL_TEXT, tiny
 
-    units = {"learned": 1.0, "frozen": 1.0, "entropy": 0.1, "hnet": 0.1}
-    for name, unit in units.items():
-        model = tiny(name)
-        set_rate(model, 0.2, VAL_TEXT, mode="online")
+    model = tiny(name)
+    for text, gains in ((VAL_TEXT, (GENTLE_GAIN * unit, GENTLE_GAIN * unit, 0)), (None, (unit, 4 * unit, 32))):
+        setting = set_rate(model, 0.2, text, mode="online")
         control = model.strategy.rate_control
-        assert (control.gain, control.warmup_gain) == (unit, 4 * unit), name
+        assert (control.gain, control.warmup_gain, control.warmup_bytes) == pytest.approx(gains), (name, text)
+        model.strategy.rate_control = None
+        apply_setting(model, setting)
+        assert model.strategy.rate_control == control
