@@ -4,9 +4,11 @@ its own layer or any layer below; never one above. Folders match floors: each su
 layer, and no module imports from a folder above its own (the package's top folder is above every
 sub-package, but for its foundations). No two modules import each other (no cycles at all), and
 in-function imports are for optional or heavy dependencies only (cli.py is exempt: it imports
-its subcommands lazily so that `--help` starts fast)."""
+its subcommands lazily so that `--help` starts fast). docs/architecture.md lists every module of
+the tree on the floor this table gives it."""
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -21,7 +23,6 @@ LAYERS: list[tuple[str, list[str]]] = [
         [
             "learntok.errors",
             "learntok.files",
-            "learntok.runtime",
             "learntok.runtime",
             "learntok.ranges",
             "learntok.structured",
@@ -50,6 +51,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "learntok.boundary_quality",
             "learntok.plots",
             "learntok.outputs",
+            "learntok.finished",
         ],
     ),
     (
@@ -157,6 +159,69 @@ def test_every_module_has_a_layer():
     for name in MODULES:
         if name != "learntok":
             layer_of(name)
+
+
+def layer_table_faults(layers: list[tuple[str, list[str]]], modules) -> list[str]:
+    """What is wrong with a table of layers: an entry listed twice, or one that names no module."""
+    entries = [entry for _, names in layers for entry in names]
+    twice = sorted({entry for entry in entries if entries.count(entry) > 1})
+    stale = [e for e in entries if not any(m == e or m.startswith(e + ".") for m in modules)]
+    return [f"{e} is listed more than once" for e in twice] + [f"{e} names no module" for e in stale]
+
+
+def test_the_layer_table_lists_each_entry_once_and_only_real_modules():
+    faults = layer_table_faults(LAYERS, MODULES)
+    assert not faults, "\n".join(faults)
+
+
+@pytest.mark.parametrize(
+    "extra, fault",
+    [
+        ("learntok.errors", "learntok.errors is listed more than once"),
+        ("learntok.gone", "learntok.gone names no module"),
+    ],
+)
+def test_the_layer_table_check_can_fail(extra, fault):
+    assert fault in layer_table_faults([*LAYERS, ("more", [extra])], MODULES)
+
+
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+PAGE_ROW = re.compile(r"^\| `(?P<path>[\w/]+\.py)` \| (?P<layer>[\w ]+?) \|")
+
+
+def page_faults(page: str, modules: dict[str, Path]) -> list[str]:
+    """Where docs/architecture.md's table of every module ("| `path` | layer | ... |") differs
+    from the tree: a module it lacks, a row for no module, or a module on another floor than
+    LAYERS puts it (the package's facade, `__init__.py`, is above every floor)."""
+    rows = {m["path"]: m["layer"] for m in map(PAGE_ROW.match, page.splitlines()) if m}
+    paths = {str(path.relative_to(PACKAGE)).replace("\\", "/"): name for name, path in modules.items()}
+    faults = [f"learntok/{p} is not in the table of docs/architecture.md" for p in sorted(set(paths) - set(rows))]
+    faults += [
+        f"docs/architecture.md lists learntok/{p}, which is not a module" for p in sorted(set(rows) - set(paths))
+    ]
+    for path in sorted(set(rows) & set(paths)):
+        name = paths[path]
+        floor = "facade" if name == "learntok" else LAYERS[layer_of(name)][0]
+        if rows[path] != floor:
+            faults.append(f"docs/architecture.md puts learntok/{path} in {rows[path]!r}, the layers in {floor!r}")
+    return faults
+
+
+def test_the_architecture_page_lists_every_module_on_its_floor():
+    faults = page_faults(ARCHITECTURE.read_text(encoding="utf-8"), MODULES)
+    assert not faults, "\n".join(faults)
+
+
+def test_the_architecture_page_check_can_fail():
+    page = ARCHITECTURE.read_text(encoding="utf-8")
+    assert "learntok/new.py is not in the table" in "\n".join(
+        page_faults(page, {**MODULES, "learntok.new": PACKAGE / "new.py"})
+    )
+    moved = page.replace("| `files.py` | foundations |", "| `files.py` | library |")
+    assert "learntok/files.py in 'library'" in "\n".join(page_faults(moved, MODULES))
+    assert "lists learntok/cli.py, which is not" in "\n".join(
+        page_faults(page, {k: v for k, v in MODULES.items() if k != "learntok.cli"})
+    )
 
 
 def test_no_module_imports_a_layer_above_it():
