@@ -5,6 +5,7 @@ and where their boundary bytes fall inside characters, per script class
 Usage: python docs/results/char_shares.py OUT.json RUN [RUN ...]"""
 
 import json
+import subprocess
 import sys
 
 import torch
@@ -33,5 +34,12 @@ for run in runs:
         row[rule] = whole_character_shares(text, enc.chunks)
     results[run] = row
     print(run, json.dumps({k: v for k, v in row["sampled"].items()}), flush=True)
+commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+report = {
+    "command": "python docs/results/char_shares.py " + " ".join(sys.argv[1:]),
+    "commit": commit,
+    "seeds": sorted({row["seed"] for row in results.values()}),
+    "runs": results,
+}
 with open(out, "w") as f:
-    json.dump(results, f, indent=1)
+    json.dump(report, f, indent=1)
