@@ -1,7 +1,7 @@
 """The result pages hold to the code: every result file in docs/results says which command, commit
-and seeds made it, and every `learntok` command quoted in docs/results and the README names a
-subcommand and options that exist (so a renamed command or option fails here, not in a reader's
-shell)."""
+and seeds made it, and every `learntok` command quoted in docs/results, docs/usage.md and the
+README names a subcommand and options that exist (so a renamed command or option fails here, not
+in a reader's shell)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from learntok.cli import build_parser, main
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
 RESULT_FILES = sorted([*RESULTS.glob("*.md"), *RESULTS.glob("*.json")])
-COMMAND_PAGES = [ROOT / "README.md", *sorted(RESULTS.glob("*.md"))]
+COMMAND_PAGES = [ROOT / "README.md", ROOT / "docs" / "usage.md", *sorted(RESULTS.glob("*.md"))]
 
 HASH = r"[0-9a-f]{7,40}"
 NOT_RECORDED = "not recorded"
