@@ -238,6 +238,31 @@ def inside(parent: str | Path, name: str, what: str, error: type[Exception] = Co
     return path
 
 
+def replaceable_folder(
+    path: str | Path, names: frozenset[str], what: str, error: type[Exception] = OutputError
+) -> Path:
+    """`path`, where a folder of `names` is about to be written whole (the old folder replaced):
+    missing, empty, or a folder of those names alone, each a regular file (one this writer
+    wrote). Anything else is `error` in one line, nothing touched: a run folder, a checkpoint,
+    a folder of other files, a file, a symbolic link (replacing it would delete what is there)."""
+    p = Path(path)
+    if p.is_symlink():
+        raise error(f"{what} {p} is a symbolic link: give the folder itself (nothing was written)")
+    if not p.exists():
+        return p
+    if not p.is_dir():
+        raise error(f"{what} {p} is a file, not a folder: give a new folder (nothing was written)")
+    with os.scandir(p) as entries:
+        others = sorted(e.name for e in entries if e.name not in names or not e.is_file(follow_symlinks=False))
+    if others:
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        raise error(
+            f"{what} {p} holds {shown}: it is not a folder this writer made, and writing would replace "
+            f"it whole; give a new folder or an empty one (nothing was written)"
+        )
+    return p
+
+
 def no_follow_fd(path: str | Path, flags: int) -> int:
     """The one opener of run-folder files: `os.open(path, flags)` created if missing (0o644),
     never through a symbolic link at its name (O_NOFOLLOW: a link there is OSError ELOOP, and

@@ -14,7 +14,8 @@ import torch
 import learntok
 from learntok import AUNet, Encoding, ModelConfig, ModelOutput, ObjectiveConfig, Tokenizer
 from learntok.data import encode
-from conftest import tiny_model
+from learntok.errors import OutputError
+from conftest import checksums, tiny_model
 
 MODEL = tiny_model().eval()
 TOK = Tokenizer(MODEL)
@@ -33,6 +34,16 @@ def needs_no_cuda(fn):
 
 
 NO_CUDA = ("cuda", "no CUDA")
+
+
+def a_run(model_folder):
+    """A folder beside `model_folder` laid out as a run folder (its files, a checkpoint)."""
+    run = model_folder.parent / "run"
+    (run / "checkpoints" / "step_0000001").mkdir(parents=True, exist_ok=True)
+    for name in ("config.toml", "metrics.jsonl", "checkpoints/latest", "checkpoints/step_0000001/state.pt"):
+        (run / name).write_text("kept\n")
+    return run
+
 
 # (callable, case, call, exception, words its message holds)
 ROWS = [
@@ -95,6 +106,8 @@ ROWS = [
     ),
     ("AUNet.save_pretrained", "path-int", lambda p: MODEL.save_pretrained(3), TypeError, "path"),
     ("AUNet.save_pretrained", "path-empty", lambda p: MODEL.save_pretrained(""), ValueError, "path"),
+    ("AUNet.save_pretrained", "path-run-folder", lambda p: MODEL.save_pretrained(a_run(p)), OutputError, "config.toml"),
+    ("AUNet.save_pretrained", "path-file", lambda p: MODEL.save_pretrained(p / "config.json"), OutputError, "a file"),
     ("AUNet.from_pretrained", "path-int", lambda p: AUNet.from_pretrained(3), TypeError, "path"),
     ("AUNet.from_pretrained", "device-unknown", lambda p: AUNet.from_pretrained(p, "tpu"), ValueError, "map_location"),
     needs_no_cuda(
@@ -130,6 +143,7 @@ ROWS = [
         )
     ),
     ("Tokenizer.save_pretrained", "path-none", lambda p: TOK.save_pretrained(None), TypeError, "path"),
+    ("Tokenizer.save_pretrained", "path-run-folder", lambda p: TOK.save_pretrained(a_run(p)), OutputError, "replace"),
     ("Tokenizer.encode", "text-int", lambda p: TOK.encode(3), TypeError, "text"),
     ("Tokenizer.encode", "text-list-int", lambda p: TOK.encode(["a", 3]), TypeError, "text[1]"),
     ("Tokenizer.encode", "rate-above-1", lambda p: TOK.encode("a", rate=1.5), ValueError, "rate"),
@@ -208,3 +222,43 @@ def test_a_wrong_argument_is_named(folder, name, case, call, exc, words):
     assert "\n" not in message
     for w in (words,) if isinstance(words, str) else words:
         assert w in message, message
+
+
+# What save_pretrained may replace: (case, what is at the path, saved). A folder it did not
+# write is refused whole and left as it was; a model folder, an empty one or none is written.
+PLACES = [
+    ("run-folder", lambda d: a_run(d / "m"), False),
+    ("checkpoint", lambda d: a_run(d / "m") / "checkpoints" / "step_0000001", False),
+    ("other-files", lambda d: (d / "notes").mkdir() or (d / "notes" / "a.txt").write_text("x") and d / "notes", False),
+    (
+        "model-folder-and-more",
+        lambda d: MODEL.save_pretrained(d / "m") or (d / "m" / "x").write_text("x") and d / "m",
+        False,
+    ),
+    ("a-file", lambda d: (d / "f.txt").write_text("x") and d / "f.txt", False),
+    (
+        "symlink-to-model-folder",
+        lambda d: MODEL.save_pretrained(d / "m") or (d / "l").symlink_to(d / "m") or d / "l",
+        False,
+    ),
+    ("model-folder", lambda d: MODEL.save_pretrained(d / "m") or d / "m", True),
+    ("empty-folder", lambda d: (d / "e").mkdir() or d / "e", True),
+    ("missing", lambda d: d / "new" / "m", True),
+]
+
+
+@pytest.mark.parametrize("case, place, saved", PLACES, ids=[p[0] for p in PLACES])
+@pytest.mark.parametrize("save", [MODEL.save_pretrained, TOK.save_pretrained], ids=["AUNet", "Tokenizer"])
+def test_save_pretrained_replaces_only_a_model_folder(tmp_path, case, place, saved, save):
+    target = place(tmp_path)
+    before = checksums(tmp_path)
+    if saved:
+        save(target)
+        assert sorted(q.name for q in target.iterdir()) == ["config.json", "model.safetensors"]
+        AUNet.from_pretrained(target)
+        return
+    with pytest.raises(OutputError) as info:
+        save(target)
+    assert str(target) in str(info.value) and "\n" not in str(info.value)
+    assert checksums(tmp_path) == before
+    assert not [q for q in tmp_path.rglob(".*tmp-*")]  # no temporary folder left behind

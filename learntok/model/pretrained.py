@@ -22,13 +22,14 @@ from safetensors.torch import load, load_file, save_file
 
 from learntok import __version__
 from learntok.boundaries.options import STRATEGY, move_old_keys, strategy_options
-from learntok.errors import CheckpointError, ConfigError, NotFiniteError
+from learntok.errors import CheckpointError, ConfigError, NotFiniteError, OutputError
 from learntok.fields import check_fields, is_utf8
-from learntok.files import read_input
+from learntok.files import read_input, replaceable_folder
 from learntok.nn.config import ModelConfig
 from learntok.structured import expect, parse_json
 
 WEIGHTS, CONFIG, LATEST = "model.safetensors", "config.json", "latest"
+MODEL_FILES = frozenset((WEIGHTS, CONFIG))  # a model folder holds these and nothing else
 
 FORMAT_KEY, FORMAT_VERSION = "format_version", 1  # bump when weights or config.json change incompatibly
 
@@ -130,8 +131,10 @@ def trained_seq_len(config: dict, where: Path) -> int | None:
 
 def save_model(model: torch.nn.Module, path: str | Path, config: dict | None = None) -> Path:
     """Write `model.safetensors` + `config.json` (`config`: a run config's dict, read back as a
-    run's; default the model config) into folder `path`, atomically."""
-    target = Path(path)
+    run's; default the model config) into folder `path`, atomically. The folder it replaces must
+    be a model folder (these two files alone), empty or missing: a run folder, a checkpoint or
+    any other folder is refused (OutputError) rather than deleted."""
+    target = replaceable_folder(path, MODEL_FILES, "save_pretrained:", OutputError)
     tmp = atomic_dir(target)
     try:
         write_model_files(model, tmp, model_folder_config(model) if config is None else config)
