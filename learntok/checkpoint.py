@@ -156,11 +156,35 @@ def load_checkpoint(
             f"{folder / STATE} is incomplete: it lacks {', '.join(missing)} (not a checkpoint "
             f"this learntok wrote, or a damaged one); resume from another checkpoint"
         )
-    for key in ("step", "bytes_seen"):  # the counts the loop and `compare --runs` read
-        if key in state:
-            expect(state[key], "an integer", f"{folder / STATE}: {key!r}", CheckpointError)
+    check_state(state, folder)
     weights = read_weights(folder / WEIGHTS, map_location)
     return Checkpoint(folder, state["step"], weights, state, read_config(folder))
+
+
+RNG_KEYS = ("python", "numpy", "torch")  # the generators every state.pt's rng holds (runtime.rng_state)
+
+
+def check_state(state: dict[str, Any], folder: Path) -> None:
+    """What the loop and `compare --runs` read from a state.pt, by type before any use: the
+    counts are integers >= 0, the step is the one its folder is named for (a state.pt copied
+    from another checkpoint would silently train from there and cut the logs to it), and the
+    RNG state is an object of the generators it restores."""
+    where = folder / STATE
+    for key in ("step", "bytes_seen"):
+        if key in state:
+            expect(state[key], "an integer", f"{where}: {key!r}", CheckpointError)
+            if state[key] < 0:
+                raise CheckpointError(f"{where}: {key!r} is {state[key]}, not a count (>= 0)")
+    named = f"step_{state['step']:07d}"
+    if folder.name.startswith("step_") and folder.name != named:
+        raise CheckpointError(
+            f"{where}: 'step' is {state['step']}, but its folder is {folder.name} (a state.pt of "
+            f"another checkpoint?); resume from another checkpoint"
+        )
+    expect(state["rng"], "an object", f"{where}: 'rng'", CheckpointError)
+    missing = [k for k in RNG_KEYS if k not in state["rng"]]
+    if missing:
+        raise CheckpointError(f"{where}: 'rng' lacks {', '.join(missing)} (a damaged checkpoint?)")
 
 
 def load_run(path: str | Path, device: str | torch.device = "cpu") -> tuple[AUNet, RunConfig | None]:

@@ -113,6 +113,13 @@ CASES = [
     ("config.json-list", text(f"{CKPT}/config.json", "[1]"), ["eval", "run", "--max-bytes", "256"], ("config.json", "a JSON list")),
     ("state-step-str", set_state("step", "3"), ["train", "--out", "run", "--resume", "train.steps=4"], (STATE, "'step' is a string")),
     ("state-bytes-float", set_state("bytes_seen", 1.5), ["train", "--out", "run", "--resume", "train.steps=4"], ("'bytes_seen' is a number",)),
+    ("state-step-negative", set_state("step", -5), ["train", "--out", "run", "--resume", "train.steps=4"], ("'step' is -5",)),
+    ("state-step-other", set_state("step", 2), ["train", "--out", "run", "--resume", "train.steps=4"], ("step_0000003",)),
+    ("state-bytes-negative", set_state("bytes_seen", -1), ["train", "--out", "run", "--resume", "train.steps=4"], ("'bytes_seen' is -1",)),
+    ("state-rng-list", set_state("rng", [1, 2]), ["train", "--out", "run", "--resume", "train.steps=4"], ("'rng' is a list",)),
+    ("state-rng-lacks", set_state("rng", {"python": 1}), ["train", "--out", "run", "--resume", "train.steps=4"], ("'rng' lacks numpy",)),
+    ("config-value-empty", text("c.toml", "[log]\nwandb = ''\n"), ["config", "--config", "c.toml"], ("log.wandb is empty",)),
+    ("override-value-empty", text("c.toml", ""), ["config", "log.wandb="], ("log.wandb is empty",)),
 ]  # fmt: skip
 
 
