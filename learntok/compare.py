@@ -26,7 +26,7 @@ from learntok.distributed import DistEnv, barrier, init_distributed, shutdown
 from learntok.evaluate import EvalOptions, evaluate_bpb, mean_and_se, over_seeds, verdict
 from learntok.figures import RATE_SLACK, at_rate, covers, rate_cell, settings_label, unequal_rate
 from learntok.files import inside, write_text_atomic
-from learntok.finished import DONE, read_done, write_done
+from learntok.finished import marked, read_done, write_done
 from learntok.frontier import REFERENCE, check_sweep, write_frontier
 from learntok.jobs import Job, follow_parent, last_line, run_jobs
 from learntok.plots import pyplot, read_metrics, save_curves, series
@@ -236,7 +236,7 @@ def run_variant(
     marker exists. Every rank calls it under torchrun; rank 0 writes."""
     run_dir = run_folder(out, spec, seed)
     cfg = anchored(variant_config(spec, preset, [*overrides, *seed_override(seed)]))
-    if (run_dir / DONE).is_file():  # reused only while it matches these settings (learntok.finished)
+    if marked(run_dir):  # reused only while it matches these settings (learntok.finished)
         return read_done(run_dir, run_name(spec, seed), cfg, eval_bytes)
     resume = latest_checkpoint(run_dir) is not None
     barrier(env)  # every rank has looked before rank 0 writes
@@ -413,7 +413,7 @@ def run_parallel(
     with one CPU thread (processes that each take every core thrash: a step runs up to 10x slower),
     its whole output in its run folder's train.log, one progress line each (learntok.jobs). Each
     leaves its done marker; `compare` then reads them back."""
-    todo = [(spec, seed) for spec, seed in units if not (run_folder(out, spec, seed) / DONE).is_file()]
+    todo = [(spec, seed) for spec, seed in units if not marked(run_folder(out, spec, seed))]
     children = [
         Job(
             run_name(spec, seed),

@@ -3,7 +3,8 @@ evaluation is done and read back by a rerun instead of training and evaluating a
 (docs/reliability.md, "Nothing reused that no longer matches").
 
 A marker is reused only while it still describes what is asked: it must be a record of the
-fields `compare` writes (`check_record`), of the same run, evaluated on the same --eval-bytes,
+fields `compare` writes (`check_record`), of the same run at the same seed, strategy and
+steps (`check_same_run`), evaluated on the same --eval-bytes,
 and the run's stored config (RUN/config.toml) must hold the settings asked for
 (runfolder.check_same_settings, every section but how the run was run and logged). Anything else
 is one line; the marker is never rewritten by a reader.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 from learntok.config import RunConfig
@@ -59,6 +61,24 @@ def check_record(record, path: Path, run: str) -> dict:
     return record
 
 
+def marked(run_dir: Path) -> bool:
+    """Whether anything stands at the run's marker name: a file, but also a folder, a link or a
+    FIFO, which `read_done` then refuses in one line before any work (rather than training the
+    run again and failing to write its marker at the end)."""
+    return os.path.lexists(run_dir / DONE)
+
+
+def check_same_run(record: dict, path: Path, cfg: RunConfig) -> None:
+    """A marker's own settings against the run asked for: its seed, strategy and steps."""
+    asked = {"seed": cfg.train.seed, "strategy": cfg.model.boundary, "steps": cfg.train.steps}
+    for key, value in asked.items():
+        if record[key] != value:
+            raise RunFolderError(
+                f"{path}: field {key!r} is {record[key]!r}, this run's is {value!r} (a marker of "
+                f"another run?); remove it to evaluate the run again"
+            )
+
+
 def read_done(run_dir: Path, run: str, cfg: RunConfig, eval_bytes: int | None) -> dict:
     """The marker of a finished run, checked to be what this command would compute now."""
     path = run_dir / DONE
@@ -67,6 +87,7 @@ def read_done(run_dir: Path, run: str, cfg: RunConfig, eval_bytes: int | None) -
     except ValueError as e:  # not UTF-8, or not JSON
         raise RunFolderError(f"{path}: {' '.join(str(e).split())}; remove it to evaluate the run again") from None
     check_record(record, path, run)
+    check_same_run(record, path, cfg)
     if record.get("eval_bytes", eval_bytes) != eval_bytes:
         raise RunFolderError(
             f"cannot reuse the results of {run_dir}: they were evaluated with --eval-bytes "

@@ -84,6 +84,9 @@ def test_a_rerun_with_the_same_settings_reuses_the_marker(finished):
     assert marker.read_bytes() == before
 
 
+FOLDER = object()  # a done.json that is a folder
+
+
 def _record(finished: Path) -> dict:
     return json.loads((finished / "out" / "fixed" / "done.json").read_text())
 
@@ -98,14 +101,34 @@ def _record(finished: Path) -> dict:
         (lambda r: json.dumps({**r, "test_bpb": float("nan")}), "'test_bpb'"),
         (lambda r: json.dumps({**r, "run": "uniform"}), "a marker of run"),
         (lambda r: "\udcff", "done.json"),
+        (lambda r: json.dumps({**r, "seed": 7}), "'seed' is 7"),
+        (lambda r: json.dumps({**r, "strategy": "uniform"}), "'strategy' is 'uniform'"),
+        (lambda r: json.dumps({**r, "steps": 9}), "'steps' is 9"),
+        (lambda r: FOLDER, "is a folder"),
     ],
-    ids=["not-json", "a-list", "a-string-figure", "a-missing-figure", "nan", "another-run", "not-utf8"],
+    ids=[
+        "not-json",
+        "a-list",
+        "a-string-figure",
+        "a-missing-figure",
+        "nan",
+        "another-run",
+        "not-utf8",
+        "another-seed",
+        "another-strategy",
+        "other-steps",
+        "a-folder",
+    ],
 )
 def test_a_bad_done_marker_is_one_line(finished, tmp_path, content, words):
     work = tmp_path / "w"
     shutil.copytree(finished, work)
-    text = content(_record(finished))
-    (work / "out" / "fixed" / "done.json").write_bytes(text.encode("utf-8", "surrogateescape"))
+    text, marker = content(_record(finished)), work / "out" / "fixed" / "done.json"
+    if text is FOLDER:  # the wrong kind of file at the marker's name: refused before any training
+        marker.unlink()
+        (marker / "x").mkdir(parents=True)
+    else:
+        marker.write_bytes(text.encode("utf-8", "surrogateescape"))
     before = checksums(work)
     r = run_cli(*compare_args(), cwd=work)
     assert_one_line_error(r.returncode, r.stderr, words, before, checksums(work))
