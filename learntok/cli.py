@@ -199,7 +199,7 @@ def add_config(sub) -> None:
         "micro-batch that fits 24/40/80/141 GB, with DDP and FSDP (docs/reproduce.md)",
     )
     p.add_argument(
-        "--mfu", type=PROBABILITY, default=0.4, help="with --plan: model FLOPs utilisation for the GPU-hours"
+        "--mfu", type=PROBABILITY, help="with --plan: model FLOPs utilisation for the GPU-hours (default 0.4)"
     )
     p.add_argument(
         "overrides", nargs="*", type=str, metavar="key.sub=value", help="config overrides, e.g. train.steps=100"
@@ -216,7 +216,7 @@ def cmd_config(args) -> None:
     if args.keys:
         print(format_keys(all_keys()))
     elif args.plan:
-        print(format_plan(cfg, plan(cfg, args.mfu)))
+        print(format_plan(cfg, plan(cfg) if args.mfu is None else plan(cfg, args.mfu)))
     else:
         print("\n".join(f"# {line}" for line in budget_lines(cfg)) + "\n\n" + to_toml(cfg, sources), end="")
 
@@ -271,7 +271,6 @@ def cmd_segment(args) -> None:
 
     if sum(x is not None and x is not False for x in (args.text, args.file, args.held_out)) != 1:
         raise ConfigError("give one of: a text, --file F, --held-out")
-    check_rate_mode(args)
     model, run_cfg = load_run(args.model)
     run_figures = {}
     if args.held_out:
@@ -366,16 +365,24 @@ def add_eval(sub) -> None:
     p.set_defaults(func=cmd_eval)
 
 
-def check_rate_mode(args) -> None:
-    """--rate-mode chooses how --rate is held: without --rate it would do nothing."""
-    if args.rate_mode is not None and args.rate is None:
-        raise ConfigError(f"--rate-mode {args.rate_mode} needs --rate R (the rate to hold)")
+# Options that only say how another one works: given without it, each would be ignored, so
+# each is refused (checked in `main` for every command, before any work).
+OPTION_NEEDS = {
+    "rate_mode": ("rate", "--rate R (the rate to hold)"),
+    "mfu": ("plan", "--plan (the GPU-hours it scales)"),
+}
+
+
+def check_needs(args) -> None:
+    for dest, (needed, what) in OPTION_NEEDS.items():
+        value = getattr(args, dest, None)
+        if value is not None and getattr(args, needed, None) in (None, False):
+            raise ConfigError(f"--{dest.replace('_', '-')} {value} needs {what}")
 
 
 def cmd_eval(args) -> None:
     from learntok.evaluate import format_report, run_eval
 
-    check_rate_mode(args)
     report = run_eval(
         args.model,
         args.split,
@@ -527,7 +534,6 @@ def cmd_sample(args) -> None:
     from learntok.rate import set_rate_for_run
     from learntok.sample import sample
 
-    check_rate_mode(args)
     model, run_cfg = load_run(args.model, args.device)
     setting = None
     if args.rate is not None:
@@ -632,7 +638,6 @@ def add_compare(sub) -> None:
 def cmd_compare(args) -> None:
     from learntok.compare import compare, format_seed_table, format_table, parse_seeds, seed_summary, variants_from_args
 
-    check_rate_mode(args)
     if args.runs is not None:
         return cmd_compare_runs(args)
     if args.rate is not None:
@@ -804,6 +809,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.reconfigure(errors="replace")  # a non-UTF-8 terminal shows "?", no crash
     try:
         check_outputs(args)
+        check_needs(args)
         if args.threads and hasattr(args, "overrides"):
             args.overrides = [*args.overrides, f"system.threads={args.threads}"]  # recorded in the run's config
         set_threads(args.threads)

@@ -190,8 +190,11 @@ def train_speed(run_dir: Path) -> float:
 
 
 def parse_seeds(text: str) -> list[int]:
-    """`--seeds 3` -> [0, 1, 2]; `--seeds 0,4,5` -> [0, 4, 5] (a list: at least one comma)."""
+    """`--seeds 3` -> [0, 1, 2]; `--seeds 0,4,5` -> [0, 4, 5] (a list: at least one comma; `7,`
+    a list of one). An empty item inside the list (`1,,2`, `,1`) is a typo, refused."""
     parts = [p.strip() for p in text.split(",")]
+    if "" in parts[:-1]:
+        raise ConfigError(f"--seeds {text!r}: an empty item in the list; give integers separated by commas (0,1,2)")
     try:
         values = [int(p) for p in parts if p]
     except ValueError:

@@ -419,6 +419,10 @@ def run_eval(
     seq_len = seq_len or trained_window(model, run_cfg)
     batch_size = batch_size or (run_cfg.train.batch_size if run_cfg else 16)
     data.check_window(split, seq_len, batch_size, position_bytes(model.cfg))  # rows that cannot fit, before allocating
+    setting = None
+    if rate is not None:  # before the reference BPE is trained: a rate this model cannot hold is refused first
+        calibration = held_out_batches(data, seq_len, split=split)  # the scored text's own first bytes
+        setting = dataclasses.asdict(set_rate(model, rate, calibration, greedy, seed, mode=rate_mode))
     reference, bpe_info = reference_starts_for(model, data, bpe_vocab)
     opts = EvalOptions(
         batch_size,
@@ -434,10 +438,6 @@ def run_eval(
         boundaries_from=decide,
         progress=f"eval {split}",
     )
-    setting = None
-    if rate is not None:
-        calibration = held_out_batches(data, opts.seq_len, split=split)  # the scored text's own first bytes
-        setting = dataclasses.asdict(set_rate(model, rate, calibration, greedy, seed, mode=rate_mode))
     with figures_of(folder):
         result = evaluate_bpb(model, data, split, dataclasses.replace(opts, per_window=decide is not None))
     if setting is not None:

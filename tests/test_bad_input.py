@@ -404,6 +404,11 @@ CASES = [
         lambda t: ["segment", whitespace_model(t), "some text", "--rate", "0.2", "--rate-mode", "online"],
         "no online rate control",
     ),
+    (  # refused before the reference BPE is trained (no progress line first)
+        "eval-online-rate-without-control",
+        lambda t: ["eval", whitespace_model(t), "--source", "corpus.txt", "--rate", "0.2", "--rate-mode", "online"],
+        "no online rate control",
+    ),
     # rate-conditioned training (docs/rate.md)
     (
         "train-rate-conditioned-uniform",
@@ -432,6 +437,9 @@ CASES = [
     ("config-unknown-preset", lambda t: ["config", "--preset", "1B"], "'1B'"),
     ("config-plan-bad-value", lambda t: ["config", "--plan", "model.d_model=130"], "n_heads"),
     ("config-plan-mfu-0", lambda t: ["config", "--plan", "--mfu", "0"], "--mfu"),
+    ("config-mfu-without-plan", lambda t: ["config", "--mfu", "0.4"], "--mfu 0.4 needs --plan"),
+    ("segment-rate-mode-without-rate", lambda t: ["segment", "run", "hi", "--rate-mode", "online"], "needs --rate"),
+    ("compare-seeds-empty-item", lambda t: ["compare", "--strategies", "fixed", "--seeds", "1,,2"], "empty item"),
     ("config-unknown-argument", lambda t: ["config", "--bogus"], "config: unrecognized arguments: --bogus"),
 ]
 

@@ -140,7 +140,7 @@ def test_parse_seeds():
     from learntok.compare import parse_seeds
 
     assert parse_seeds("3") == [0, 1, 2] and parse_seeds("0,4,5") == [0, 4, 5] and parse_seeds("7,") == [7]
-    for bad in ("", "x", "0", "1,1", "-1,2", "2.5"):
+    for bad in ("", "x", "0", "1,1", "-1,2", "2.5", "1,,2", ",1", ",", "1, ,2"):
         with pytest.raises(ConfigError):
             parse_seeds(bad)
 
