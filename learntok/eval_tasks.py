@@ -80,6 +80,11 @@ def _example(rec: dict, form: str, where: str) -> Example:
                 f"{where}: missing field {name!r} ({form.replace('_', ' ')} needs {', '.join(FORMS[form])})"
             )
     expect_fields(rec, FORMS[form], where, TaskError)
+    # only the continuation's bytes are scored: an empty one would score nothing (or the delimiter alone)
+    field = "continuation" if form == "continuation" else "choices"
+    texts = [rec[field]] if form == "continuation" else rec[field]
+    if not texts or "" in texts:
+        raise TaskError(f"{where}: field {field!r} holds no text (empty): there is nothing to score")
     if form == "continuation":
         return Example(rec["context"], [rec["continuation"]], 0)
     choices, gold = rec["choices"], rec["gold"]
