@@ -147,6 +147,21 @@ def tensor(where: str, name: str, value: Any, dims: int, integer: bool, what: st
     return value
 
 
+def byte_ids(where: str, name: str, value: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Byte ids (B, T) an embedding can look up: at least one position (BOS), and, on the CPU,
+    every id in [0, vocab_size) (an id outside it was an IndexError from deep inside the
+    embedding). On an accelerator the ids are not read: that check would wait for the device
+    once per forward, in training's hot path; a bad id there is the device's own error."""
+    if value.size(1) == 0:
+        raise ValueError(f"{where}: {name} must hold at least one position (BOS first); got shape {tuple(value.shape)}")
+    if value.device.type == "cpu" and value.numel() and not 0 <= int(value.min()) <= int(value.max()) < vocab_size:
+        found = int(value.min()) if int(value.min()) < 0 else int(value.max())
+        raise ValueError(
+            f"{where}: {name} must be byte ids in [0, {vocab_size}) (learntok.data.encode); got an id {found}"
+        )
+    return value
+
+
 def config_fields(obj: Any) -> None:
     """A config dataclass built in Python (ModelConfig(...), ObjectiveConfig(...)): every field
     against its type and declared range, as a config file's are (learntok.fields), converted in

@@ -168,7 +168,7 @@ class AUNet(nn.Module):
                 f"byte ids must be (B, T), got shape {tuple(x.shape)} "
                 "(one text: learntok.data.encode(text).unsqueeze(0))"
             )
-        return x
+        return check.byte_ids("AUNet", "x", x, self.cfg.vocab_size)
 
     def token_level(self, h: torch.Tensor, b: BoundaryOutput) -> torch.Tensor:
         """Downsample -> mid -> dechunk on packed tokens: h (B, T, D) -> (B, S, D) padded rows.
