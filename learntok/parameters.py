@@ -153,7 +153,7 @@ def byte_ids(where: str, name: str, value: torch.Tensor, vocab_size: int) -> tor
     embedding). On an accelerator the ids are not read: that check would wait for the device
     once per forward, in training's hot path; a bad id there is the device's own error."""
     if value.size(1) == 0:
-        raise ValueError(f"{where}: {name} must hold at least one position (BOS first); got shape {tuple(value.shape)}")
+        raise ValueError(f"{where}: {name} is empty (shape {tuple(value.shape)}): it must hold BOS at least")
     if value.device.type == "cpu" and value.numel() and not 0 <= int(value.min()) <= int(value.max()) < vocab_size:
         found = int(value.min()) if int(value.min()) < 0 else int(value.max())
         raise ValueError(
