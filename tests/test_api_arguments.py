@@ -60,7 +60,7 @@ ROWS = [
         "x-no-position",
         lambda p: MODEL(torch.zeros(1, 0, dtype=torch.long)),
         ValueError,
-        "one position",
+        "x is empty",
     ),
     ("AUNet.as_ids", "x-id-above-vocab", lambda p: MODEL.as_ids(IDS + 1000), ValueError, "byte ids in"),
     ("AUNet.forward", "greedy-str", lambda p: MODEL(IDS, greedy="yes"), TypeError, "greedy"),
