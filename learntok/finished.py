@@ -69,9 +69,10 @@ def marked(run_dir: Path) -> bool:
 
 
 def check_same_run(record: dict, path: Path, cfg: RunConfig) -> None:
-    """A marker's own settings against the run asked for: its seed, strategy and steps."""
-    asked = {"seed": cfg.train.seed, "strategy": cfg.model.boundary, "steps": cfg.train.steps}
-    for key, value in asked.items():
+    """A marker's own settings against its run's stored config `cfg`: its seed, strategy and
+    steps (a marker copied from another run, or edited, describes figures this run never made)."""
+    stored = {"seed": cfg.train.seed, "strategy": cfg.model.boundary, "steps": cfg.train.steps}
+    for key, value in stored.items():
         if record[key] != value:
             raise RunFolderError(
                 f"{path}: field {key!r} is {record[key]!r}, this run's is {value!r} (a marker of "
@@ -87,13 +88,14 @@ def read_done(run_dir: Path, run: str, cfg: RunConfig, eval_bytes: int | None) -
     except ValueError as e:  # not UTF-8, or not JSON
         raise RunFolderError(f"{path}: {' '.join(str(e).split())}; remove it to evaluate the run again") from None
     check_record(record, path, run)
-    check_same_run(record, path, cfg)
     if record.get("eval_bytes", eval_bytes) != eval_bytes:
         raise RunFolderError(
             f"cannot reuse the results of {run_dir}: they were evaluated with --eval-bytes "
             f"{record['eval_bytes']}, this command asks for {eval_bytes}; give the same or choose another --out"
         )
-    check_same_settings(run_dir, stored_config(run_dir), cfg, "reuse the results of")
+    stored = stored_config(run_dir)
+    check_same_run(record, path, stored)
+    check_same_settings(run_dir, stored, cfg, "reuse the results of")
     return record
 
 
