@@ -35,6 +35,7 @@ from learntok.config import ConfigError
 from learntok.data import ByteData
 from learntok.data.vocab import bos_rows, row_pieces
 from learntok.objective import boundary_counts, boundary_rates
+from learntok.parameters import wrong_type, wrong_value
 from learntok.runtime import inference
 
 CALIBRATION_BYTES = 1 << 16  # held-out bytes a calibration reads by default
@@ -183,6 +184,23 @@ def online_control(strategy, target: float, greedy: bool, fitted: bool = False) 
     return RateControl.for_rule(target, strategy.samples and not greedy, unit)
 
 
+def held_out_argument(batches):
+    """set_rate's `batches`, checked: held-out text (a str or bytes, not empty), a list of (B, T)
+    id tensors, or None; anything else is a TypeError or ValueError naming it."""
+    what = "held-out text (a str or bytes), a list of (B, T) id tensors, or None"
+    if (
+        batches is None
+        or isinstance(batches, list)
+        and all(isinstance(b, torch.Tensor) and b.dim() == 2 for b in batches)
+    ):
+        return batches
+    if isinstance(batches, (str, bytes, bytearray)):
+        if not batches:
+            raise wrong_value("set_rate", "batches", "held-out text that is not empty, or None", batches)
+        return batches
+    raise wrong_type("set_rate", "batches", what, batches)
+
+
 def set_rate(
     model,
     target: float,
@@ -202,6 +220,7 @@ def set_rate(
     the rate reached under control on the held-out text; "calibrated" keeps the offset fixed."""
     if not 0.0 < target < 1.0:
         raise ConfigError(f"rate {target} must be in (0, 1)")
+    batches = held_out_argument(batches)
     strategy, name = model.strategy, model.cfg.boundary
     mode = default_mode(strategy) if mode is None else mode
     if mode not in RATE_MODES:

@@ -3,6 +3,7 @@ inference-time offset (monotone, calibrated), the whitespace rule's knob, and `-
 
 from __future__ import annotations
 
+import re
 import numpy as np
 import pytest
 import torch
@@ -348,3 +349,20 @@ def test_rate_options_of_eval_segment_and_sample(tmp_path, capsys):
     assert "online control from offset" in capsys.readouterr().err
     assert main(["eval", str(run), "--rate", "1.5"]) == 2
     assert "argument --rate: 1.5 must be in (0, 1)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "batches, error, words",
+    [
+        (123, TypeError, "batches must be held-out text"),
+        ([1, 2, 3], TypeError, "batches must be held-out text"),
+        ({"text": "a"}, TypeError, "batches must be held-out text"),
+        ("", ValueError, "not empty"),
+        (b"", ValueError, "not empty"),
+        ([torch.zeros(3, dtype=torch.long)], TypeError, "(B, T) id tensors"),
+    ],
+)
+def test_set_rate_names_a_wrong_held_out_text(batches, error, words):
+    """set_rate's held-out text of the wrong type or empty is refused by name, before any work."""
+    with pytest.raises(error, match=re.escape(words)):
+        set_rate(tiny("learned"), 0.2, batches)
