@@ -103,8 +103,8 @@ def check_fields(cls: type, values: dict[str, Any], section: str, source: str) -
 def check_values(cls: type, values: dict[str, Any], section: str) -> None:
     """Every value of a config section against its field's declared range (learntok.ranges;
     a field that declares none still needs a finite float or an int64), every string against
-    UTF-8 (configs are saved as text) and against being empty (no field names nothing: an empty
-    W&B project, device or text field is a typo, not a choice). The first bad value raises ConfigError naming the key."""
+    UTF-8 (configs are saved as text) and against being empty where empty is not the field's own
+    default (an empty W&B project or device is a typo; bpe's tokenizer "" means "fit one"). The first bad value raises ConfigError naming the key."""
     for f in dataclasses.fields(cls):
         if f.name not in values:
             continue
@@ -114,7 +114,7 @@ def check_values(cls: type, values: dict[str, Any], section: str) -> None:
                 problem = (field_range(f) or Range()).problem(v)
                 if problem:
                     raise ConfigError(f"{name} {shown(value)} {problem}")
-            elif isinstance(v, str) and not v.strip():
+            elif isinstance(v, str) and not v.strip() and f.default != "":  # "" is a choice where it is the default
                 raise ConfigError(f"{name} is empty: give a value, or leave {name} out for its default")
             elif isinstance(v, str) and not is_utf8(v):
                 raise ConfigError(

@@ -140,9 +140,13 @@ def base(tmp_path_factory):
 
 @pytest.fixture
 def workdir(base, tmp_path, monkeypatch):
-    """A fresh copy of `base` as the current folder."""
+    """A fresh copy of `base` as the current folder. The run stores its data.source absolute
+    (learntok.data.dataset.anchored_source): the copy's configs name the copy's corpus."""
     for p in base.iterdir():
         (shutil.copytree if p.is_dir() else shutil.copy)(p, tmp_path / p.name)
+    for config in [tmp_path / "run" / "config.toml", *(tmp_path / "run").glob("checkpoints/*/config.json")]:
+        if config.is_file():
+            config.write_text(config.read_text().replace(str(base), str(tmp_path)))
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

@@ -172,7 +172,9 @@ def fill_disk(monkeypatch, name: str) -> None:
     real_open = open
 
     def full(file, mode="r", *a, **k):
-        if Path(file).name.startswith((name, f".{name}")) and "w" in mode:
+        # run-folder files are opened through a descriptor (files.no_follow_fd): name it by /proc
+        where = Path(os.readlink(f"/proc/self/fd/{file}")) if isinstance(file, int) else Path(file)
+        if where.name.startswith((name, f".{name}")) and "w" in mode:
             if "b" not in mode:  # a small text file: no room at all
                 return io.TextIOWrapper(io.BufferedWriter(FullDisk(file, 0)))
             return io.BufferedWriter(FullDisk(file), 64)

@@ -38,7 +38,8 @@ def test_train_to_a_pipe_prints_timestamped_lines_and_each_validation(tmp_path):
     for step in (1, 2):
         assert any(
             re.search(
-                rf"step {step}: val bpb \d+\.\d{{4}}, boundary rate 0\.\d{{3}}, whitespace rate "
+                rf"step {step}: val bpb \((first|all) [\d,]+ bytes\) \d+\.\d{{4}}, boundary rate 0\.\d{{3}}, "
+                r"whitespace rate "
                 r"0\.\d{3}$",
                 line,
             )
@@ -50,6 +51,7 @@ def test_train_to_a_pipe_prints_timestamped_lines_and_each_validation(tmp_path):
 def test_only_rank_0_shows_progress(monkeypatch, capsys):
     for rank, shown in (("0", True), ("1", False)):
         monkeypatch.setenv("RANK", rank)
+        monkeypatch.setenv("WORLD_SIZE", "2")  # a rank below the world size (runtime.launch_vars checks it)
         for _ in Progress(range(3), desc="work", total=3, delay=0):
             pass
         note("a message")
