@@ -12,4 +12,5 @@ learntok segment "$RUN" --held-out
 echo "-- where the run's boundaries sit, on the first 64 KB of the test split --"
 learntok eval "$RUN" --split test --max-bytes 65536
 echo "Which of the three places a word boundary can sit a policy settles on depends on the seed: in"
-echo "the README's three-seed comparison, the space at seeds 0 and 2, a word's first letter at seed 1."
+echo "the README's three-seed comparison, the space (tokens \"word \") at seeds 0 and 2, a word's first"
+echo "letter (tokens that close on it) at seed 1. A chunk is what one token reads: it ends at its boundary."
