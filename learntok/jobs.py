@@ -89,8 +89,9 @@ def run_jobs(jobs: list[Job], at_once: int, progress: bool = True) -> list[int]:
 
 @contextlib.contextmanager
 def sigterm_as_interrupt():
-    """In the main thread: SIGTERM raises KeyboardInterrupt, so it ends the parent as Ctrl-C does
-    (its children stopped, one line); the handler before is restored after."""
+    """In the main thread: SIGTERM and SIGINT raise KeyboardInterrupt, so either ends the parent as
+    Ctrl-C does (its children stopped, one line), even where SIGINT was ignored when the process
+    started (a shell's background job); the handlers before are restored after."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -98,11 +99,12 @@ def sigterm_as_interrupt():
     def interrupt(signum, frame):
         raise KeyboardInterrupt
 
-    old = signal.signal(signal.SIGTERM, interrupt)
+    old = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def follow_parent() -> None:
