@@ -34,13 +34,13 @@ from learntok.boundaries.common import bisect_rate
 from learntok.config import ConfigError
 from learntok.data import ByteData
 from learntok.data.vocab import bos_rows, row_pieces
+from learntok.figures import at_rate
 from learntok.objective import boundary_counts, boundary_rates
 from learntok.parameters import wrong_type, wrong_value
 from learntok.runtime import inference
 
 CALIBRATION_BYTES = 1 << 16  # held-out bytes a calibration reads by default
 TOLERANCE = 0.005  # |reached - target| beyond which `set_rate` reports the target missed
-HELD = 0.01  # |rate on a text - target| beyond which the output says the rate was not held on it
 GENTLE_GAIN = 0.03  # online control's gain (knob units per unit rate error per byte) from an offset fitted on the text
 RATE_MODES = ("online", "calibrated")  # `--rate-mode`: move the knob with the decisions made, or fix it
 KNOB_NAMES = {
@@ -72,9 +72,10 @@ class RateSetting:
         return line + (f"; {self.note}" if self.note else "")
 
     def held_on(self, rate: float) -> str:
-        """A note when the boundary rate reached on a text is more than HELD from the target
-        (calibrated on other text, an offset can miss it on this one); "" when it held."""
-        if abs(rate - self.target) <= HELD:
+        """A note when the boundary rate reached on a text is off the target (figures.at_rate, the
+        one rule tables mark by; calibrated on other text, an offset can miss it on this one); ""
+        when it held."""
+        if at_rate(rate, self.target):
             return ""
         how = {
             "offset": "an offset calibrated on other text; online mode, where the strategy has it, holds the rate",
