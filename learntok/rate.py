@@ -1,10 +1,12 @@
 """Compression as a dial (docs/rate.md): run a trained model at another boundary rate
 with no retraining.
 
-Each strategy declares one of two knobs on the interface (`BoundaryStrategy.rate_knob`):
-- a rule that places boundaries at a given rate exactly (`rule_rate`: uniform, fixed): set it;
-- a scalar offset whose rise raises the rate (`rate_offset`, a 0-d buffer, with the bracket
-  `rate_offset_range`): the learned policy's logit offset (the buffer the rate controller
+Each strategy reads and sets its knob through the interface (`BoundaryStrategy.rate_knob`,
+`set_rate_knob`, `exact_knob`, `rate_knob_kept`), one of two kinds:
+- a rule that places boundaries at a given rate exactly (`RuleKnob`, `rule_rate`: uniform,
+  fixed): set it;
+- a scalar offset whose rise raises the rate (`OffsetKnob`, `rate_offset`, a 0-d buffer, with
+  the bracket `rate_offset_range`): the learned policy's logit offset (the buffer the rate controller
   turns, so the policy's ranking of bytes is kept and only its cut moves), entropy's and
   H-Net's thresholds, the whitespace rule's knob. `calibrate` finds the offset that hits the
   requested rate on held-out text by bisection: the rate is measured with the same seeded
@@ -23,13 +25,12 @@ Shapes: B batch, T bytes (BOS at t = 0).
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
 
-from learntok.boundaries.base import RateControl
+from learntok.boundaries.base import RateControl, no_rate_knob
 from learntok.boundaries.common import bisect_rate
 from learntok.config import ConfigError
 from learntok.data import ByteData
@@ -146,7 +147,7 @@ def decided_rate(strategy, inputs, greedy: bool = False, seed: int = 0) -> tuple
 def calibrate(
     model, batches: list[torch.Tensor], target: float, greedy: bool = False, seed: int = 0, iters: int = 30
 ) -> tuple[float, float, int]:
-    """The offset of the model's strategy (rate_knob "offset") that hits `target` on the batches, by
+    """The offset of the model's strategy (an OffsetKnob) that hits `target` on the batches, by
     bisection in its bracket; the knob is left at it. Returns (offset, rate reached, bytes)."""
     return calibrate_inputs(model.strategy, strategy_inputs(model, batches), target, greedy, seed, iters)
 
@@ -159,18 +160,34 @@ def calibrate_inputs(
 
     def rate_of(offset: float) -> float:
         nonlocal n_bytes
-        knob.rate_offset.fill_(offset)
+        knob.set_rate_knob(offset)
         rate, n_bytes = decided_rate(knob, inputs, greedy, seed)
         return rate
 
     offset, reached = bisect_rate(rate_of, target, *knob.rate_offset_range, iters=iters)
-    knob.rate_offset.fill_(offset)
-    return float(knob.rate_offset), reached, n_bytes
+    knob.set_rate_knob(offset)
+    return knob.rate_knob(), reached, n_bytes
 
 
-def default_mode(strategy) -> str:
-    """The rate mode `set_rate` uses when none is given: online where the strategy has it."""
-    return "online" if strategy.online_rate else "calibrated"
+def rate_mode(model, target: float, mode: str | None = None) -> str:
+    """The rate mode `set_rate` runs `model` at `target` in, checked once for every caller (the
+    commands, the Python API, compare): `target` in (0, 1), `mode` one of RATE_MODES (None: online
+    where the strategy has it, the one place the default is decided), a mode the strategy has,
+    and a knob to turn (or a rate-conditioned policy's condition)."""
+    if not 0.0 < target < 1.0:
+        raise ConfigError(f"rate {target} must be in (0, 1)")
+    strategy, name = model.strategy, model.cfg.boundary
+    mode = ("online" if strategy.online_rate else "calibrated") if mode is None else mode
+    if mode not in RATE_MODES:
+        raise ConfigError(f"rate mode {mode!r} is not one of {', '.join(RATE_MODES)}")
+    if mode == "online" and not strategy.online_rate:
+        raise ConfigError(
+            f"strategy {name!r} has no online rate control (its knob is "
+            f"{strategy.knob_name or 'fixed at training'}): use --rate-mode calibrated"
+        )
+    if strategy.condition is None and strategy.rate_knob() is None:
+        raise no_rate_knob(name)
+    return mode
 
 
 def online_control(strategy, target: float, greedy: bool, fitted: bool = False) -> RateControl:
@@ -185,9 +202,10 @@ def online_control(strategy, target: float, greedy: bool, fitted: bool = False) 
     return RateControl.for_rule(target, strategy.samples and not greedy, unit)
 
 
-def held_out_argument(batches):
-    """set_rate's `batches`, checked: held-out text (a str or bytes, not empty), a list of (B, T)
-    id tensors, or None; anything else is a TypeError or ValueError naming it."""
+def held_out_argument(batches, seq_len: int) -> list[torch.Tensor] | None:
+    """set_rate's `batches`, checked: held-out text (a str or bytes, not empty; cut into rows of
+    seq_len), a list of (B, T) id tensors, or None; anything else is a TypeError or ValueError
+    naming it."""
     what = "held-out text (a str or bytes), a list of (B, T) id tensors, or None"
     if (
         batches is None
@@ -198,7 +216,7 @@ def held_out_argument(batches):
     if isinstance(batches, (str, bytes, bytearray)):
         if not batches:
             raise wrong_value("set_rate", "batches", "held-out text that is not empty, or None", batches)
-        return batches
+        return text_batches(batches, seq_len)
     raise wrong_type("set_rate", "batches", what, batches)
 
 
@@ -216,40 +234,32 @@ def set_rate(
     strategies with an offset. The offset is calibrated for one decision rule, `greedy` (p > 0.5)
     or sampled: give the rule the model will then be run with (at one offset a policy's greedy
     and sampled cuts run at different rates: how far apart depends on how its probabilities
-    spread around 0.5). `mode` (RATE_MODES; default `default_mode`): "online" starts online
+    spread around 0.5). `mode` (RATE_MODES; default: `rate_mode`'s): "online" starts online
     control from that offset (without held-out text, from the offset the model has) and reports
     the rate reached under control on the held-out text; "calibrated" keeps the offset fixed."""
-    if not 0.0 < target < 1.0:
-        raise ConfigError(f"rate {target} must be in (0, 1)")
-    batches = held_out_argument(batches)
+    mode = rate_mode(model, target, mode)
+    return set_checked_rate(model, target, held_out_argument(batches, seq_len), greedy, seed, mode)
+
+
+def set_checked_rate(
+    model, target: float, batches: list[torch.Tensor] | None, greedy: bool, seed: int, mode: str
+) -> RateSetting:
+    """`set_rate` once its arguments are checked (`rate_mode`): the condition of a
+    rate-conditioned policy, a rule's exact rate, or an offset calibrated on `batches`."""
     strategy, name = model.strategy, model.cfg.boundary
-    mode = default_mode(strategy) if mode is None else mode
-    if mode not in RATE_MODES:
-        raise ConfigError(f"rate mode {mode!r} is not one of {', '.join(RATE_MODES)}")
-    if mode == "online" and not strategy.online_rate:
-        raise ConfigError(
-            f"strategy {name!r} has no online rate control (its knob is "
-            f"{strategy.rate_knob or 'fixed at training'}): use --rate-mode calibrated"
-        )
     strategy.rate_control = None  # calibration decides without the controller
-    if isinstance(batches, (str, bytes)):
-        batches = text_batches(batches, seq_len)
     if strategy.condition is not None:
         return condition_rate(model, target, batches, greedy, seed, mode)
-    if strategy.rate_knob == "rule":
-        strategy.rule_rate = target
+    exact = strategy.exact_knob(target)
+    if exact is not None:
+        strategy.set_rate_knob(exact)
         reached, n = measured_rate(model, batches, greedy, seed) if batches else (target, 0)
-        return RateSetting(name, target, "rule", target, reached, n, greedy=greedy)
-    if strategy.rate_knob != "offset":
-        raise ConfigError(
-            f"strategy {name!r} has no inference-time rate knob (its rate is fixed when it is "
-            "trained, e.g. bpe's vocabulary): train it at this rate instead (compare --rates)"
-        )
+        return RateSetting(name, target, strategy.knob_name, exact, reached, n, greedy=greedy)
     if not batches and mode == "calibrated":
         raise ConfigError(f"strategy {name!r} calibrates its rate on held-out text: give some")
     if not batches:
         strategy.rate_control = online_control(strategy, target, greedy)
-        return RateSetting(name, target, "online", float(strategy.rate_offset), 0.0, 0, greedy=greedy)
+        return RateSetting(name, target, "online", strategy.rate_knob(), 0.0, 0, greedy=greedy)
     inputs = strategy_inputs(model, batches)
     offset, reached, n = calibrate_inputs(strategy, inputs, target, greedy, seed)
     if mode == "online":
@@ -263,7 +273,8 @@ def set_rate(
             if offset in (low, high) and mode == "calibrated"
             else "the rate moves in steps larger than the tolerance on this text"
         )
-    return RateSetting(name, target, "offset" if mode == "calibrated" else "online", offset, reached, n, note, greedy)
+    knob = strategy.knob_name if mode == "calibrated" else "online"
+    return RateSetting(name, target, knob, offset, reached, n, note, greedy)
 
 
 def condition_rate(
@@ -293,20 +304,22 @@ def set_rate_for_run(
     greedy: bool = False,
     seed: int = 0,
     mode: str | None = None,
+    data: ByteData | None = None,
 ) -> RateSetting:
     """`--rate` of the commands: calibrate on `text`, the text about to be cut (its first
     CALIBRATION_BYTES: the rate is then the one asked for on this text, and online control only
-    follows its drift; docs/rate.md), or without text (generation) on the run's validation split,
-    or, for a bare model folder with no text, start from the model's offset (online mode only)."""
-    mode = default_mode(model.strategy) if mode is None else mode
+    follows its drift; docs/rate.md), or without text (generation) on the run's validation split
+    (`data`, the run's ByteData where the caller has it already), or, for a bare model folder with
+    no text, start from the model's offset (online mode only). Checked before any data is read."""
+    mode = rate_mode(model, target, mode)
     seq_len = run_cfg.train.seq_len if run_cfg is not None else 256
     if text:
         batches = text_batches(text[:CALIBRATION_BYTES], seq_len)
     elif run_cfg is not None:
-        batches = held_out_batches(ByteData.from_config(run_cfg.data), seq_len)
+        batches = held_out_batches(data if data is not None else ByteData.from_config(run_cfg.data), seq_len)
     else:
         batches = None
-    return set_rate(model, target, batches, greedy, seed, mode=mode)
+    return set_checked_rate(model, target, batches, greedy, seed, mode)
 
 
 def apply_setting(model, setting: RateSetting) -> None:
@@ -317,32 +330,9 @@ def apply_setting(model, setting: RateSetting) -> None:
     strategy.rate_control = None
     if strategy.condition is not None:
         strategy.condition.rate.fill_(setting.target)
-    elif setting.knob == "rule":
-        strategy.rule_rate = setting.value
     else:
-        strategy.rate_offset.fill_(setting.value)
+        strategy.set_rate_knob(setting.value)
     if setting.knob == "online":  # gentle where the start was fitted on text (n_bytes > 0), as set_rate made it
         strategy.rate_control = online_control(
             strategy, setting.target, setting.greedy, fitted=setting.n_bytes > 0 and strategy.condition is None
         )
-
-
-@contextlib.contextmanager
-def rate_kept(model):
-    """The model's rate knob (rule rate, offset, condition, online controller) restored after the
-    block, whatever it sets."""
-    strategy = model.strategy
-    rule = strategy.rule_rate if strategy.rate_knob == "rule" else None
-    offset = strategy.rate_offset.clone() if strategy.rate_knob == "offset" else None
-    condition = strategy.condition.rate.clone() if strategy.condition is not None else None
-    control = strategy.rate_control
-    try:
-        yield
-    finally:
-        if rule is not None:
-            strategy.rule_rate = rule
-        if offset is not None:
-            strategy.rate_offset.copy_(offset)
-        if condition is not None:
-            strategy.condition.rate.copy_(condition)
-        strategy.rate_control = control

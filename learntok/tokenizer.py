@@ -29,7 +29,7 @@ from learntok.model.aunet import AUNet
 from learntok.model.generate import DEFAULT_BOUNDARIES
 from learntok.model.pretrained import save_model
 from learntok.ranges import RATE, SEED, bounds
-from learntok.rate import CALIBRATION_BYTES, RATE_MODES, RateSetting, apply_setting, rate_kept, set_rate_for_run
+from learntok.rate import CALIBRATION_BYTES, RATE_MODES, RateSetting, apply_setting, set_rate_for_run
 from learntok.windows import BATCH_BYTES, WINDOW, Decided, decide, text_rows
 
 ENCODING = threading.RLock()  # held by every Tokenizer.encode (a process-wide RNG and a model's knob)
@@ -222,7 +222,7 @@ class Tokenizer:
             return
         seed = 0 if seed is None else seed
         key = (rate, greedy, seed, mode, hashlib.blake2b(text or b"").hexdigest())  # calibrated on the text itself
-        with rate_kept(self.model):
+        with self.model.strategy.rate_knob_kept():
             if key in self.calibrations:
                 apply_setting(self.model, self.calibrations[key])
             else:

@@ -11,13 +11,15 @@ Shapes: B batch, T bytes (BOS at t = 0), S tokens, D width.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 from torch import nn
 
 from learntok.data.vocab import is_byte
+from learntok.errors import ConfigError
 from learntok.nn.config import ModelConfig
 from learntok.nn.pooling import Packing, downsample
 
@@ -140,6 +142,14 @@ class RateControl:
         return {"n": counted.sum(1), "warm": warm.sum(1), "late": late.sum(1)}
 
 
+def no_rate_knob(name: str) -> ConfigError:
+    """What a rate asked of strategy `name`, which has no knob, says."""
+    return ConfigError(
+        f"strategy {name!r} has no inference-time rate knob (its rate is fixed when it is "
+        "trained, e.g. bpe's vocabulary): train it at this rate instead (compare --rates)"
+    )
+
+
 class BoundaryStrategy(nn.Module):
     """Base class. Subclasses implement `forward`; `has_policy` says whether log_prob is a
     real score-function term."""
@@ -149,12 +159,11 @@ class BoundaryStrategy(nn.Module):
     causal: bool = True  # a[t] reads bytes <= t only (False: it sees the whole sequence; no generation)
     reads_early_head: bool = False  # decides from the early-exit head's logits, so that head must train
     Config: type = StrategyConfig  # the strategy's own options ([strategy] section), set by `register`
-    # Inference-time rate control (learntok.rate, docs/rate.md): "rule" sets `rule_rate`, "offset"
-    # moves `rate_offset` within `rate_offset_range`; None: no knob (bpe's rate is its vocabulary).
-    rate_knob: str | None = None
-    rule_rate: float  # "rule": the rate the strategy's rule places exactly
-    rate_offset: torch.Tensor  # "offset": () the knob; raising it raises the rate
-    rate_offset_range: tuple[float, float] = (0.0, 0.0)  # "offset": the bracket a calibration bisects in
+    # Inference-time rate control (learntok.rate, docs/rate.md): the knob is read and set through
+    # `rate_knob` / `set_rate_knob` (RuleKnob, OffsetKnob); the base class has none (bpe's rate is
+    # its vocabulary).
+    knob_name: str | None = None  # what the knob is, in messages and RateSetting.knob: "rule", "offset"
+    rate_offset_range: tuple[float, float] = (0.0, 0.0)  # the bracket a calibration bisects an offset in
     online_rate: bool = False  # the strategy can run under online rate control (`rate_control`)
     # What online control's gain of 1 moves the knob by, in the knob's units: 1 for the learned
     # policy's logit, whose scores spread over +-6; a threshold whose score spreads over about a
@@ -280,6 +289,35 @@ class BoundaryStrategy(nn.Module):
         c = self.rate_control
         return {} if c is None else {"control": c.update(state["control"], a, (is_byte(x) & (t >= 1)).float())}
 
+    # The rate knob (learntok.rate): strategies with one override the first three (RuleKnob, OffsetKnob).
+    def rate_knob(self) -> float | None:
+        """The knob's current setting (a rule's rate, an offset); None: the strategy has no knob."""
+        return None
+
+    def set_rate_knob(self, value: float) -> None:
+        """Put the knob at `value` (a setting `rate_knob` gave, or a calibration's)."""
+        raise no_rate_knob(self.cfg.boundary)
+
+    def exact_knob(self, target: float) -> float | None:
+        """The setting that places rate `target` exactly with no text read (a rule: the rate
+        itself); None: an offset, calibrated on held-out text (bisection in rate_offset_range)."""
+        return None
+
+    @contextlib.contextmanager
+    def rate_knob_kept(self) -> Iterator[None]:
+        """The knob, a rate-conditioned policy's condition and online control restored after the
+        block, whatever it sets."""
+        knob, control = self.rate_knob(), self.rate_control
+        condition = self.condition.rate.clone() if self.condition is not None else None
+        try:
+            yield
+        finally:
+            if knob is not None:
+                self.set_rate_knob(knob)
+            if condition is not None:
+                self.condition.rate.copy_(condition)
+            self.rate_control = control
+
     def adapt_rate(self, rate: torch.Tensor, gain: float) -> None:
         """Integral control of the boundary rate after an optimizer step (learned policy only)."""
 
@@ -292,6 +330,38 @@ class BoundaryStrategy(nn.Module):
         """Initialise the strategy's parameters from `generator` (its own, seeded apart from the
         backbone's, so that adding a strategy never shifts the backbone's initial weights). None by
         default."""
+
+
+class RuleKnob:
+    """The knob of a rule that places its rate exactly (uniform, fixed): `rule_rate`, rho* unless
+    set; a target needs no calibration. A mixin, before the strategy's base class."""
+
+    knob_name = "rule"
+    rule_rate: float  # the rate the rule places
+
+    def rate_knob(self) -> float:
+        return self.rule_rate
+
+    def set_rate_knob(self, value: float) -> None:
+        self.rule_rate = value
+
+    def exact_knob(self, target: float) -> float:
+        return target
+
+
+class OffsetKnob:
+    """The knob of a strategy whose rate rises with a scalar offset: `rate_offset` (a 0-d tensor;
+    a logit offset, a threshold), calibrated for a target by bisection in `rate_offset_range`
+    (learntok.rate.calibrate). A mixin, before the strategy's base class."""
+
+    knob_name = "offset"
+    rate_offset: torch.Tensor  # () the knob; raising it raises the rate
+
+    def rate_knob(self) -> float:
+        return float(self.rate_offset)
+
+    def set_rate_knob(self, value: float) -> None:
+        self.rate_offset.fill_(value)
 
 
 _REGISTRY: dict[str, type[BoundaryStrategy]] = {}

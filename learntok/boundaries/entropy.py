@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
+from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, OffsetKnob, register
 from learntok.boundaries.common import controlled_scan, decision_mask, fixed_output
 from learntok.data.vocab import is_byte
 from learntok.ranges import ranged
@@ -36,7 +36,7 @@ class EntropyConfig:
 
 
 @register("entropy", config=EntropyConfig)
-class EntropyBoundaries(BoundaryStrategy):
+class EntropyBoundaries(OffsetKnob, BoundaryStrategy):
     """Boundaries where the early-exit head is unsure of the next byte (BLT, Pagnoni et al. 2024).
 
     The decision at t uses H[t-1] (the early head at t-1 predicting byte t), so it reads bytes < t
@@ -48,7 +48,6 @@ class EntropyBoundaries(BoundaryStrategy):
     rate control (`rate_control`) moves it further, byte by byte, with the decisions made."""
 
     reads_early_head = True  # refused where the objective leaves the head untrained (config.check_early_head)
-    rate_knob = "offset"
     online_rate = True
     rate_offset_range = (-8.0, 8.0)  # nats; H lies in [0, ln 256 = 5.5]
     rate_gain_unit = 0.1  # online control moves the threshold by 0.1 of a logit's step (docs/rate.md)

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
+from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, OffsetKnob, register
 from learntok.boundaries.common import controlled_scan, decision_mask
 from learntok.nn.config import ModelConfig
 from learntok.ranges import ranged
@@ -79,7 +79,7 @@ class HNetConfig:
 
 
 @register("hnet", config=HNetConfig)
-class HNetRouting(BoundaryStrategy):
+class HNetRouting(OffsetKnob, BoundaryStrategy):
     """H-Net's dynamic chunking (Hwang, Wang & Gu 2025, "Dynamic Chunking for End-to-End
     Hierarchical Sequence Modeling"; goombalab/hnet `hnet/modules/dc.py`), in plain PyTorch.
 
@@ -94,7 +94,6 @@ class HNetRouting(BoundaryStrategy):
     i.e. p > sigmoid(-offset) (0.5 at offset 0, H-Net's rule); online rate control
     (`rate_control`) moves the offset further, byte by byte, with the decisions made."""
 
-    rate_knob = "offset"
     online_rate = True
     rate_offset_range = (-12.0, 12.0)  # logit units: the routing threshold is sigmoid(-offset)
     rate_gain_unit = 0.1  # online control moves the threshold by 0.1 of a logit's step (docs/rate.md)

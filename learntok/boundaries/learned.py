@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, PolicyTerms, register
+from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, OffsetKnob, PolicyTerms, register
 from learntok.boundaries.common import controlled_scan, decision_mask, target_logit
 from learntok.nn.config import ModelConfig
 from learntok.ranges import ranged
@@ -227,9 +227,8 @@ class RateCondition(nn.Module):
 
 
 @register("learned", config=LearnedConfig)
-class LearnedPolicy(BoundaryStrategy):
+class LearnedPolicy(OffsetKnob, BoundaryStrategy):
     has_policy = True
-    rate_knob = "offset"
     online_rate = True
     samples = True
     conditionable = True

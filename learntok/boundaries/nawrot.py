@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
+from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, OffsetKnob, register
 from learntok.boundaries.common import decision_mask, target_logit
 from learntok.nn.config import ModelConfig
 from learntok.nn.pooling import downsample
@@ -90,7 +90,7 @@ class DynamicPoolingConfig:
 
 
 @register("nawrot", config=DynamicPoolingConfig)
-class DynamicPooling(BoundaryStrategy):
+class DynamicPooling(OffsetKnob, BoundaryStrategy):
     """Dynamic pooling: MLP predictor, Gumbel-sigmoid straight-through sample, mean pooling with
     the straight-through decisions in the pooling matrix, binomial prior. Greedy: a[t] = l[t] > 0.
     log_prob is 0 (no score-function term); logits are reported detached, so the objective's
@@ -98,7 +98,6 @@ class DynamicPooling(BoundaryStrategy):
     (learntok.rate): `rate_offset` (logit units, 0 unless calibrated; not saved) is added to the
     predictor's logit."""
 
-    rate_knob = "offset"
     rate_offset_range = (-12.0, 12.0)  # logit units, added to the predictor's logit
 
     def __init__(self, cfg: ModelConfig):

@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import torch
 
-from learntok.boundaries.base import BoundaryOutput, register
+from learntok.boundaries.base import BoundaryOutput, RuleKnob, register
 from learntok.boundaries.common import StatelessStrategy, decision_mask, fixed_output
 
 
 @register("uniform")
-class UniformBoundaries(StatelessStrategy):
+class UniformBoundaries(RuleKnob, StatelessStrategy):
     """floor(rho* n + u) boundaries (u uniform in [0, 1): rho* n rounded at random, so exactly
     rho* n in expectation) at random positions among the n real bytes after BOS of each
     sequence; BOS is always a boundary on top. The control for the learned policy: same rate, no information.
     `rule_rate` is rho* unless set at inference (learntok.rate). Prescribed boundaries pass through."""
-
-    rate_knob = "rule"
 
     def __init__(self, cfg):
         super().__init__(cfg)

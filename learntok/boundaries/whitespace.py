@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
+from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, OffsetKnob, register
 from learntok.boundaries.common import bisect_rate, bresenham, decision_mask, fixed_output, whitespace_boundaries
 from learntok.data.vocab import BOS, bos_rows, row_pieces
 
@@ -75,7 +75,7 @@ WHITESPACE_FIT_ROW = 1024  # rows of this many bytes (each after its own BOS) fo
 
 
 @register("whitespace", config=WhitespaceConfig)
-class WhitespaceBoundaries(BoundaryStrategy):
+class WhitespaceBoundaries(OffsetKnob, BoundaryStrategy):
     """Word-like tokens from a fixed byte rule (SpaceByte's): the token is the space-like byte
     that ends a word and the next word's bytes read it. The text alone gives a rate r_ws (about
     0.18 for English prose); `fit` sets the knob `rate_offset` (theta of `whitespace_at_rate`)
@@ -83,7 +83,6 @@ class WhitespaceBoundaries(BoundaryStrategy):
     words above r_ws, short words merged into the next below it. The knob is saved with the
     weights (checkpoints from before it load with theta = 0, the plain rule)."""
 
-    rate_knob = "offset"
     rate_offset_range = (-0.999, 1.0)  # theta's bracket for bisection (learntok.rate)
 
     def __init__(self, cfg):
