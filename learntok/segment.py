@@ -9,20 +9,23 @@ import base64
 import json
 import os
 import secrets
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, TextIO
 
 import torch
 
+from learntok.checkpoint import load_run
 from learntok.data import ByteData, DataError
+from learntok.errors import ConfigError
 from learntok.display import Chunk, ChunkStream, display_chunks, render_terminal
 from learntok.objective import boundary_rates
 from learntok.page import PageCollector, condition_grid, page_note, render_html
 from learntok.plots import read_metrics
+from learntok.rate import CALIBRATION_BYTES
 from learntok.runfolder import METRICS
 from learntok.tokenizer import Tokenizer
-from learntok.windows import BATCH_BYTES, Decided, decide, text_rows
+from learntok.windows import BATCH_BYTES, Decided, decide, file_rows, read_pieces, text_rows
 
 
 def segment_stats(counts: torch.Tensor, n_chunks: int) -> dict[str, float]:
@@ -140,39 +143,41 @@ def stream_segments(
     return segment_stats(counts, n)
 
 
+@dataclass
+class SegmentRequest:
+    """How `learntok segment` cuts a text and what it writes besides the terminal."""
+
+    greedy: bool = True  # decide p > 0.5 (the default, as the API does); False: sampled under `seed`
+    seed: int = 0  # of the sampled boundaries
+    rate: float | None = None  # cut at this boundary rate (docs/rate.md); None: the model's own
+    rate_mode: str | None = None  # learntok.rate.RATE_MODES; None: online where the strategy has it
+    json_path: str | None = None  # --json: chunks and figures (JsonChunks)
+    html_path: str | None = None  # --html: the page with its compression slider (learntok.page)
+    extra: dict = field(default_factory=dict)  # figures added to the JSON (the run's last validation)
+
+
 def segment_to(
     tok: Tokenizer,
     rows: Iterable[tuple[int, int, bytes]],
     head: bytes,
-    greedy: bool,
-    seed: int,
-    rate: float | None,
+    request: SegmentRequest,
     out: TextIO,
     err: TextIO,
-    json_path: str | None = None,
-    html_path: str | None = None,
-    extra: dict | None = None,
-    rate_mode: str | None = None,
 ) -> dict:
     """`learntok segment`'s work on one text, given as its windows (`rows`, windows.text_rows or
-    file_rows) and its first bytes (`head`: what a bare model folder calibrates `rate` on; the rate
-    held by `rate_mode`, learntok.rate.set_rate): the
-    rate line to `err`, the chunks to `out` (colours on a terminal), then --json (with `extra`
-    figures) and --html. Returns the figures: segment_stats, rule, seed, window, rate_setting."""
-    rule = "greedy" if greedy else "sampled"
-    with tok.at_rate(rate, greedy, seed, head, rate_mode) as setting:
+    file_rows) and its first bytes (`head`: what `request.rate` is calibrated on, held by its
+    rate_mode, learntok.rate.set_rate): the rate line to `err`, the chunks to `out` (colours on
+    a terminal), then --json (with the request's `extra` figures) and --html. Returns the
+    figures: segment_stats, rule, seed, window, rate_setting."""
+    greedy, seed = request.greedy, request.seed
+    with tok.at_rate(request.rate, greedy, seed, head, request.rate_mode) as setting:
         if setting is not None:
             print(setting.describe(), file=err)
-        page = PageCollector(rule) if html_path else None
-        json_out = JsonChunks(json_path) if json_path else None
+        page = PageCollector("greedy" if greedy else "sampled") if request.html_path else None
+        json_out = JsonChunks(request.json_path) if request.json_path else None
         try:
-            stats = stream_segments(
-                tok.decide(rows, greedy, seed, terms=page.limit if page else 0),
-                out,
-                out.isatty(),
-                json_out,
-                page.add if page else None,
-            )
+            decided = tok.decide(rows, greedy, seed, terms=page.limit if page else 0)
+            stats = stream_segments(decided, out, out.isatty(), json_out, page.add if page else None)
         except BaseException:
             if json_out is not None:
                 json_out.abandon()
@@ -183,26 +188,81 @@ def segment_to(
         print(setting.held_on(stats["boundary_rate"]), file=err)
     figures = {
         **stats,
-        "rule": rule,
+        "rule": "greedy" if greedy else "sampled",
         "seed": seed,
         "window": tok.window,
         "rate_setting": asdict(setting) if setting else None,
     }
     if page is not None:
-        view = page.page()
-        view.note = page_note(
-            view,
-            seed,
-            setting.describe() if setting else None,
-            tok.model.cfg.target_rate,
-            stats["boundary_rate"],
-            stats["n_bytes"],
-            tok.model.cfg.boundary,
-        )
-        render_html(view, html_path)
+        write_page(page, request, setting, tok.model.cfg, stats)
     if json_out is not None:
-        json_out.finish({**figures, **(extra or {})})
+        json_out.finish({**figures, **request.extra})
     return figures
+
+
+def write_page(page: PageCollector, request: SegmentRequest, setting, model_cfg, stats: dict) -> None:
+    """--html: the page of the batches `page` collected, with its note on what it shows."""
+    view = page.page()
+    described = setting.describe() if setting else None
+    view.note = page_note(
+        view,
+        request.seed,
+        described,
+        model_cfg.target_rate,
+        stats["boundary_rate"],
+        stats["n_bytes"],
+        model_cfg.boundary,
+    )
+    render_html(view, request.html_path)
+
+
+def segment_command(
+    run: str | Path,
+    text: bytes | None,
+    file: str | None,
+    held_out: bool,
+    window: int,
+    request: SegmentRequest,
+    out: TextIO,
+    err: TextIO,
+) -> dict:
+    """`learntok segment RUN`: one of a `text`, a `file` (streamed window by window) or a
+    `held_out` passage of the run's test split (beside the run's last validation figures), cut
+    in windows of `window` bytes as `request` says (`segment_to`), then a line of figures (to
+    `out` for the held-out passage, `err` else). Returns segment_to's figures."""
+    if sum(x is not None and x is not False for x in (text, file, held_out)) != 1:
+        raise ConfigError("give one of: a text, --file F, --held-out")
+    model, run_cfg = load_run(run)
+    if held_out:
+        if run_cfg is None:
+            raise ConfigError(f"{run} holds no run config (data source): --held-out needs a run or checkpoint")
+        text, run_figures = held_out_passage(ByteData.from_config(run_cfg.data)), last_validation(run)
+        request = replace(request, extra={**request.extra, **run_figures})
+        print("-- a held-out passage (test split), cut into the model's chunks --", file=out)
+    if file:  # streamed, window by window
+        rows, head = file_rows(file, window), next(read_pieces(file, CALIBRATION_BYTES), b"")
+    else:
+        rows, head = text_rows([text], window), text[:CALIBRATION_BYTES]
+    figures = segment_to(Tokenizer(model, run_cfg, window=window), rows, head, request, out, err)
+    if held_out:
+        print(held_out_line(figures, run_figures), file=out)
+    else:
+        shown = {k: v for k, v in figures.items() if k != "rate_setting"}
+        print(" ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in shown.items()), file=err)
+    if request.html_path:
+        print(f"wrote {request.html_path}", file=err)
+    return figures
+
+
+def held_out_line(figures: dict, run: dict) -> str:
+    """The held-out passage's figures beside the run's last validation figures."""
+    return (
+        f"-- this passage: boundary rate {figures['boundary_rate']:.3f}, whitespace rate "
+        f"{figures['whitespace_rate']:.3f} | the run at step {run.get('step', '?')}: validation "
+        f"bits per byte {run.get('val_bpb', float('nan')):.3f}, boundary rate "
+        f"{run.get('val_boundary_rate', float('nan')):.3f}, whitespace rate "
+        f"{run.get('val_whitespace_rate', float('nan')):.3f}"
+    )
 
 
 def held_out_passage(data: ByteData, n_bytes: int = 700, max_docs: int = 1000) -> bytes:

@@ -15,7 +15,15 @@ from learntok.boundaries import learned
 from learntok.boundaries.base import BoundaryStrategy, RateControl, strategy_class, strategy_names
 from learntok.data import BOS, EOS, encode
 from learntok.display import escape_controls
-from learntok.model.generate import _events, decode_step, generate, prefill, prompt_ids, sample_next
+from learntok.model.generate import (
+    SamplingOptions,
+    _events,
+    decode_step,
+    generate,
+    prefill,
+    prompt_ids,
+    sample_next,
+)
 from learntok.sample import ChunkWriter, shown_after
 
 from conftest import tiny_model
@@ -77,13 +85,7 @@ def test_cached_generation_matches_full_forward(boundary, w):
         _events(
             model,
             prompts,
-            max_bytes=3 * WINDOW,
-            temperature=1.0,
-            top_k=None,
-            top_p=None,
-            seed=1,
-            boundaries="sample",
-            stop_at_eos=False,
+            SamplingOptions(max_bytes=3 * WINDOW, seed=1, boundaries="sample", stop_at_eos=False),
         )
     )
     ids, dec, keep = (torch.cat([getattr(e, f) for e in events], dim=1) for f in ("ids", "decisions", "keep"))
@@ -121,13 +123,7 @@ def test_online_control_decides_in_generation_as_the_full_forward(boundary, w, m
         _events(
             model,
             prompts,
-            max_bytes=3 * WINDOW,
-            temperature=1.0,
-            top_k=None,
-            top_p=None,
-            seed=1,
-            boundaries=mode,
-            stop_at_eos=False,
+            SamplingOptions(max_bytes=3 * WINDOW, seed=1, boundaries=mode, stop_at_eos=False),
         )
     )
     ids, dec, keep = (torch.cat([getattr(e, f) for e in events], dim=1) for f in ("ids", "decisions", "keep"))

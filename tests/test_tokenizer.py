@@ -282,14 +282,15 @@ def test_one_default_rule_for_the_api_segment_sample_and_generate(tmp_path, caps
     import inspect
 
     from learntok.cli import build_parser
-    from learntok.model.generate import DEFAULT_BOUNDARIES, generate, stream
+    from learntok.model.generate import DEFAULT_BOUNDARIES, SamplingOptions
     from learntok.sample import sample
 
     assert DEFAULT_BOUNDARIES == "greedy"
     for fn in (Tokenizer.encode, Tokenizer.encode_batch):
         assert inspect.signature(fn).parameters["greedy"].default is True
-    for fn in (generate, stream, sample):
-        assert inspect.signature(fn).parameters["boundaries"].default == DEFAULT_BOUNDARIES
+    # generate, stream and sample draw under SamplingOptions (sample's default: SamplingOptions())
+    assert SamplingOptions().boundaries == DEFAULT_BOUNDARIES
+    assert inspect.signature(sample).parameters["options"].default == SamplingOptions()
     parser = build_parser()
     assert parser.parse_args(["sample", "R", "--prompt", "a"]).boundaries == DEFAULT_BOUNDARIES
     assert parser.parse_args(["segment", "R", "a"]).sampled is False

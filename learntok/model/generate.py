@@ -25,7 +25,7 @@ Shapes: B batch, T bytes, D width, V vocabulary.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Iterator, NamedTuple, Sequence
 
 import torch
@@ -164,39 +164,51 @@ def prompt_ids(prompt, where: str = "generate", name: str = "prompt") -> torch.T
     return encode(check.text(where, name, prompt))
 
 
-def generation_arguments(where: str, prompts, max_bytes, temperature, top_k, top_p, seed, boundaries, stop_at_eos):
-    """The arguments `generate` and `stream` share, checked (learntok.parameters): the prompts
-    as ids, the rest as given."""
+@dataclass(frozen=True)
+class SamplingOptions:
+    """How `generate` and `stream` draw: the bytes (temperature, top_k, top_p), the boundaries,
+    the seed of both and when to stop. `AUNet.generate` / `AUNet.stream` take the same fields as
+    keywords."""
+
+    max_bytes: int = 256  # bytes to generate per prompt (fewer where EOS is drawn and stop_at_eos)
+    temperature: float = 1.0  # of the next-byte distribution; 0: argmax
+    top_k: int | None = None  # sample from the k likeliest bytes (None: all)
+    top_p: float | None = None  # nucleus: the smallest set of bytes with probability >= p (None: all)
+    seed: int | None = None  # of the sampled bytes and boundaries (None: drawn from torch's global RNG)
+    boundaries: str = DEFAULT_BOUNDARIES  # BOUNDARY_MODES: "greedy" takes p > 0.5, "sample" draws as training does
+    stop_at_eos: bool = True  # a row ends where it draws EOS
+
+    @classmethod
+    def of(cls, where: str, max_bytes, options: dict) -> "SamplingOptions":
+        """The options `where` (generate, stream) was called with, checked (learntok.parameters):
+        an unknown keyword is a TypeError naming it."""
+        unknown = sorted(set(options) - {f.name for f in fields(cls)})
+        if unknown:
+            known = ", ".join(f.name for f in fields(cls))
+            raise TypeError(f"{where}: unknown keyword {unknown[0]!r}; known: {known}")
+        given = cls(max_bytes, **options)
+        return cls(
+            check.number(where, "max_bytes", given.max_bytes, int, bounds(ge=0, le=INT64[1])),
+            check.number(where, "temperature", given.temperature, float, bounds(ge=0)),
+            check.number(where, "top_k", given.top_k, int, bounds(ge=1, le=INT64[1]), none=True),
+            check.number(where, "top_p", given.top_p, float, bounds(gt=0, le=1), none=True),
+            check.number(where, "seed", given.seed, int, SEED, none=True),
+            check.choice(where, "boundaries", given.boundaries, BOUNDARY_MODES),
+            check.flag(where, "stop_at_eos", given.stop_at_eos),
+        )
+
+
+def prompts_of(where: str, prompts) -> list[torch.Tensor]:
+    """A prompt or a non-empty list of them, as ids (`prompt_ids`), checked."""
     if isinstance(prompts, (list, tuple)):
         if not prompts:
             raise check.wrong_value(where, "prompt", "a prompt or a non-empty list of prompts", prompts)
-        ids = [prompt_ids(p, where, f"prompt[{i}]") for i, p in enumerate(prompts)]
-    else:
-        ids = [prompt_ids(prompts, where)]
-    return (
-        ids,
-        check.number(where, "max_bytes", max_bytes, int, bounds(ge=0, le=INT64[1])),
-        check.number(where, "temperature", temperature, float, bounds(ge=0)),
-        check.number(where, "top_k", top_k, int, bounds(ge=1, le=INT64[1]), none=True),
-        check.number(where, "top_p", top_p, float, bounds(gt=0, le=1), none=True),
-        check.number(where, "seed", seed, int, SEED, none=True),
-        check.choice(where, "boundaries", boundaries, BOUNDARY_MODES),
-        check.flag(where, "stop_at_eos", stop_at_eos),
-    )
+        return [prompt_ids(p, where, f"prompt[{i}]") for i, p in enumerate(prompts)]
+    return [prompt_ids(prompts, where)]
 
 
-def _events(
-    model,
-    prompts: Sequence[torch.Tensor],
-    max_bytes: int,
-    temperature: float,
-    top_k,
-    top_p,
-    seed,
-    boundaries: str,
-    stop_at_eos: bool,
-) -> Iterator[_Event]:
-    greedy = boundaries == "greedy"
+def _events(model, prompts: Sequence[torch.Tensor], opts: SamplingOptions) -> Iterator[_Event]:
+    greedy, max_bytes = opts.boundaries == "greedy", opts.max_bytes
     device = next(model.parameters()).device
     sizes = [p.numel() for p in prompts]
     lens = torch.tensor(sizes, device=device)  # (B,)
@@ -204,7 +216,7 @@ def _events(
     x = torch.full((B, Lmax), PAD, dtype=torch.long, device=device)  # (B, Lmax) prompts, PAD after each end
     for b, p in enumerate(prompts):
         x[b, : p.numel()] = p.to(device)
-    rng = PrivateRNG(seed, device)
+    rng = PrivateRNG(opts.seed, device)
     with eval_mode(model):
         with rng.active():
             state, logits, a = prefill(model, x[:, :L0], greedy=greedy)
@@ -215,9 +227,9 @@ def _events(
         for t in range(L0, Lmax + max_bytes):
             in_prompt = t < lens  # (B,)
             with rng.active():
-                nxt = sample_next(logits, temperature, top_k, top_p)
+                nxt = sample_next(logits, opts.temperature, opts.top_k, opts.top_p)
             nxt = torch.where(in_prompt, x[:, min(t, Lmax - 1)], nxt)  # (B,)
-            if stop_at_eos:
+            if opts.stop_at_eos:
                 done |= ~in_prompt & (nxt == EOS)
             gen = ~in_prompt & ~done
             if not bool((in_prompt | gen).any()):
@@ -229,30 +241,19 @@ def _events(
             done |= made >= max_bytes
 
 
-def stream(
-    model,
-    prompt,
-    max_bytes: int = 256,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    seed: int | None = None,
-    boundaries: str = DEFAULT_BOUNDARIES,
-    stop_at_eos: bool = True,
-    include_prompt: bool = False,
-) -> Iterator[Piece]:
+def stream(model, prompt, max_bytes: int = 256, include_prompt: bool = False, **options) -> Iterator[Piece]:
     """Generate after one prompt, yielding each byte as it is made (with the prompt's bytes
-    first when include_prompt). The arguments are checked when it is called, not when it is
-    first read."""
+    first when include_prompt); `options`: the other fields of SamplingOptions. The arguments
+    are checked when it is called, not when it is first read."""
     if isinstance(prompt, (list, tuple)):
         raise check.wrong_type("stream", "prompt", PROMPT + " (one prompt: generate takes a list)", prompt)
-    args = generation_arguments("stream", prompt, max_bytes, temperature, top_k, top_p, seed, boundaries, stop_at_eos)
+    prompts, opts = prompts_of("stream", prompt), SamplingOptions.of("stream", max_bytes, options)
     check.flag("stream", "include_prompt", include_prompt)
-    return _pieces(model, args, include_prompt)
+    return _pieces(model, prompts, opts, include_prompt)
 
 
-def _pieces(model, args: tuple, include_prompt: bool) -> Iterator[Piece]:
-    for ev in _events(model, *args):
+def _pieces(model, prompts: list[torch.Tensor], opts: SamplingOptions, include_prompt: bool) -> Iterator[Piece]:
+    for ev in _events(model, prompts, opts):
         for i, a, keep, gen in zip(
             ev.ids[0].tolist(), ev.decisions[0].tolist(), ev.keep[0].tolist(), ev.generated[0].tolist()
         ):
@@ -260,28 +261,19 @@ def _pieces(model, args: tuple, include_prompt: bool) -> Iterator[Piece]:
                 yield Piece(i, a > 0.5, gen)
 
 
-def generate(
-    model,
-    prompt,
-    max_bytes: int = 256,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    seed: int | None = None,
-    boundaries: str = DEFAULT_BOUNDARIES,
-    stop_at_eos: bool = True,
-):
+def generate(model, prompt, max_bytes: int = 256, **options):
     """Sample up to max_bytes bytes after `prompt` (str, bytes or 1-D ids; a list of them for a
-    batch). Returns (generated bytes, decisions), decisions (len(bytes),) float 0/1 aligned with
-    the bytes: decisions[i] = 1 when generated byte i is a boundary byte (a chunk ends there) (the prompt's decisions
-    come with its bytes from `stream(include_prompt=True)`); lists of both for a batch.
-    boundaries: "greedy" (the default) takes p > 0.5, "sample" draws the strategy's decisions.
+    batch); `options`: the other fields of SamplingOptions (temperature, top_k, top_p, seed,
+    boundaries, stop_at_eos). Returns (generated bytes, decisions), decisions (len(bytes),)
+    float 0/1 aligned with the bytes: decisions[i] = 1 when generated byte i is a boundary byte
+    (a chunk ends there) (the prompt's decisions come with its bytes from
+    `stream(include_prompt=True)`); lists of both for a batch. boundaries: "greedy" (the default)
+    takes p > 0.5, "sample" draws the strategy's decisions.
 
         data, decisions = model.generate("ROMEO.", max_bytes=100)  # bytes: a character may be cut"""
     single = not isinstance(prompt, (list, tuple))
-    args = generation_arguments("generate", prompt, max_bytes, temperature, top_k, top_p, seed, boundaries, stop_at_eos)
-    prompts = args[0]
-    events = list(_events(model, *args))
+    prompts, opts = prompts_of("generate", prompt), SamplingOptions.of("generate", max_bytes, options)
+    events = list(_events(model, prompts, opts))
     ids, dec, gen = (
         torch.cat([getattr(e, f) for e in events], dim=1).cpu() for f in ("ids", "decisions", "generated")
     )  # (B, L) each
