@@ -261,62 +261,10 @@ def add_segment(sub) -> None:
 
 
 def cmd_segment(args) -> None:
-    from learntok.checkpoint import load_run
-    from learntok.config import ConfigError
-    from learntok.data import ByteData
-    from learntok.rate import CALIBRATION_BYTES
-    from learntok.segment import held_out_passage, last_validation, segment_to
-    from learntok.tokenizer import Tokenizer
-    from learntok.windows import file_rows, read_pieces, text_rows
+    from learntok.segment import SegmentRequest, segment_command
 
-    if sum(x is not None and x is not False for x in (args.text, args.file, args.held_out)) != 1:
-        raise ConfigError("give one of: a text, --file F, --held-out")
-    model, run_cfg = load_run(args.model)
-    run_figures = {}
-    if args.held_out:
-        if run_cfg is None:
-            raise ConfigError(f"{args.model} holds no run config (data source): --held-out needs a run or checkpoint")
-        data, run_figures = held_out_passage(ByteData.from_config(run_cfg.data)), last_validation(args.model)
-    if args.held_out:
-        print("-- a held-out passage (test split), cut into the model's chunks --")
-    if args.file:  # streamed, window by window
-        rows, head = file_rows(args.file, args.window), next(read_pieces(args.file, CALIBRATION_BYTES), b"")
-    else:
-        data = data if args.held_out else args.text  # the argument's own bytes (text_arg)
-        rows, head = text_rows([data], args.window), data[:CALIBRATION_BYTES]
-    figures = segment_to(
-        Tokenizer(model, run_cfg, window=args.window),
-        rows,
-        head,
-        not args.sampled,
-        args.seed,
-        args.rate,
-        sys.stdout,
-        sys.stderr,
-        args.json,
-        args.html,
-        run_figures,
-        args.rate_mode,
-    )
-    if args.held_out:
-        print(
-            f"-- this passage: boundary rate {figures['boundary_rate']:.3f}, whitespace rate "
-            f"{figures['whitespace_rate']:.3f} | the run at step {run_figures.get('step', '?')}: validation "
-            f"bits per byte {run_figures.get('val_bpb', float('nan')):.3f}, boundary rate "
-            f"{run_figures.get('val_boundary_rate', float('nan')):.3f}, whitespace rate "
-            f"{run_figures.get('val_whitespace_rate', float('nan')):.3f}"
-        )
-    else:
-        print(
-            " ".join(
-                f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
-                for k, v in figures.items()
-                if k != "rate_setting"
-            ),
-            file=sys.stderr,
-        )
-    if args.html:
-        print(f"wrote {args.html}", file=sys.stderr)
+    request = SegmentRequest(not args.sampled, args.seed, args.rate, args.rate_mode, args.json, args.html)
+    segment_command(args.model, args.text, args.file, args.held_out, args.window, request, sys.stdout, sys.stderr)
     short_run_hint(args.model)
 
 
@@ -531,37 +479,12 @@ def add_sample(sub) -> None:
 
 def cmd_sample(args) -> None:
     from learntok.checkpoint import load_run
-    from learntok.rate import set_rate_for_run
-    from learntok.sample import sample
+    from learntok.model.generate import SamplingOptions
+    from learntok.sample import sample_at_rate
 
     model, run_cfg = load_run(args.model, args.device)
-    setting = None
-    if args.rate is not None:
-        # the bytes to be cut are not known yet: the run's val split sets the start (a bare model
-        # folder calibrates on the prompt), and online control finds the rate within the row
-        text = args.prompt if run_cfg is None and args.rate_mode == "calibrated" else None
-        setting = set_rate_for_run(
-            model, run_cfg, args.rate, text, args.boundaries == "greedy", args.seed or 0, args.rate_mode
-        )
-        print(setting.describe(), file=sys.stderr)
-    stats = sample(
-        model,
-        args.prompt,
-        args.max_bytes,
-        args.temperature,
-        args.top_k,
-        args.top_p,
-        args.seed,
-        args.boundaries,
-        args.show_boundaries,
-    )
-    print(
-        f"{stats['bytes']} bytes in {stats['seconds']:.2f}s ({stats['bytes_per_s']:.0f} bytes/s), "
-        f"boundary rate {stats['boundary_rate']:.3f}",
-        file=sys.stderr,
-    )
-    if setting is not None and setting.held_on(stats["boundary_rate"]):
-        print(setting.held_on(stats["boundary_rate"]), file=sys.stderr)
+    opts = SamplingOptions(args.max_bytes, args.temperature, args.top_k, args.top_p, args.seed, args.boundaries)
+    stats = sample_at_rate(model, run_cfg, args.prompt, opts, args.rate, args.rate_mode, args.show_boundaries)
     write_json(args.json, stats)
 
 

@@ -6,6 +6,7 @@ import json
 import sys
 import torch
 from learntok.checkpoint import load_run
+from learntok.model.generate import SamplingOptions
 from learntok.rate import set_rate_for_run
 from learntok.sample import sample
 
@@ -21,7 +22,7 @@ best = {r: 0.0 for r in rates}
 rate_seen = {}
 for rep in range(3):
     for r in rates:
-        s = sample(models[r], "ROMEO.", 512, seed=rep, out=io.StringIO())
+        s = sample(models[r], "ROMEO.", SamplingOptions(512, seed=rep), out=io.StringIO())
         best[r] = max(best[r], s["bytes_per_s"])
         rate_seen[r] = s["boundary_rate"]
 print(json.dumps({"bytes_per_s_best_of_3": best, "generated_boundary_rate": rate_seen}))
