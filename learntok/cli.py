@@ -559,7 +559,8 @@ def add_compare(sub) -> None:
 
 
 def cmd_compare(args) -> None:
-    from learntok.compare import compare, format_seed_table, format_table, parse_seeds, seed_summary, variants_from_args
+    from learntok.compare import compare, parse_seeds, variants_from_args
+    from learntok.compare_report import format_seed_table, format_table, seed_summary
 
     if args.runs is not None:
         return cmd_compare_runs(args)

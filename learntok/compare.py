@@ -7,29 +7,36 @@ in ALIASES. Each variant trains in OUT/<variant>/ through `learntok.train.train`
 evaluated on the validation and test splits (bits per byte, with the standard error of the
 mean over documents); a `done.json` marker holds its figures, so a rerun skips finished
 variants and resumes unfinished ones from their latest checkpoint. OUT/ gets results.md,
-results.json and curves.png (validation bpb against bytes seen, one curve a variant).
+results.json and curves.png (validation bpb against bytes seen, one curve a variant), written by
+learntok.compare_report.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 from pathlib import Path
 
 from learntok.boundaries import strategy_names
 from learntok.boundaries.options import option_types
 from learntok.checkpoint import latest_checkpoint, load_run
+from learntok.compare_report import (
+    annotate,
+    compare_command,
+    paper_figure,
+    relative_step_time,
+    seed_summary,
+    write_results,
+)
 from learntok.config import STRATEGY, ConfigError, RunConfig, load_config
 from learntok.data import ByteData, small_split_warnings
 from learntok.distributed import DistEnv, barrier, init_distributed, shutdown
-from learntok.evaluate import EvalOptions, evaluate_bpb, mean_and_se, over_seeds, verdict
-from learntok.figures import RATE_SLACK, at_rate, covers, rate_cell, settings_label, unequal_rate
-from learntok.files import inside, write_text_atomic
+from learntok.evaluate import EvalOptions, evaluate_bpb
+from learntok.files import inside
 from learntok.finished import marked, read_done, write_done
-from learntok.frontier import REFERENCE, check_sweep, write_frontier
+from learntok.frontier import check_sweep, write_frontier
 from learntok.jobs import Job, follow_parent, last_line, run_jobs
-from learntok.plots import pyplot, read_metrics, save_curves, series
+from learntok.plots import read_metrics
 from learntok.runfolder import anchored
 from learntok.runtime import resolve_dtype
 from learntok.tracking import append_row
@@ -53,45 +60,6 @@ ABLATIONS = [
     "learned+w=1",
     "learned+lambda_rate=0",
 ]
-
-
-# The paper's figures for orientation (docs/compare.md): test bits per byte at 147M on FineWeb,
-# and the whitespace rate of the 40M ablations, all at a target rate of 0.2. Keyed by learntok's
-# variant names, then by the preset they were measured at; shown only beside a run of that preset
-# on FineWeb-like data at that rate (`paper_figure`), never beside another size or rate.
-PAPER = {
-    "learned": {"147M": "1.297 bpb (147M)", "40M": "ws 0.99 (40M)"},
-    "learned+w=1": {"147M": "1.280 bpb (147M)"},
-    "bpe": {"147M": "1.299 bpb (147M)"},
-    "nawrot": {"147M": "1.372 bpb (147M)"},
-    "uniform": {"147M": "1.376 bpb (147M)"},
-    "hnet": {"147M": "1.386 bpb (147M)"},
-    "learned+gamma=1.0": {"40M": "ws 0.41 (40M)"},
-    "learned+early=false": {"40M": "ws 0.72 (40M)"},
-}
-PAPER_RATE = 0.2  # the target rate of every figure in PAPER
-
-
-def paper_figure(spec: str, preset: str | None, cfg: RunConfig, reached: float | None = None) -> str | None:
-    """The paper's figure for a variant when the run is comparable: the preset the figure was
-    measured at, FineWeb-like data (a source whose name says fineweb), the paper's target rate and,
-    when given, a test rate `reached` at it (learntok.figures.at_rate). None otherwise."""
-    rates = [cfg.model.target_rate, *([] if reached is None else [reached])]
-    if "fineweb" not in str(cfg.data.source).lower() or not all(at_rate(r, PAPER_RATE) for r in rates):
-        return None
-    return PAPER.get(spec.partition("@")[0], {}).get(preset)
-
-
-def annotate(record: dict, cfg: RunConfig, preset: str | None) -> dict:
-    """What a finished run's figures were measured under, for the tables: its target rate, the
-    settings its policy ran (learntok.figures.settings_label) and the paper's comparable figure.
-    Set on every record, those read back from an earlier run's done marker included."""
-    record.update(
-        target_rate=cfg.model.target_rate,
-        settings=settings_label(cfg),
-        paper=paper_figure(record["variant"], preset, cfg, record["test_boundary_rate"]),
-    )
-    return record
 
 
 def parse_variant(spec: str) -> tuple[str, list[str]]:
@@ -227,18 +195,18 @@ def seed_override(seed: int | None) -> list[str]:
 
 def run_variant(
     spec: str,
+    cfg: RunConfig,
     preset: str | None,
-    overrides: list[str],
     out: Path,
     eval_bytes: int | None,
     env: DistEnv,
     progress: bool = True,
     seed: int | None = None,
 ) -> dict:
-    """Train (or resume) and evaluate one variant (at `seed` when given); skip it when its done
-    marker exists. Every rank calls it under torchrun; rank 0 writes."""
+    """Train (or resume) and evaluate one variant at its config `cfg` (at `seed` when given); skip
+    it when its done marker exists. Every rank calls it under torchrun; rank 0 writes."""
     run_dir = run_folder(out, spec, seed)
-    cfg = anchored(variant_config(spec, preset, [*overrides, *seed_override(seed)]))
+    cfg = anchored(cfg)
     if marked(run_dir):  # reused only while it matches these settings (learntok.finished)
         return read_done(run_dir, run_name(spec, seed), cfg, eval_bytes)
     resume = latest_checkpoint(run_dir) is not None
@@ -263,148 +231,31 @@ def run_variant(
     return record
 
 
-def relative_step_time(records: list[dict], reference: str = REFERENCE) -> None:
-    """Add `step_time_rel`: training seconds per byte relative to the reference strategy at the
-    same rate suffix (`uniform`, or `uniform@0.2` for `learned@0.2`; same batch shape, so the
-    same ratio per step) and seed. None without a reference run."""
-    by_name = {(r["variant"], r.get("seed")): r for r in records}
-    for r in records:
-        _, at, rate = r["variant"].partition("@")
-        ref = by_name.get((reference + at + rate, r.get("seed")))
-        ok = ref is not None and ref["bytes_per_s"] > 0 and r["bytes_per_s"] > 0
-        r["step_time_rel"] = ref["bytes_per_s"] / r["bytes_per_s"] if ok else None
-
-
-def arm(name: str, r: dict) -> str:
-    """A table's variant cell: the name and, for a learned arm, the settings it ran (`annotate`)."""
-    return f"{name} ({r['settings']})" if r.get("settings") else name
-
-
-def val_covers(records: list[dict]) -> str:
-    """The val bpb column's head: what the figure covers (all of the split, or its first bytes)."""
-    r = records[0] if records else {}
-    return f"val bpb ({covers(r['val_bytes'], r['val_split_bytes'])})" if "val_split_bytes" in r else "val bpb"
-
-
-def format_table(records: list[dict]) -> str:
-    """The Markdown table of results.md, in the paper's layout: test bits per byte, the rate
-    reached (marked when not at the target: learntok.figures), the whitespace rate, and the
-    paper's figure beside runs of its preset, data and rate only; then the validation figures,
-    the per-document standard errors and the step time."""
-    paper = any(r.get("paper") for r in records)
-    head = (
-        "| variant | test bpb | boundary rate | whitespace rate | "
-        + ("paper (same preset and rate, FineWeb) | " if paper else "")
-        + f"test doc bpb (s.e.) | {val_covers(records)} | step time vs uniform |\n|---|---|---|---|"
-        + ("---|" if paper else "")
-        + "---|---|---|\n"
-    )
-    rows = []
-    for r in records:
-        rel = f"{r['step_time_rel']:.2f}x" if r.get("step_time_rel") else "n/a"
-        cell = f"{r.get('paper') or '-'} | " if paper else ""
-        rate = rate_cell(r["test_boundary_rate"], r.get("target_rate", r["test_boundary_rate"]))
-        rows.append(
-            f"| {arm(r.get('run', r['variant']), r)} | {r['test_bpb']:.4f} | {rate} | "
-            f"{r['test_whitespace_rate']:.3f} | {cell}"
-            f"{r['test_doc_bpb']:.4f} ({r['test_doc_se']:.4f}) | {r['val_bpb']:.4f} | {rel} |"
-        )
-    return head + "\n".join(rows) + "\n"
-
-
-def reference_variant(variants: list[str], spec: str) -> str | None:
-    """The variant `spec` is paired against: `uniform` at the same rate suffix when it is one of the
-    variants, else the first variant (None for the reference itself)."""
-    _, at, rate = spec.partition("@")
-    ref = f"{REFERENCE}{at}{rate}" if f"{REFERENCE}{at}{rate}" in variants else variants[0]
-    return None if ref == spec else ref
-
-
-def seed_summary(records: list[dict], variants: list[str]) -> list[dict]:
-    """One row a variant over its seeds: mean test / val bpb with the s.e. over seeds, mean rates,
-    and the difference from the reference variant paired by seed (only seeds both have), its s.e.
-    over seeds and whether its 95% t-interval includes 0 (`tie`)."""
-    by = {(r["variant"], r["seed"]): r for r in records}
-    rows = []
-    for spec in variants:
-        mine = sorted((r for r in records if r["variant"] == spec), key=lambda r: r["seed"])
-        if not mine:  # a variant with no finished seed yet
-            continue
-        row = {
-            "variant": spec,
-            "seeds": [r["seed"] for r in mine],
-            **{k: mine[0].get(k) for k in ("target_rate", "settings")},
-            "val_covers": val_covers(mine),
-        }
-        for key in ("test_bpb", "val_bpb", "test_boundary_rate", "test_whitespace_rate"):
-            row[key], row[f"{key}_se"] = mean_and_se([r[key] for r in mine])
-        ref = reference_variant(variants, spec)
-        pairs = (
-            [(r["test_bpb"], by[(ref, r["seed"])]["test_bpb"]) for r in mine if (ref, r["seed"]) in by] if ref else []
-        )
-        if pairs:
-            diff, se, tie = over_seeds([a - b for a, b in pairs])
-            ref_rate = mean_and_se(
-                [by[(ref, r["seed"])]["test_boundary_rate"] for r in mine if (ref, r["seed"]) in by]
-            )[0]
-            row.update(reference=ref, diff=diff, diff_se=se, diff_n=len(pairs), tie=tie, reference_rate=ref_rate)
-        rows.append(row)
-    return rows
-
-
-def format_seed_table(rows: list[dict]) -> str:
-    """results.md's table over seeds: mean (s.e. over seeds) and the paired difference, said to be
-    not at an equal rate where the mean rate is off its target or off the reference's."""
-    head = (
-        f"| variant | seeds | test bpb (s.e.) | {rows[0]['val_covers'] if rows else 'val bpb'} (s.e.) | "
-        "boundary rate | whitespace rate (s.e.) | "
-        "test bpb - reference, paired by seed (s.e.) |\n|---|---|---|---|---|---|---|\n"
-    )
-    lines = []
-    for r in rows:
-        target = r["test_boundary_rate"] if r.get("target_rate") is None else r["target_rate"]
-        if "diff" in r:
-            unequal = unequal_rate(r["test_boundary_rate"], target, r["reference_rate"])
-            vs = (
-                f"{r['diff']:+.4f} ({r['diff_se']:.4f}) vs {r['reference']}, {r['diff_n']} seeds: "
-                f"{verdict(r['diff'], r['tie'])}{', not at an equal rate' if unequal else ''}"
-            )
-        else:
-            vs = "reference"
-        lines.append(
-            f"| {arm(r['variant'], r)} | {len(r['seeds'])} | {r['test_bpb']:.4f} ({r['test_bpb_se']:.4f}) | "
-            f"{r['val_bpb']:.4f} ({r['val_bpb_se']:.4f}) | {rate_cell(r['test_boundary_rate'], target)} | "
-            f"{r['test_whitespace_rate']:.3f} ({r['test_whitespace_rate_se']:.3f}) | {vs} |"
-        )
-    return head + "\n".join(lines) + "\n"
-
-
-def plot_curves(out: Path, variants: list[str], seeds: list[int] | None = None) -> Path:
-    """Validation bpb against bytes seen, one curve a variant (and seed)."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for i, spec in enumerate(variants):
-        for j, seed in enumerate(seeds or [None]):
-            _, val = read_metrics(run_folder(out, spec, seed))
-            xs, ys = series(val, "val_bpb", "bytes_seen")
-            if xs:
-                ax.plot(
-                    xs,
-                    ys,
-                    marker="o",
-                    ms=3,
-                    color=f"C{i % 10}",
-                    ls="-" if i < 10 else "--",
-                    alpha=0.8,
-                    label=spec if j == 0 else None,
-                )
-    ax.set_xlabel("bytes seen")
-    ax.set_ylabel("validation bits per byte")
-    return save_curves(fig, ax, out / "curves.png")
+def child_command(
+    spec: str, seed: int | None, out: Path, preset: str | None, overrides: list[str], eval_bytes: int | None
+) -> list[str]:
+    """The command line of one `compare --jobs` child: this comparison narrowed to one run, on one
+    CPU thread."""
+    return [
+        sys.executable,
+        "-m",
+        "learntok",
+        "compare",
+        "--strategies",
+        spec,
+        "--out",
+        str(out),
+        *(["--seeds", f"{seed},"] if seed is not None else []),
+        *(["--preset", preset] if preset else []),
+        *(["--eval-bytes", str(eval_bytes)] if eval_bytes else []),
+        *overrides,
+        "system.threads=1",
+    ]
 
 
 def run_parallel(
     units: list[tuple[str, int | None]],
+    cfgs: list[RunConfig],
     out: Path,
     preset: str | None,
     overrides: list[str],
@@ -412,39 +263,36 @@ def run_parallel(
     jobs: int,
     progress: bool = True,
 ) -> None:
-    """Train and evaluate unfinished (variant, seed) runs `jobs` at a time, each in its own process
-    with one CPU thread (processes that each take every core thrash: a step runs up to 10x slower),
-    its whole output in its run folder's train.log, one progress line each (learntok.jobs). Each
-    leaves its done marker; `compare` then reads them back."""
-    todo = [(spec, seed) for spec, seed in units if not marked(run_folder(out, spec, seed))]
+    """Train and evaluate unfinished (variant, seed) runs (`cfgs`: their configs) `jobs` at a time,
+    each in its own process with one CPU thread (processes that each take every core thrash: a step
+    runs up to 10x slower), its whole output in its run folder's train.log, one progress line each
+    (learntok.jobs). Each leaves its done marker; `compare` then reads them back."""
     children = [
         Job(
             run_name(spec, seed),
             run_folder(out, spec, seed),
-            variant_config(spec, preset, overrides).train.steps,
-            [
-                sys.executable,
-                "-m",
-                "learntok",
-                "compare",
-                "--strategies",
-                spec,
-                "--out",
-                str(out),
-                *(["--seeds", f"{seed},"] if seed is not None else []),
-                *(["--preset", preset] if preset else []),
-                *(["--eval-bytes", str(eval_bytes)] if eval_bytes else []),
-                *overrides,
-                "system.threads=1",
-            ],
+            cfg.train.steps,
+            child_command(spec, seed, out, preset, overrides, eval_bytes),
         )
-        for spec, seed in todo
+        for (spec, seed), cfg in zip(units, cfgs)
+        if not marked(run_folder(out, spec, seed))
     ]
     for job, code in zip(children, run_jobs(children, jobs, progress)):
         if code != 0:
             raise ConfigError(
                 f"variant {job.name} failed (exit {code}): {last_line(job.log)}; its whole log: {job.log}"
             )
+
+
+def check_variants(variants: list[str], overrides: list[str], sweep: str | None) -> None:
+    """Refuse, before any work, no variant, a repeated one, a shared strategy option no variant has
+    and a `--sweep` that is not one of the variants at a rate."""
+    if not variants:
+        raise ConfigError("no variants to compare: --strategies names no strategy (e.g. learned,uniform)")
+    if len(set(variants)) != len(variants):
+        raise ConfigError(f"variants repeat: {', '.join(variants)}")
+    check_strategy_options(variants, overrides)
+    check_sweep(sweep, variants)
 
 
 def compare(
@@ -463,20 +311,15 @@ def compare(
     `sweep` (a finished variant) that one model run at every rate by calibration. Under torchrun
     every rank calls it: each variant trains on every rank, evaluation is shared, and rank 0
     writes the files."""
-    out = Path(out)
+    out, overrides = Path(out), list(overrides)
     follow_parent()  # a child of `compare --jobs` ends with its parent
-    if not variants:
-        raise ConfigError("no variants to compare: --strategies names no strategy (e.g. learned,uniform)")
-    if len(set(variants)) != len(variants):
-        raise ConfigError(f"variants repeat: {', '.join(variants)}")
-    check_strategy_options(variants, list(overrides))
-    check_sweep(sweep, variants)
-    # fail on a bad name before any training
-    configs = [variant_config(spec, preset, list(overrides)) for spec in variants]
+    check_variants(variants, overrides, sweep)
     units = [(spec, seed) for spec in variants for seed in (seeds if seeds is not None else [None])]
+    # one config a run, built once: a bad name fails here, before any training
+    cfgs = [variant_config(spec, preset, [*overrides, *seed_override(seed)]) for spec, seed in units]
     for spec, seed in units:  # every run folder inside --out, before anything is written
         run_folder(out, spec, seed)
-    env = init_distributed(configs[0].system.device)
+    env = init_distributed(cfgs[0].system.device)
     if env.is_main:
         out.mkdir(parents=True, exist_ok=True)
     if seeds is not None and any(o.partition("=")[0].strip() == "train.seed" for o in overrides):
@@ -484,66 +327,25 @@ def compare(
     if jobs > 1:
         if env.world > 1:
             raise ConfigError("--jobs runs variants as separate processes: use it without torchrun")
-        run_parallel(units, out, preset, list(overrides), eval_bytes, jobs, progress)
+        run_parallel(units, cfgs, out, preset, overrides, eval_bytes, jobs, progress)
     try:
         records = [
-            run_variant(spec, preset, list(overrides), out, eval_bytes, env, progress, seed) for spec, seed in units
+            run_variant(spec, cfg, preset, out, eval_bytes, env, progress, seed)
+            for (spec, seed), cfg in zip(units, cfgs)
         ]
     finally:
         shutdown(env)
     relative_step_time(records)
-    run_cfgs = [
-        variant_config(spec, preset, [*overrides, *seed_override(seed)]) for spec, seed in units
-    ]  # one a record
-    for r, c in zip(records, run_cfgs):
-        annotate(r, c, preset)
+    for r, cfg in zip(records, cfgs):
+        annotate(r, cfg, preset)
     if not env.is_main:
         return records
-    warnings = split_warnings(configs[0])
+    warnings = split_warnings(cfgs[0])
     if any("@" in spec for spec in variants):
-        write_frontier(
-            out,
-            records,
-            run_cfgs,
-            eval_bytes,
-            sweep,
-            progress,
-        )
-    command = " ".join(
-        [
-            "learntok compare",
-            f"--preset {preset}" if preset else "",
-            f"--strategies {','.join(variants)}",
-            f"--seeds {','.join(map(str, seeds))}" if seeds else "",
-            *overrides,
-        ]
-    ).replace("  ", " ")
+        write_frontier(out, records, cfgs, eval_bytes, sweep, progress)
     summary = seed_summary(records, variants) if seeds is not None else None
-    write_text_atomic(
-        out / "results.json",
-        json.dumps({"command": command, "results": records, "over_seeds": summary, "warnings": warnings}, indent=2)
-        + "\n",
-    )
-    plot_curves(out, variants, seeds)
-    seed_section = (
-        (
-            f"## Over seeds\n\n{format_seed_table(summary)}\n"
-            "Mean over seeds (standard error over seeds); the difference is paired by seed (same initial "
-            "backbone, data and windows), with a tie where its 95% t-interval includes 0.\n\n"
-            "## Every run\n\n"
-        )
-        if summary
-        else ""
-    )
-    write_text_atomic(
-        out / "results.md",
-        f"# learntok compare\n\n`{command}`\n\n{''.join(w + chr(10) * 2 for w in warnings)}"
-        f"{seed_section}{format_table(records)}\n"
-        "bpb: corpus-level bits per byte (sampled boundaries, seeded); doc bpb: mean over documents "
-        "with its standard error. Rates on the test split; a rate marked not at an equal rate is more "
-        f"than {RATE_SLACK:g} from its target (or, over seeds, from the reference's).\n\n"
-        "![validation bpb](curves.png)\n",
-    )
+    folders = {spec: [run_folder(out, spec, seed) for seed in seeds or [None]] for spec in variants}
+    write_results(out, compare_command(preset, variants, seeds, overrides), records, summary, warnings, folders)
     return records
 
 

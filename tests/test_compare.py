@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from learntok.compare import compare, format_table, parse_variant, variants_from_args
+from learntok.compare import compare, parse_variant, variants_from_args
+from learntok.compare_report import format_table
 from learntok.config import ConfigError
 
 TINY = [
@@ -146,7 +147,7 @@ def test_parse_seeds():
 
 
 def test_seed_summary_pairs_by_seed():
-    from learntok.compare import seed_summary
+    from learntok.compare_report import seed_summary
 
     def rec(v, s, bpb):
         return {
@@ -213,7 +214,7 @@ def test_compare_seeds_layout_and_resume(tmp_path):
 
 
 def test_paper_figures_only_beside_comparable_runs():
-    from learntok.compare import paper_figure
+    from learntok.compare_report import paper_figure
     from learntok.config import load_config
 
     small = load_config("tiny", None, [])

@@ -69,6 +69,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "learntok.sample",
             "learntok.frontier",
             "learntok.compare",
+            "learntok.compare_report",
             "learntok.compare_runs",
             "learntok.plan",
         ],

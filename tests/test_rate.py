@@ -260,7 +260,7 @@ def test_the_frontier_over_seeds_pairs_each_run_with_its_own_config(tmp_path):
 def test_frontier_rows_over_seeds_read_as_compare_reads_them(diffs, tie, word):
     """The frontier over seeds marks a tie exactly where compare's table over seeds does (one
     function, learntok.evaluate.over_seeds), and its test bpb carries the s.e. over seeds."""
-    from learntok.compare import seed_summary
+    from learntok.compare_report import seed_summary
     from learntok.frontier import frontier_markdown, seed_rows
 
     base = {"family": "learned", "target_rate": 0.2, "flops_per_byte": 1.0}
