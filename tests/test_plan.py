@@ -12,19 +12,8 @@ from learntok.cli import main
 from learntok.config import load_config, preset_names
 from learntok.distributed import micro_plan
 from learntok.errors import ConfigError
-from learntok.plan import (
-    WORLDS,
-    GiB,
-    MemoryTally,
-    StepFigures,
-    measure_step,
-    meta_model,
-    model_flops,
-    per_gpu_peak,
-    prepared_step,
-    run_step,
-    runs_at,
-)
+from learntok.fake_step import MemoryTally, StepFigures, measure_step, meta_model, prepared_step, run_step
+from learntok.plan import WORLDS, GiB, model_flops, per_gpu_peak, runs_at
 
 
 def allocator_peak(cfg, micro: int, accum: int, tmp_path) -> int:
