@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import copy
 
+import hypothesis
+from hypothesis import strategies as st
+
 import pytest
 import torch
 
@@ -28,8 +31,9 @@ TRAIN_TEXT = shakespeare(60_000, skip=20_000)
 
 
 def tiny(boundary: str, w: int = 8) -> AUNet:
-    model = tiny_model(boundary, window=w, target_rate=0.3 if boundary == "bpe" else 0.2)
-    model.strategy.fit([TRAIN_TEXT])  # bpe: 0.3, which its pre-tokenizer can reach here
+    model = tiny_model(boundary, window=w, target_rate=0.3 if boundary.startswith("bpe") else 0.2)
+    # bpe: 0.3, which its pre-tokenizer can reach here; bpe-causal: 0.3, which held-out text can
+    model.strategy.fit([TRAIN_TEXT])
     return model
 
 
@@ -218,11 +222,13 @@ def test_bpe_reference_starts_are_the_tokenizers_offsets(models):
         assert "".join(enc.tokens) == bpe_causal.to_chars(word)
 
 
-def test_bpe_causal_rule_mostly_agrees_with_the_tokenizer(models):
+def test_bpe_causal_rule_mostly_agrees_with_the_tokenizer():
     """Boundaries of the causal greedy rule vs the tokenizer's own token starts on whole
-    pre-tokens, on held-out text; and the rule is a pure function of the prefix."""
-    strategy = models["bpe-causal"].strategy
-    tok, prefixes = strategy.tokenizer(), bpe_causal.token_prefixes(strategy.tokenizer())
+    pre-tokens, on held-out text; and the rule is a pure function of the prefix. The BPE is fitted
+    to 0.2 on its own training words, a larger vocabulary than the fixture's held-out fit reaches
+    on this little text."""
+    tok, _ = bpe_causal.fit_bpe(bpe_causal.sample_words([TRAIN_TEXT]), 0.2)
+    prefixes = bpe_causal.token_prefixes(tok)
     agree = total = 0
     for word in bpe_causal.split_pretokens(shakespeare(5000, skip=200_000)):
         ref = [0] * len(word)
@@ -247,12 +253,22 @@ def test_bpe_forward_matches_word_rule(models):
 
 def test_bpe_fit_reaches_rate_and_is_saved(models, tmp_path):
     strategy = models["bpe-causal"].strategy
-    words = bpe_causal.sample_words([TRAIN_TEXT])
-    assert abs(bpe_causal.causal_rate(strategy.tokenizer(), words) - 0.2) < 0.01
+    _, held = bpe_causal.split_held_out([TRAIN_TEXT])
+    assert abs(bpe_causal.causal_rate(strategy.tokenizer(), bpe_causal.sample_words(held)) - 0.3) < 0.01
     models["bpe-causal"].save_pretrained(tmp_path)
     loaded = AUNet.from_pretrained(tmp_path)
     x = encode(shakespeare(100)).unsqueeze(0)
     assert torch.equal(loaded.strategy.boundaries(x), strategy.boundaries(x))
+
+
+@hypothesis.given(st.lists(st.binary(max_size=40), max_size=6), st.floats(0.0, 1.0))
+def test_bpe_held_out_split_is_the_sample_cut_once(documents, share):
+    """The fit part and the held-out part are the sample in order, cut once at `share` of its
+    bytes from the end: nothing lost, nothing in both."""
+    fit, held = bpe_causal.split_held_out(documents, share)
+    assert b"".join(fit) + b"".join(held) == b"".join(documents)
+    assert len(b"".join(held)) == sum(map(len, documents)) - round(sum(map(len, documents)) * (1 - share))
+    assert all(fit) and all(held)
 
 
 def test_bpe_unreachable_rate_warns():

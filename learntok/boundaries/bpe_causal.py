@@ -4,8 +4,11 @@ lookahead. (The paper's own BPE guidance, which sees the whole sequence, is `bpe
 
 Pre-tokens are SpaceByte's words (`pretoken_starts`), and within one the vocabulary segments
 greedily and causally (`causal_word_starts`: a byte extends the current token while the
-extended string is a prefix of a vocabulary token). `fit` bisects the number of merges until
-the causal rate is closest to rho*. Why this is causal where BPE is not, and how close it stays
+extended string is a prefix of a vocabulary token). `fit` trains the BPE on three quarters of
+its sample and bisects the number of merges until the causal rate on the held-out quarter is
+closest to rho*: text the tokenizer never saw is cut more finely than its own training text
+(unseen words split into more tokens), so a rate fitted on the training words overshoots on
+the test split. Why this is causal where BPE is not, and how close it stays
 to the BPE's own merges: docs/strategies.md ("bpe-causal").
 
 Shapes: B batch, T bytes.
@@ -22,9 +25,12 @@ import torch
 
 from learntok.boundaries.base import register
 from learntok.boundaries.common import whitespace_boundaries
-from learntok.boundaries.tokenizer import MAX_VOCAB, RATE_TOLERANCE, TokenizerStrategy, bisect_merges
+from learntok.boundaries.tokenizer import RATE_TOLERANCE, TokenizerStrategy, bisect_merges
 from learntok.data.dataset import FIT_BYTES
 from learntok.data.vocab import BOS, is_byte
+
+HELD_OUT_SHARE = 0.25  # of the fit sample, held out from the BPE's training to fit its merge count on
+CAUSAL_MAX_VOCAB = 65536  # the BPE a fit truncates: large, since held-out text needs more merges for rho*
 
 
 def byte_to_unicode() -> list[str]:
@@ -120,14 +126,31 @@ def truncate_bpe(tokenizer, n_merges: int):
     return Tokenizer(models.BPE(vocab=vocab, merges=merges))
 
 
-def fit_bpe(words: Counter, target_rate: float, max_vocab: int = MAX_VOCAB):
-    """Bisect the number of merges so that the causal rate is closest to target_rate.
-    Returns (tokenizer, info) with info = {bpe_vocab_size, bpe_rate, bpe_target_rate}."""
+def fit_bpe(words: Counter, target_rate: float, max_vocab: int = CAUSAL_MAX_VOCAB, held_out: Counter | None = None):
+    """Train a BPE on `words` and bisect its number of merges so that the causal rate on
+    `held_out` (default: `words` themselves) is closest to target_rate.
+    Returns (tokenizer, info) with info = {bpe_vocab_size, bpe_rate, bpe_target_rate}, the rate
+    measured on `held_out`."""
+    scored = words if held_out is None else held_out
     full = train_bpe(words, max_vocab)
     n_max = len(json.loads(full.to_str())["model"]["merges"])
-    best, rate = bisect_merges(n_max, lambda m: causal_rate(truncate_bpe(full, m), words), target_rate)
+    best, rate = bisect_merges(n_max, lambda m: causal_rate(truncate_bpe(full, m), scored), target_rate)
     tok = truncate_bpe(full, best)
     return tok, {"bpe_vocab_size": tok.get_vocab_size(), "bpe_rate": rate, "bpe_target_rate": target_rate}
+
+
+def split_held_out(documents: list[bytes], share: float = HELD_OUT_SHARE) -> tuple[list[bytes], list[bytes]]:
+    """The fit sample cut in two at `share` of its bytes from the end, in document order: the
+    part a BPE trains on and the part its merge count is fitted on (the document at the cut is
+    split in two)."""
+    cut = round(sum(len(d) for d in documents) * (1 - share))
+    fit, held, seen = [], [], 0
+    for doc in documents:
+        keep = max(0, min(len(doc), cut - seen))
+        fit += [doc[:keep]] if keep else []
+        held += [doc[keep:]] if keep < len(doc) else []
+        seen += len(doc)
+    return fit, held
 
 
 def sample_words(documents: list[bytes], max_bytes: int = FIT_BYTES) -> Counter:
@@ -155,7 +178,8 @@ class CausalBPE(TokenizerStrategy):
         self._word_cache: dict[bytes, list[int]] = {}
 
     def fit(self, documents: list[bytes]) -> dict:
-        tok, info = fit_bpe(sample_words(documents), self.cfg.target_rate)
+        fit, held = split_held_out(documents)
+        tok, info = fit_bpe(sample_words(fit), self.cfg.target_rate, held_out=sample_words(held) or None)
         if abs(info["bpe_rate"] - self.cfg.target_rate) > RATE_TOLERANCE:
             warnings.warn(
                 f"BPE cannot reach boundary rate {self.cfg.target_rate}: the closest, with "
