@@ -98,6 +98,16 @@ def at_set_rate(runs: list[Run], device, data: ByteData, opts: EvalOptions, rate
     return out
 
 
+def refuse_training(options: dict[str, object], overrides: list[str]) -> None:
+    """`compare --runs` evaluates finished runs and trains nothing: refuse, in one line, every
+    training option given (`options`: its name and value, None when not given) and any override
+    but system.threads (the one `--threads` adds)."""
+    given = [name for name, value in options.items() if value is not None]
+    given += ["key=value overrides"] if any(not o.startswith("system.threads=") for o in overrides) else []
+    if given:
+        raise ConfigError(f"--runs evaluates finished runs: drop the training options ({', '.join(given)})")
+
+
 def compare_runs(
     paths: list[str], eval_bytes: int | None = None, rate: float | None = None, rate_mode: str | None = None
 ) -> dict:

@@ -23,6 +23,15 @@ def os_reason(e: OSError) -> str:
     return reason[:1].lower() + reason[1:]
 
 
+def fault_line(e: OSError) -> str | None:
+    """The one line for an OS error that is a fault of the machine (disk full, a size limit, a
+    permission), naming the file; None for any other OSError (a bug, which keeps its traceback)."""
+    reason = MACHINE_FAULTS.get(e.errno)
+    if reason is None:
+        return None
+    return f"{reason}: {e.filename}" if e.filename else reason
+
+
 class ConfigError(ValueError):
     """A configuration mistake: unknown name, wrong type or an invalid value (one-line message)."""
 
@@ -42,6 +51,10 @@ class NotFiniteError(CheckpointError):
 
 class OutputError(Exception):
     """An output file that cannot be written (one-line message naming it and why)."""
+
+
+class OutputRefused(ConfigError):
+    """An output path that the command must not write (one line naming the option and why)."""
 
 
 def os_fault(e: Exception) -> Exception:

@@ -97,13 +97,13 @@ def test_in_process_errors(tmp_path, capsys):
     ],
 )
 def test_an_error_line_has_one_prefix(monkeypatch, capsys, message):
-    from learntok import cli
-    from learntok.config import ConfigError
+    from learntok.cli import evaluation
+    from learntok.errors import ConfigError
 
     def fail(args):
         raise ConfigError(message)
 
-    monkeypatch.setattr(cli, "cmd_plot", fail)
+    monkeypatch.setattr(evaluation, "cmd_plot", fail)
     assert main(["plot", "run"]) == 2
     err = capsys.readouterr().err
     assert err.count("learntok: error: ") == 1 and err.startswith("learntok: error: ") and err.count("\n") == 1

@@ -29,6 +29,7 @@ import learntok.checkpoint as checkpoint
 import learntok.model.pretrained as pretrained
 from learntok import cli
 from learntok.checkpoint import STATE, STATE_KEYS, latest_checkpoint, load_checkpoint, load_run
+from learntok.cli.values import text_arg
 from learntok.errors import CheckpointError
 
 from conftest import ROOT, TINY_RUN as TINY, checksums
@@ -553,7 +554,7 @@ def text_arguments() -> set[str]:
     found = set()
     for command, sub in parser._subparsers._group_actions[0].choices.items():
         for a in sub._actions:
-            text = (None, str, cli.text_arg, *INPUT_TYPES, *OUTPUT_TYPES)  # plain text, text for the model, paths
+            text = (None, str, text_arg, *INPUT_TYPES, *OUTPUT_TYPES)  # plain text, text for the model, paths
             if a.nargs != 0 and a.choices is None and a.type in text and a.dest != "help":
                 found.add(f"{command} {a.option_strings[-1] if a.option_strings else a.dest}")
     return found

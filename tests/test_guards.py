@@ -23,7 +23,8 @@ import pytest
 import torch
 
 from conftest import ROOT, TINY_RUN, assert_one_line_error, checksums, cli_in_process
-from learntok.cli import build_parser, device_arg
+from learntok.cli import build_parser
+from learntok.cli.options import device_arg
 from learntok.errors import DataError
 from learntok.files import INPUT_TYPES, OUTPUT_TYPES, output_folder
 

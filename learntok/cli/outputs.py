@@ -21,17 +21,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from learntok.checkpoint import STATE
-from learntok.config import read_file
-from learntok.data.corpora import prepared_state
-from learntok.errors import CheckpointError, ConfigError, DataError
+from learntok.errors import CheckpointError, ConfigError, DataError, OutputRefused
 from learntok.files import INPUT_TYPES, OUTPUT_TYPES, input_data, input_run, output_folder
-from learntok.model.pretrained import LATEST, WEIGHTS, read_config, resolve
-from learntok.runfolder import CONFIG, LOCK, METRICS, RUN_FILES
 
-
-class OutputRefused(ConfigError):
-    """An output path that the command must not write (one line naming the option and why)."""
+# The checks read runs and name the files of checkpoints and run folders through modules that
+# load torch: they are imported inside the checks, which run only for a command line that names
+# an output, so that any other one is parsed and refused without torch.
 
 
 @dataclass(frozen=True)
@@ -69,6 +64,9 @@ def command_outputs(args) -> list:
 def command_inputs(args) -> list:
     """Every path this command line reads: the options typed input_*, the data.source a train
     or compare names (overrides, --config, the run resumed), and a run's own data.source."""
+    from learntok.config import read_file
+    from learntok.model.pretrained import read_config, resolve
+
     typed = [
         (a, a.option_strings[0] if a.option_strings else "", v)
         for a in args.command_parser._actions
@@ -101,7 +99,9 @@ def command_inputs(args) -> list:
 
 def check_command_line(args) -> None:
     """check_outputs for a parsed command line (args.command_parser: its subcommand's parser)."""
-    check_outputs(command_outputs(args), command_inputs(args))
+    outputs = command_outputs(args)
+    if outputs:
+        check_outputs(outputs, command_inputs(args))
 
 
 # ---------------------------------------------------------------- the check
@@ -176,6 +176,11 @@ def _check_not_input(out: Output, where: Path, inp: Input, real: Path) -> None:
 
 def _check_not_kept(out: Output, where: Path) -> None:
     """Nothing inside a model, checkpoint or prepared folder, and none of a run folder's own files."""
+    from learntok.checkpoint import STATE
+    from learntok.data.corpora import prepared_state
+    from learntok.model.pretrained import LATEST, WEIGHTS
+    from learntok.runfolder import LOCK, RUN_FILES
+
     name = f"{out.option} {out.path}"
     for folder in ([where] if out.folder else []) + list(where.parents):
         if (folder / WEIGHTS).is_file() or (folder / STATE).is_file():
@@ -195,6 +200,9 @@ def _check_not_kept(out: Output, where: Path) -> None:
 
 
 def _is_run(folder: Path) -> bool:
+    from learntok.model.pretrained import LATEST
+    from learntok.runfolder import CONFIG, LOCK, METRICS
+
     return (
         (folder / "checkpoints" / LATEST).is_file()
         or ((folder / CONFIG).is_file() and (folder / METRICS).is_file())

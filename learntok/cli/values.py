@@ -1,6 +1,6 @@
 """The command line's argparse types for values (docs/reliability.md): numbers in declared ranges
 (learntok.ranges) and text for the model as the argument's bytes. Paths have their own types in
-learntok.files, and the outputs they name are checked by learntok.outputs."""
+learntok.files, and the outputs they name are checked by learntok.cli.outputs."""
 
 from __future__ import annotations
 

@@ -1,0 +1,165 @@
+"""Command line: `learntok SUBCOMMAND ...`, each subcommand a thin call into the library.
+
+To add a subcommand, write `add_NAME(sub)` in one of the command modules (training, evaluation,
+text) that adds its parser and sets `func` (a function of the parsed args returning an exit code
+or None), and list it in COMMANDS; take the shared options from learntok.cli.options. Expected
+mistakes (bad config, data, checkpoint, a diverged run, a missing file) print one line
+`learntok: error: ...` and exit 2; so do faults of the machine (disk full, a file size limit,
+permission denied), saying what the command left behind. Ctrl-C prints one line and exits 130;
+a closed pipe (`learntok sample ... | head`) ends the command quietly with 141, as SIGPIPE
+would. Anything else is a bug and keeps its traceback (docs/reliability.md).
+
+The command modules import the library inside each command, so that parsing, `--help` and an
+argument's error are done before torch is loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+
+from learntok import __version__
+from learntok.cli.evaluation import add_diagnose, add_eval, add_eval_tasks, add_plot
+from learntok.cli.options import add_threads
+from learntok.cli.text import add_sample, add_segment
+from learntok.cli.training import add_compare, add_config, add_prepare, add_train
+from learntok.errors import CheckpointError, ConfigError, DataError, OutputError, fault_line
+
+ERROR = "learntok: error: "  # the one prefix of every expected error's line
+SIGINT_EXIT, SIGPIPE_EXIT = 130, 141  # 128 + the signal, as the shell reports a kill
+
+COMMANDS = [
+    add_train,
+    add_config,
+    add_segment,
+    add_eval,
+    add_eval_tasks,
+    add_diagnose,
+    add_plot,
+    add_sample,
+    add_compare,
+    add_prepare,
+]
+
+# Options that only say how another one works: given without it, each would be ignored, so
+# each is refused (checked in `main` for every command, before any work).
+OPTION_NEEDS = {
+    "rate_mode": ("rate", "--rate R (the rate to hold)"),
+    "mfu": ("plan", "--plan (the GPU-hours it scales)"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage mistakes, like every expected error, are one line on stderr and exit 2."""
+
+    def error(self, message: str):
+        command = self.prog.removeprefix("learntok").strip()  # "" for the top level, else the subcommand
+        self.exit(2, f"{ERROR}{command + ': ' if command else ''}{message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="learntok", description="Byte-level LMs that learn their own tokenization.")
+    parser.add_argument("--version", action="version", version=f"learntok {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in COMMANDS:
+        add(sub)
+    for p in sub.choices.values():
+        add_threads(p)
+        p.set_defaults(command_parser=p)  # its options' types name its inputs and outputs
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Like parse_args, but `key=value` overrides may stand anywhere among the options (argparse
+    alone takes them only as one run of positionals)."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    command = parser._subparsers._group_actions[0].choices[args.command]  # the subcommand's parser
+    # argparse fills positionals only from the first run of them: an optional one (segment's
+    # text) given after an option is left over; place it (through its type, as argparse would).
+    for action in command._get_positional_actions():
+        if action.nargs == "?" and getattr(args, action.dest) is None:
+            plain = [a for a in extra if not a.startswith("-") and (not hasattr(args, "overrides") or "=" not in a)]
+            if plain:
+                setattr(args, action.dest, action.type(plain[0]) if action.type else plain[0])
+                extra.remove(plain[0])
+    if hasattr(args, "overrides"):
+        args.overrides += [a for a in extra if "=" in a and not a.startswith("-")]
+        extra = [a for a in extra if "=" not in a or a.startswith("-")]
+    if extra:
+        command.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def check_needs(args) -> None:
+    for dest, (needed, what) in OPTION_NEEDS.items():
+        value = getattr(args, dest, None)
+        if value is not None and getattr(args, needed, None) in (None, False):
+            raise ConfigError(f"--{dest.replace('_', '-')} {value} needs {what}")
+
+
+def check_outputs(args) -> None:
+    """Refuse, before any work, every output this command line must not write (learntok.cli.outputs)."""
+    from learntok.cli.outputs import check_command_line
+
+    check_command_line(args)
+
+
+def set_threads(n: int) -> None:
+    from learntok.runtime import set_threads as set_torch_threads
+
+    set_torch_threads(n)
+
+
+def expected_errors() -> tuple[type[BaseException], ...]:
+    from learntok.train import TrainingDiverged
+
+    return ConfigError, DataError, CheckpointError, OutputError, TrainingDiverged, FileNotFoundError
+
+
+def quiet_stdout() -> None:
+    """Point stdout at /dev/null: its reader is gone (a pipe closed early), and the interpreter's
+    own flush at exit would otherwise report the broken pipe."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _stopped(args, what: str) -> str:
+    """`what` happened, and what the command leaves behind (its `left` hook), in one line."""
+    left = getattr(args, "left", None)
+    return " ".join((f"{what}; {left(args)}" if left else what).split())
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = parse_args(argv)
+    except SystemExit as e:  # --help, or a usage error already printed
+        return e.code
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(errors="replace")  # a non-UTF-8 terminal shows "?", no crash
+    try:
+        check_outputs(args)
+        check_needs(args)
+        if args.threads and hasattr(args, "overrides"):
+            args.overrides = [*args.overrides, f"system.threads={args.threads}"]  # recorded in the run's config
+        set_threads(args.threads)
+        code = args.func(args) or 0
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    except expected_errors() as e:
+        message = " ".join(str(e).split()).replace(ERROR, "")  # a quoted child's error line keeps no prefix of its own
+        print(ERROR + message, file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        quiet_stdout()
+        return SIGPIPE_EXIT
+    except KeyboardInterrupt:
+        print(f"learntok: {_stopped(args, 'interrupted')}", file=sys.stderr)
+        return SIGINT_EXIT
+    except OSError as e:
+        line = fault_line(e)
+        if line is None:
+            raise
+        print(f"learntok: error: {_stopped(args, line)}", file=sys.stderr)
+        return 2

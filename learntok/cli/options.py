@@ -1,0 +1,69 @@
+"""The options several commands take, each defined once: the run a command reads, `--device`,
+`--seed` and `--greedy`, `--rate` with `--rate-mode`, `--json`, `--threads` and the `key=value`
+overrides. A command passes its own help where the words differ; the type, default and choices
+stay the same everywhere."""
+
+from __future__ import annotations
+
+import argparse
+
+from learntok.cli.values import RATE_ARG, SEED_ARG, number
+from learntok.errors import ConfigError
+from learntok.files import input_run, output_file
+from learntok.ranges import THREADS
+
+RUN_OR_MODEL = "run folder (latest checkpoint) or model/checkpoint folder"
+RATE_MODES = "with --rate: online (the offset moves with the decisions made, so the rate holds on any text; the default where the strategy has it) or calibrated (the offset found on val, fixed)"
+
+
+def device_arg(text: str) -> str:
+    """--device: a device learntok runs on and this machine has (checked before a model is read)."""
+    if text == "cpu":  # the default, on every machine: checked without loading torch
+        return text
+    from learntok.runtime import resolve_device
+
+    try:
+        resolve_device(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def add_model(p, help: str | None = RUN_OR_MODEL) -> None:
+    """The run or model folder a command reads (its first positional argument)."""
+    p.add_argument("model", type=input_run, metavar="RUN_OR_CKPT", help=help)
+
+
+def add_device(p) -> None:
+    p.add_argument("--device", default="cpu", type=device_arg)
+
+
+def add_seed(p, help: str | None = "seed of the sampled boundaries", default: int | None = 0) -> None:
+    p.add_argument("--seed", type=SEED_ARG, default=default, help=help)
+
+
+def add_greedy(p, help: str = "decide p > 0.5 instead of sampling") -> None:
+    p.add_argument("--greedy", action="store_true", help=help)
+
+
+def add_rate(p, help: str, modes: str = RATE_MODES) -> None:
+    """`--rate R` and `--rate-mode` (refused without --rate: OPTION_NEEDS in learntok.cli)."""
+    p.add_argument("--rate", type=RATE_ARG, help=help)
+    p.add_argument("--rate-mode", choices=["online", "calibrated"], help=modes)
+
+
+def add_json(p, help: str) -> None:
+    p.add_argument("--json", type=output_file, help=help)
+
+
+def add_threads(p) -> None:
+    p.add_argument(
+        "--threads",
+        type=number(int, THREADS),
+        default=0,
+        help="CPU threads for torch (default: all cores; give 1 to runs that share a machine)",
+    )
+
+
+def add_overrides(p, help: str = "config overrides, e.g. train.steps=100") -> None:
+    p.add_argument("overrides", nargs="*", type=str, metavar="key.sub=value", help=help)
