@@ -10,6 +10,7 @@ atomically), so a crash never leaves a half-written checkpoint behind the pointe
 
 from __future__ import annotations
 
+import copy
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,7 +34,7 @@ from learntok.model.pretrained import (
     commit,
     read_config,
     read_failure,
-    read_model,
+    read_model_files,
     read_weights,
     resolve,
     write_model_files,
@@ -187,42 +188,97 @@ def check_state(state: dict[str, Any], folder: Path) -> None:
         raise CheckpointError(f"{where}: 'rng' lacks {', '.join(missing)} (a damaged checkpoint?)")
 
 
-def load_run(path: str | Path, device: str | torch.device = "cpu") -> tuple[AUNet, RunConfig | None]:
+@dataclass(frozen=True)
+class RunRef:
+    """A run, checkpoint or model folder located once (`locate_run`): the checkpoint a run's
+    `latest` named when it was read, with that checkpoint's config.json. Every later step of a
+    command (the model load, the short-run hint, the report) reads this and never `latest` again,
+    so that a training run rotating its checkpoints meanwhile cannot make them describe two."""
+
+    path: Path  # as given: a run, checkpoint or model folder
+    folder: Path  # the checkpoint or model folder it names
+    config: dict[str, Any]  # its config.json, the stamp removed (a run config or a model config); read-only
+
+    @property
+    def step(self) -> int | None:
+        """The optimizer steps behind it (its checkpoint's name says them); None for a model folder."""
+        digits = self.folder.name[len("step_") :]
+        return int(digits) if self.folder.name.startswith("step_") and digits.isdigit() else None
+
+    @property
+    def boundary(self) -> str | None:
+        """The strategy of a run's checkpoint (its run config's model.boundary); None for a model folder."""
+        model = self.config.get("model")
+        return model.get("boundary") if isinstance(model, dict) else None
+
+
+def locate_run(path: str | Path | RunRef) -> RunRef:
+    """`path` located: `latest` read once and the checkpoint's config.json once (a RunRef is
+    returned as it is). A run's latest checkpoint that a training run rotates away between the two
+    reads (checkpoint.keep) is not an error: the newer latest is read instead, once."""
+    if isinstance(path, RunRef):
+        return path
+    folder = resolve(path)
+    try:
+        return RunRef(Path(path), folder, _version_checked(read_config, folder))
+    except (CheckpointError, FileNotFoundError):
+        newer = _relocated(Path(path), folder)
+        if newer is None:
+            raise
+        return RunRef(Path(path), newer, _version_checked(read_config, newer))
+
+
+def _relocated(path: Path, folder: Path) -> Path | None:
+    """The checkpoint `path` names now, when that is another than `folder` (a rotation); else None."""
+    try:
+        newer = resolve(path)
+    except CheckpointError:
+        return None
+    return None if newer == folder else newer
+
+
+def load_run(path: str | Path | RunRef, device: str | torch.device = "cpu") -> tuple[AUNet, RunConfig | None]:
     """The one way to load a run for evaluation: (model in eval mode, its RunConfig, or None for a
-    bare model folder) from a run, checkpoint or model folder (`load_run_folder`, without the folder)."""
+    bare model folder) from a run, checkpoint or model folder (`load_run_folder`, without the run)."""
     model, run_cfg, _ = load_run_folder(path, device)
     return model, run_cfg
 
 
-def load_run_folder(path: str | Path, device: str | torch.device = "cpu") -> tuple[AUNet, RunConfig | None, Path]:
-    """`load_run` and the model or checkpoint folder it read, each file read once. A config or
-    weights that do not fit this version's model say that the checkpoint may be from another version.
-    A run's latest checkpoint that a training run rotates away while it is read (checkpoint.keep)
-    is not an error: the newer latest is read instead, once."""
-    folder = resolve(path)
+def load_run_folder(
+    path: str | Path | RunRef, device: str | torch.device = "cpu"
+) -> tuple[AUNet, RunConfig | None, RunRef]:
+    """`load_run` and the run it read (`locate_run`), each file read once. A config or weights that
+    do not fit this version's model say that the checkpoint may be from another version. A run's
+    latest checkpoint that a training run rotates away while it is read is not an error: the newer
+    latest is located and read instead, once, and it is the run returned."""
+    run = locate_run(path)
     try:
-        return _load_model_folder(folder, device)
+        return (*_load_located(run, device), run)
     except (CheckpointError, FileNotFoundError):
-        try:
-            newer = resolve(path)
-        except CheckpointError:
-            newer = folder
-        if newer == folder:
+        newer = _relocated(run.path, run.folder)
+        if newer is None:
             raise
-        return _load_model_folder(newer, device)
+        run = RunRef(run.path, newer, _version_checked(read_config, newer))
+        return (*_load_located(run, device), run)
 
 
-def _load_model_folder(folder: Path, device: str | torch.device) -> tuple[AUNet, RunConfig | None, Path]:
+def _load_located(run: RunRef, device: str | torch.device) -> tuple[AUNet, RunConfig | None]:
+    files = _version_checked(read_model_files, run.folder, copy.deepcopy(run.config), device)
+    model = _version_checked(AUNet.from_files, files, map_location=device)
+    run_cfg = _version_checked(run_config_of, files) if isinstance(files.config.get("model"), dict) else None
+    return model.eval(), run_cfg
+
+
+def _version_checked(read, *args, **kwargs):
+    """`read(*args, **kwargs)`; a file that reads but does not fit this version's model says that
+    it may be from another version (a file that could not be read, or holds numbers that are not
+    numbers, has nothing to say of its version)."""
     try:
-        files = read_model(folder, device)
-        model = AUNet.from_files(files, map_location=device)
-        run_cfg = run_config_of(files) if isinstance(files.config.get("model"), dict) else None
+        return read(*args, **kwargs)
     except (CheckpointError, ConfigError) as e:
-        # the file could not be read, or holds numbers that are not numbers: nothing to say of its version
         if getattr(e, "os_fault", False) or isinstance(e, NotFiniteError):
             raise
         raise CheckpointError(f"{e} (a checkpoint from an incompatible learntok version?)") from None
-    return model.eval(), run_cfg, files.folder
 
 
 def run_config_of(files: ModelFiles) -> RunConfig:
@@ -243,20 +299,14 @@ def figures_of(folder: str | Path) -> Iterator[None]:
         raise NotFiniteError(f"{folder}: {e}") from None
 
 
-def trained_steps(path: str | Path) -> int | None:
-    """The optimizer steps behind a run or checkpoint folder (its checkpoint's name says them);
-    None for a model folder, which does not record them."""
-    name = resolve(path).name
-    return int(name[len("step_") :]) if name.startswith("step_") and name[len("step_") :].isdigit() else None
-
-
-def short_run_hint(path: str | Path) -> str | None:
-    """One line when the run or checkpoint at `path` is a learned policy (a score-function
-    strategy) trained for fewer than SETTLE_STEPS steps; None otherwise."""
-    steps = trained_steps(path)
+def short_run_hint(run: str | Path | RunRef) -> str | None:
+    """One line when `run` is a learned policy (a score-function strategy) trained for fewer than
+    SETTLE_STEPS steps; None otherwise. A RunRef is described as it was located (nothing is read):
+    the checkpoint a command evaluated, even if `latest` has moved on since."""
+    run = locate_run(run)
+    steps, boundary = run.step, run.boundary
     if steps is None or steps >= SETTLE_STEPS:
         return None
-    boundary = read_config(resolve(path)).get("model", {}).get("boundary")
     if boundary not in strategy_names() or not strategy_class(boundary).has_policy:
         return None
     return (

@@ -28,17 +28,17 @@ from learntok.compare_report import (
     seed_summary,
     write_results,
 )
-from learntok.config import STRATEGY, ConfigError, RunConfig, load_config
+from learntok.config import STRATEGY, RunConfig, load_config
 from learntok.data import ByteData, small_split_warnings
 from learntok.distributed import DistEnv, barrier, init_distributed, shutdown
-from learntok.evaluate import EvalOptions, evaluate_bpb
+from learntok.errors import ConfigError
+from learntok.evaluate import EvalOptions, columns, evaluate_bpb
 from learntok.files import inside
 from learntok.finished import marked, read_done, write_done
 from learntok.frontier import check_sweep, write_frontier
 from learntok.jobs import Job, follow_parent, last_line, run_jobs
 from learntok.plots import read_metrics
 from learntok.runfolder import anchored
-from learntok.runtime import resolve_dtype
 from learntok.tracking import append_row
 from learntok.train import train
 
@@ -123,30 +123,13 @@ def evaluate_run(
     share the windows (the same figures as one process). With `progress`, a bar per split."""
     model, _ = load_run(run_dir, env.device)
     data = ByteData.from_config(cfg.data)
-    tc, out = cfg.train, {}
-    opts = EvalOptions(
-        tc.batch_size,
-        tc.seq_len,
-        max_bytes,
-        seed=tc.seed,
-        amp=resolve_dtype(cfg.system.dtype, env.device),
-        per_document=True,
-    )
+    out = {}
+    opts = EvalOptions.for_run(cfg, env.device, max_bytes, per_document=True)
     for split in ("val", "test"):
         bar = f"{name or run_dir.name} {split}" if progress else None
         r = evaluate_bpb(model, data, split, dataclasses.replace(opts, progress=bar), env)
-        out.update(
-            {
-                f"{split}_bpb": r["bpb"],
-                f"{split}_doc_bpb": r["doc_bpb_mean"],
-                f"{split}_doc_se": r["doc_bpb_se"],
-                f"{split}_docs": r["n_docs"],
-                f"{split}_bytes": r["n_bytes"],
-                f"{split}_split_bytes": data.n_bytes(split),
-                f"{split}_boundary_rate": r["boundary_rate"],
-                f"{split}_whitespace_rate": r["whitespace_rate"],
-            }
-        )
+        names = ("bpb", "doc_bpb", "doc_se", "docs", "bytes", "split_bytes", "boundary_rate", "whitespace_rate")
+        out.update(columns(r, names, f"{split}_", split_bytes=data.n_bytes(split)))
     return out
 
 

@@ -13,13 +13,13 @@ import dataclasses
 from pathlib import Path
 
 from learntok.checkpoint import load_checkpoint, load_run
-from learntok.config import ConfigError, RunConfig
+from learntok.config import RunConfig
 from learntok.data import ByteData
-from learntok.errors import CheckpointError
-from learntok.evaluate import EvalOptions, paired_difference, window_nats
+from learntok.errors import CheckpointError, ConfigError
+from learntok.evaluate import EvalOptions, columns, paired_difference, window_nats
 from learntok.figures import rate_cell, unequal_rate
 from learntok.rate import held_out_batches, set_rate
-from learntok.runtime import resolve_device, resolve_dtype
+from learntok.runtime import resolve_device
 
 SPLITS = ("val", "test")
 
@@ -122,13 +122,7 @@ def compare_runs(
     ref = runs[0].cfg
     device = resolve_device(ref.system.device)
     data = ByteData.from_config(ref.data)
-    opts = EvalOptions(
-        ref.train.batch_size,
-        ref.train.seq_len,
-        eval_bytes,
-        seed=ref.train.seed,
-        amp=resolve_dtype(ref.system.dtype, device),
-    )
+    opts = EvalOptions.for_run(ref, device, eval_bytes)
     rows, ref_windows = [], {}
     for run, (model, setting) in zip(runs, at_set_rate(runs, device, data, opts, rate, rate_mode)):
         row = {
@@ -144,15 +138,8 @@ def compare_runs(
             w = window_nats(model, data, split, dataclasses.replace(opts, progress=f"{Path(run.path).name} {split}"))
             ref_windows.setdefault(split, w)
             diff, se = paired_difference(w, ref_windows[split])
-            row.update(
-                {
-                    f"{split}_bpb": w["bpb"],
-                    f"{split}_diff": diff,
-                    f"{split}_diff_se": se,
-                    f"{split}_boundary_rate": w["rate"],
-                    f"{split}_whitespace_rate": w["whitespace_rate"],
-                }
-            )
+            names = ("bpb", "diff", "diff_se", "boundary_rate", "whitespace_rate")
+            row.update(columns(w, names, f"{split}_", diff=diff, diff_se=se, boundary_rate=w["rate"]))
         rows.append(row)
     windows = {
         "reference": runs[0].path,

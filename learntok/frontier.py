@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 
 from learntok.checkpoint import load_run
-from learntok.config import ConfigError, RunConfig
+from learntok.config import RunConfig
 from learntok.data import ByteData
+from learntok.errors import ConfigError
 from learntok.evaluate import EvalOptions, mean_and_se, over_seeds, paired_difference, verdict, window_nats
 from learntok.figures import RATE_SLACK, rate_cell
 from learntok.files import replacing, write_text_atomic
@@ -22,7 +23,7 @@ from learntok.objective import bits_per_byte
 from learntok.plan import flops_per_byte
 from learntok.plots import pyplot
 from learntok.rate import held_out_batches, set_rate
-from learntok.runtime import resolve_device, resolve_dtype
+from learntok.runtime import resolve_device
 
 REFERENCE = "uniform"  # the control every comparison is measured against: the same rate, no information
 
@@ -60,14 +61,8 @@ def write_frontier(
     against the model trained at each rate. Returns the frontier rows."""
     cfg0 = cfgs[0]
     data = ByteData.from_config(cfg0.data)
-    tc = cfg0.train
-    opts = EvalOptions(
-        tc.batch_size,
-        tc.seq_len,
-        eval_bytes,
-        seed=tc.seed,
-        amp=resolve_dtype(cfg0.system.dtype, resolve_device(cfg0.system.device)),
-        progress="frontier" if progress else None,
+    opts = EvalOptions.for_run(
+        cfg0, resolve_device(cfg0.system.device), eval_bytes, progress="frontier" if progress else None
     )  # _windows names each bar by its run
     run = lambda r: r.get("run", r["variant"])  # noqa: E731  (the run folder under OUT)
     windows = {run(r): _windows(out / run(r), c, data, opts) for r, c in zip(records, cfgs)}
@@ -75,17 +70,7 @@ def write_frontier(
     for r, c in zip(records, cfgs):
         name, _, _ = r["variant"].partition("@")
         rate = c.model.target_rate
-        ref = next(
-            (
-                v
-                for v, cc in zip(records, cfgs)
-                if cc.model.boundary == REFERENCE
-                and v.get("seed") == r.get("seed")
-                and cc.model.target_rate == rate
-                and "+" not in v["variant"]
-            ),
-            None,
-        )
+        ref = reference_record(records, cfgs, r, rate)
         diff, se = paired_difference(windows[run(r)], windows[run(ref)]) if ref else (math.nan, math.nan)
         rows.append(
             {
@@ -109,6 +94,21 @@ def write_frontier(
     _plot_frontier(out, rows, sweep_rows, sweep)
     write_text_atomic(out / "frontier.md", frontier_markdown(rows, sweep_rows, sweep))
     return rows
+
+
+def reference_record(records: list[dict], cfgs: list[RunConfig], record: dict, rate: float) -> dict | None:
+    """The `uniform` record `record` is measured against: the same seed and target rate (None: none)."""
+    return next(
+        (
+            v
+            for v, c in zip(records, cfgs)
+            if c.model.boundary == REFERENCE
+            and v.get("seed") == record.get("seed")
+            and c.model.target_rate == rate
+            and "+" not in v["variant"]
+        ),
+        None,
+    )
 
 
 def seed_rows(rows: list[dict]) -> list[dict]:

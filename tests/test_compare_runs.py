@@ -14,7 +14,7 @@ from learntok.checkpoint import load_run
 from learntok.compare_runs import compare_runs, format_runs
 from learntok.config import load_config
 from learntok.data import ByteData
-from learntok.evaluate import EvalOptions, format_report, run_eval, window_nats
+from learntok.evaluate import EvalOptions, EvalRequest, format_report, run_eval, window_nats
 from learntok.train import train
 
 from conftest import assert_one_line_error, checksums, run_cli
@@ -47,7 +47,7 @@ def small_reference_bpe(monkeypatch):
 
 
 def own_eval(path: str, **kwargs) -> dict:
-    return run_eval(path, max_bytes=EVAL_BYTES, bpe_vocab=300, **kwargs)
+    return run_eval(EvalRequest(path, max_bytes=EVAL_BYTES, bpe_vocab=300, **kwargs))
 
 
 # ---------------------------------------------------------------- compare --runs

@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from learntok import boundary_quality as bq
-from learntok.checkpoint import CheckpointError, load_run
+from learntok.checkpoint import load_run
 from learntok.model.pretrained import check_format
 from learntok.data import ByteData, encode
-from learntok.evaluate import EvalOptions, evaluate_bpb, logmeanexp_bound, mean_and_se, run_eval
+from learntok.errors import CheckpointError
+from learntok.evaluate import EvalOptions, EvalRequest, evaluate_bpb, logmeanexp_bound, mean_and_se, run_eval
 from learntok.objective import is_whitespace
 
 from conftest import tiny_model
@@ -156,14 +157,14 @@ def test_run_eval_on_folder_gives_per_file_breakdown(tmp_path):
     (src / "sub").mkdir(parents=True)
     (src / "a.py").write_bytes(TEXT[0])
     (src / "sub" / "b.txt").write_bytes(TEXT[1])
-    r = run_eval(model_dir, split="all", source=str(src), samples=2, batch_size=2, seq_len=32, bpe_vocab=300)
+    r = run_eval(EvalRequest(model_dir, "all", str(src), samples=2, batch_size=2, seq_len=32, bpe_vocab=300))
     assert set(r["per_file"]) == {"a.py", "sub/b.txt"} and set(r["per_extension"]) == {".py", ".txt"}
     total = sum(m["bpb"] * m["bytes"] for m in r["per_file"].values()) / r["n_bytes"]
     assert total == pytest.approx(r["bpb"], rel=1e-6)
     assert 0 <= r["bpe_starts"]["f1"] <= 1 and r["bpe_reference"]["tokenizer"] == "trained on the all split"
     json.dumps(r)  # JSON-ready
     assert (
-        run_eval(model_dir, split="all", source=str(src), samples=2, batch_size=2, seq_len=32, bpe_vocab=300)["bpb"]
+        run_eval(EvalRequest(model_dir, "all", str(src), samples=2, batch_size=2, seq_len=32, bpe_vocab=300))["bpb"]
         == r["bpb"]
     )
 

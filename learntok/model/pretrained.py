@@ -250,7 +250,12 @@ class ModelFiles:
 def read_model(path: str | Path, map_location: str | torch.device = "cpu") -> ModelFiles:
     """The files of a model folder, a checkpoint folder or a run folder (latest checkpoint)."""
     folder = resolve(path)
-    config = read_config(folder)
+    return read_model_files(folder, read_config(folder), map_location)
+
+
+def read_model_files(folder: Path, config: dict, map_location: str | torch.device = "cpu") -> ModelFiles:
+    """The files of the model or checkpoint `folder` whose config.json (`read_config`) is `config`
+    (taken over: its training window is removed), the weights read here."""
     trained = trained_seq_len(config, folder / CONFIG)
     model = config
     if "model" in config:  # a run config: its model and strategy sections
