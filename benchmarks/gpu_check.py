@@ -43,20 +43,11 @@ from learntok.checkpoint import load_checkpoint
 from learntok.config import RunConfig, load_config
 from learntok.data import ByteData
 from learntok.distributed import compile_model, init_distributed
-from learntok.errors import CheckpointError, ConfigError, DataError
+from learntok.errors import CheckpointError, ConfigError, DataError, TrainingDiverged
 from learntok.objective import loss, objective_for
 from learntok.plots import read_metrics
 from learntok.runtime import resolve_dtype, seed_everything
-from learntok.train import (
-    Engine,
-    TrainingDiverged,
-    build_optimizer,
-    fit_strategy,
-    lr_at,
-    rank_batches,
-    train,
-    train_step,
-)
+from learntok.train import Engine, build_optimizer, fit_strategy, lr_at, rank_batches, train, train_step
 
 SHAPES = {"40M": (16, 4096), "147M": (8, 4096)}  # (B, T) per step on one GPU
 TOY = dict(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16)

@@ -20,13 +20,13 @@ from typing import Any
 from learntok.boundaries.base import strategy_class
 from learntok.boundaries.options import STRATEGY, kept_options, move_old_keys, moved_key, option_types, strategy_options
 from learntok.data import DataConfig
-from learntok.errors import ConfigError
+from learntok.errors import ConfigError, FormatError
 from learntok.fields import check_fields, check_values, field_types, parse_value
 from learntok.files import read_input, write_text_atomic
 from learntok.nn.config import ModelConfig
 from learntok.objective import ObjectiveConfig, objective_for
 from learntok.ranges import INT64, SEED, THREADS, ranged
-from learntok.structured import FormatError, expect, parse_json, parse_toml
+from learntok.structured import expect, parse_json, parse_toml
 
 
 @dataclass

@@ -27,8 +27,8 @@ from pathlib import Path
 import torch
 
 from learntok.checkpoint import load_run
-from learntok.config import ConfigError
 from learntok.data import ByteData
+from learntok.errors import ConfigError
 from learntok.evaluate import position_bytes
 from learntok.files import write_text_atomic
 from learntok.objective import ObjectiveConfig, loss

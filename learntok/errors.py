@@ -1,6 +1,7 @@
-"""The mistakes learntok expects from its users, one class each; the command line prints their
-one-line message and exits 2 (anything else is a bug and keeps its traceback). And the words
-for an OS error, the same wherever it is reported."""
+"""Every error class of learntok, one class for each mistake it expects from its users; the
+command line prints their one-line message and exits 2 (anything else is a bug and keeps its
+traceback). And the words for an OS error, the same wherever it is reported. Every module takes
+its error classes from here, and this module imports nothing of learntok (nor torch)."""
 
 import errno
 
@@ -55,6 +56,22 @@ class OutputError(Exception):
 
 class OutputRefused(ConfigError):
     """An output path that the command must not write (one line naming the option and why)."""
+
+
+class FormatError(ValueError):
+    """Text that is not the JSON or TOML it should be (one-line message, no file name)."""
+
+
+class TaskError(DataError):
+    """A task file that cannot be used; the message names the file, the line and the field."""
+
+
+class RunFolderError(ConfigError):
+    """A run folder that this command must not write: in use, foreign, or not resumable."""
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite; the message names the step and the last good checkpoint."""
 
 
 def os_fault(e: Exception) -> Exception:

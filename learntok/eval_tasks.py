@@ -30,10 +30,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from learntok.data import DataError
 from learntok.checkpoint import figures_of, load_run_folder
 from learntok.data.corpora import json_records
 from learntok.data.vocab import bos_rows
+from learntok.errors import TaskError
 from learntok.evaluate import finite_sums, mean_and_se
 from learntok.files import open_input
 from learntok.objective import bits_per_byte
@@ -46,10 +46,6 @@ FORMS = {
     "multiple_choice": {"query": "a string", "choices": "a list of strings", "gold": "an integer"},
     "continuation": {"context": "a string", "continuation": "a string"},
 }
-
-
-class TaskError(DataError):
-    """A task file that cannot be used; the message names the file, the line and the field."""
 
 
 @dataclass

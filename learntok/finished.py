@@ -18,8 +18,9 @@ import os
 from pathlib import Path
 
 from learntok.config import RunConfig
+from learntok.errors import RunFolderError
 from learntok.files import read_input, write_text_atomic
-from learntok.runfolder import RunFolderError, check_same_settings, stored_config
+from learntok.runfolder import check_same_settings, stored_config
 from learntok.structured import parse_json
 
 DONE = "done.json"

@@ -14,8 +14,9 @@ import math
 
 import torch
 
-from learntok.config import ConfigError, RunConfig
+from learntok.config import RunConfig
 from learntok.distributed import micro_plan
+from learntok.errors import ConfigError
 from learntok.fake_step import StepFigures, measure_step, meta_model
 from learntok.files import memory_budget
 from learntok.nn.config import ModelConfig

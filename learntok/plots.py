@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from learntok.data import DataError
+from learntok.errors import DataError
 from learntok.files import replacing
 from learntok.runfolder import METRICS as METRICS_FILE, metric_rows
 

@@ -32,9 +32,9 @@ import torch
 
 from learntok.boundaries.base import RateControl, no_rate_knob
 from learntok.boundaries.common import bisect_rate
-from learntok.config import ConfigError
 from learntok.data import ByteData
 from learntok.data.vocab import bos_rows, row_pieces
+from learntok.errors import ConfigError
 from learntok.figures import at_rate
 from learntok.objective import boundary_counts, boundary_rates
 from learntok.parameters import wrong_type, wrong_value

@@ -30,11 +30,11 @@ import socket
 from pathlib import Path
 
 from learntok.checkpoint import LATEST, remove_stale_tmp
-from learntok.config import ConfigError, RunConfig, read_file
+from learntok.config import RunConfig, read_file
 from learntok.data.dataset import anchored_source
-from learntok.errors import DataError
+from learntok.errors import ConfigError, DataError, FormatError, RunFolderError
 from learntok.files import no_follow_fd, read_input, write_text_atomic
-from learntok.structured import FormatError, expect, expect_fields, parse_json
+from learntok.structured import expect, expect_fields, parse_json
 
 LOCK = ".lock"
 METRICS, SEGMENTS, CONFIG, WANDB = "metrics.jsonl", "segments.txt", "config.toml", "wandb"
@@ -45,10 +45,6 @@ FREE = ("system", "log", "checkpoint")  # sections of how a run is run and logge
 
 _held: dict[Path, int] = {}  # run folder (resolved) -> file descriptor of its locked .lock
 _created: set[Path] = set()  # folders this process created to lock them (removed at exit if still empty)
-
-
-class RunFolderError(ConfigError):
-    """A run folder that this command must not write: in use, foreign, or not resumable."""
 
 
 def claim(run_dir: str | Path, resume: bool) -> Path:

@@ -16,8 +16,8 @@ from typing import Callable, Iterable, TextIO
 import torch
 
 from learntok.checkpoint import load_run
-from learntok.data import ByteData, DataError
-from learntok.errors import ConfigError
+from learntok.data import ByteData
+from learntok.errors import ConfigError, DataError
 from learntok.display import Chunk, ChunkStream, display_chunks, render_terminal
 from learntok.objective import boundary_rates
 from learntok.page import PageCollector, condition_grid, page_note, render_html

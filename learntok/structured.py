@@ -17,9 +17,7 @@ import math
 import tomllib
 from typing import Any
 
-
-class FormatError(ValueError):
-    """Text that is not the JSON or TOML it should be (one-line message, no file name)."""
+from learntok.errors import FormatError
 
 
 def parse_json(text: str | bytes) -> Any:

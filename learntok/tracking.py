@@ -27,7 +27,8 @@ import time
 import uuid
 from pathlib import Path
 
-from learntok.config import ConfigError, LogConfig
+from learntok.config import LogConfig
+from learntok.errors import ConfigError
 from learntok.files import open_no_follow, write_text_atomic
 from learntok.runfolder import METRICS, WANDB
 from learntok.runtime import rng_state, set_rng_state

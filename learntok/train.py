@@ -21,8 +21,8 @@ import torch
 from torch import nn
 
 from learntok.checkpoint import STATE, latest_checkpoint, load_checkpoint, save_checkpoint
-from learntok.config import ConfigError, OptimConfig, RunConfig, to_toml
-from learntok.errors import CheckpointError
+from learntok.config import OptimConfig, RunConfig, to_toml
+from learntok.errors import CheckpointError, ConfigError, TrainingDiverged
 from learntok.data import PAD, ByteData, small_split_warnings
 from learntok.data.dataset import FIT_BYTES
 from learntok.distributed import (
@@ -51,10 +51,6 @@ from learntok.runtime import autocast, resolve_dtype, seed_everything, set_rng_s
 from learntok.display import render_terminal
 from learntok.segment import segment_text
 from learntok.tracking import Tracker, check_trackers
-
-
-class TrainingDiverged(RuntimeError):
-    """The loss became NaN or infinite; the message names the step and the last good checkpoint."""
 
 
 def lr_at(step: int, cfg: OptimConfig, steps: int) -> float:

@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from learntok.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from learntok.checkpoint import load_checkpoint, save_checkpoint
 from learntok.config import RunConfig, load_config
+from learntok.errors import CheckpointError
 from learntok.model.aunet import AUNet
 from learntok.objective import loss
 from learntok.runtime import seed_everything, set_rng_state

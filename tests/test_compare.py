@@ -8,7 +8,7 @@ import pytest
 
 from learntok.compare import compare, parse_variant, variants_from_args
 from learntok.compare_report import format_table
-from learntok.config import ConfigError
+from learntok.errors import ConfigError
 
 TINY = [
     "model.d_model=32",

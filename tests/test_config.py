@@ -6,7 +6,8 @@ import tomllib
 
 import pytest
 
-from learntok.config import ConfigError, RunConfig, load_config, preset_names, save_config, to_toml
+from learntok.config import RunConfig, load_config, preset_names, save_config, to_toml
+from learntok.errors import ConfigError
 from learntok.train import lr_at
 
 

@@ -8,19 +8,9 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from learntok.data import (
-    BOS,
-    EOS,
-    PAD,
-    ByteData,
-    DataConfig,
-    DataError,
-    decode,
-    encode,
-    load_documents,
-    split_documents,
-)
+from learntok.data import BOS, EOS, PAD, ByteData, DataConfig, decode, encode, load_documents, split_documents
 from learntok.data.split import cut_document
+from learntok.errors import DataError
 
 from conftest import write_jsonl
 

@@ -5,9 +5,10 @@ import json
 import pytest
 import torch
 
-from learntok.config import ConfigError, load_config
+from learntok.config import load_config
 from learntok.data import ByteData
 from learntok.diagnose import VARIANTS, diagnose, gradient_stats, markdown_table, policy_gradients, run_diagnose
+from learntok.errors import ConfigError
 
 from conftest import tiny_model
 

@@ -12,8 +12,9 @@ import torch
 
 from learntok import AUNet, ModelConfig, ObjectiveConfig
 from learntok.checkpoint import load_checkpoint
-from learntok.config import ConfigError, load_config
+from learntok.config import load_config
 from learntok.distributed import DistEnv, compile_model, micro_plan, slot_seed
+from learntok.errors import ConfigError
 from learntok.objective import loss
 from learntok.train import Engine, train, train_step
 

@@ -10,16 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from learntok.eval_tasks import (
-    TaskError,
-    _rows,
-    evaluate_task,
-    join,
-    read_task,
-    rolling_windows,
-    run_tasks,
-    score_requests,
-)
+from learntok.errors import TaskError
+from learntok.eval_tasks import _rows, evaluate_task, join, read_task, rolling_windows, run_tasks, score_requests
 
 from conftest import tiny_model, write_jsonl
 

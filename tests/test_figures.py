@@ -9,7 +9,8 @@ import pytest
 
 from learntok.compare import split_warnings
 from learntok.compare_report import format_seed_table, format_table, paper_figure, seed_summary
-from learntok.config import ConfigError, load_config
+from learntok.config import load_config
+from learntok.errors import ConfigError
 from learntok.figures import RATE_SLACK, at_rate, covers, rate_cell, settings_label, unequal_rate
 from learntok.frontier import frontier_markdown
 from learntok.train import validation_line

@@ -2,7 +2,7 @@
 
 import pytest
 
-from learntok.data import DataError
+from learntok.errors import DataError
 from learntok.plots import plot_diagnose, plot_runs, read_metrics, series
 
 from conftest import write_jsonl

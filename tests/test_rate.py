@@ -13,8 +13,8 @@ from learntok import AUNet
 from learntok.boundaries.common import bisect_rate, bresenham, whitespace_boundaries
 from learntok.boundaries.whitespace import whitespace_at_rate, whitespace_step
 from learntok.compare import parse_variant, variants_from_args
-from learntok.config import ConfigError
 from learntok.data import encode
+from learntok.errors import ConfigError
 from learntok.rate import calibrate, measured_rate, set_rate, strategy_inputs, text_batches
 from tests.test_strategies import TRAIN_TEXT, shakespeare
 

@@ -22,9 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT, TINY_RUN, assert_one_line_error, checksums, corpus_text, run_cli, tiny_model
-from learntok.config import ConfigError
 from learntok.data.dataset import anchored_source
-from learntok.errors import OutputError
+from learntok.errors import ConfigError, OutputError
 from learntok.files import inside, open_no_follow
 from tests.test_compare import TINY
 

@@ -14,7 +14,8 @@ import torch
 
 from learntok.checkpoint import load_checkpoint
 from learntok.config import load_config
-from learntok.runfolder import RunFolderError, claim, release, trim_logs
+from learntok.errors import RunFolderError
+from learntok.runfolder import claim, release, trim_logs
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = [

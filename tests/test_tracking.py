@@ -116,7 +116,8 @@ def test_wandb_offline_logs_without_network_and_leaves_the_run_unchanged(tmp_pat
 def test_the_wandb_hint_is_the_readmes_install_command(monkeypatch):
     import re
 
-    from learntok.config import ConfigError, LogConfig
+    from learntok.config import LogConfig
+    from learntok.errors import ConfigError
     from learntok.tracking import check_trackers
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")

@@ -7,10 +7,11 @@ import torch
 
 import learntok.train as train_mod
 from learntok.checkpoint import load_checkpoint
-from learntok.config import ConfigError, load_config
+from learntok.config import load_config
 from learntok.data import ByteData
+from learntok.errors import ConfigError, TrainingDiverged
 from learntok.model.aunet import AUNet
-from learntok.train import TrainingDiverged, build_optimizer, train, validate
+from learntok.train import build_optimizer, train, validate
 
 
 @pytest.fixture

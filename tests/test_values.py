@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 
 from learntok import cli
 from learntok.boundaries import strategy_class, strategy_names
-from learntok.config import SECTIONS, STRATEGY, ConfigError, RunConfig, load_config, read_file
+from learntok.config import SECTIONS, STRATEGY, RunConfig, load_config, read_file
 from learntok.data.corpora import json_records
 from learntok.data.shards import read_index
-from learntok.errors import CheckpointError, DataError
+from learntok.errors import CheckpointError, ConfigError, DataError
 from learntok.jobs import last_line
 from learntok.model.pretrained import read_config
 from learntok.plots import read_metrics

@@ -25,10 +25,12 @@ from learntok.cli.evaluation import add_diagnose, add_eval, add_eval_tasks, add_
 from learntok.cli.options import add_threads
 from learntok.cli.text import add_sample, add_segment
 from learntok.cli.training import add_compare, add_config, add_prepare, add_train
-from learntok.errors import CheckpointError, ConfigError, DataError, OutputError, fault_line
+from learntok.errors import CheckpointError, ConfigError, DataError, OutputError, TrainingDiverged, fault_line
 
 ERROR = "learntok: error: "  # the one prefix of every expected error's line
 SIGINT_EXIT, SIGPIPE_EXIT = 130, 141  # 128 + the signal, as the shell reports a kill
+# the mistakes a user makes (learntok.errors): one line, exit 2; anything else keeps its traceback
+EXPECTED = (ConfigError, DataError, CheckpointError, OutputError, TrainingDiverged, FileNotFoundError)
 
 COMMANDS = [
     add_train,
@@ -113,12 +115,6 @@ def set_threads(n: int) -> None:
     set_torch_threads(n)
 
 
-def expected_errors() -> tuple[type[BaseException], ...]:
-    from learntok.train import TrainingDiverged
-
-    return ConfigError, DataError, CheckpointError, OutputError, TrainingDiverged, FileNotFoundError
-
-
 def quiet_stdout() -> None:
     """Point stdout at /dev/null: its reader is gone (a pipe closed early), and the interpreter's
     own flush at exit would otherwise report the broken pipe."""
@@ -147,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         code = args.func(args) or 0
         sys.stdout.flush()  # a closed pipe shows here, not at exit
         return code
-    except expected_errors() as e:
+    except EXPECTED as e:
         message = " ".join(str(e).split()).replace(ERROR, "")  # a quoted child's error line keeps no prefix of its own
         print(ERROR + message, file=sys.stderr)
         return 2

@@ -1,6 +1,6 @@
 """Data: byte vocabulary, corpora, splits and batches."""
 
-from learntok.data.corpora import DataError, load_documents
+from learntok.data.corpora import load_documents
 from learntok.data.dataset import ByteData, DataConfig, small_split_warnings
 from learntok.data.split import split_documents
 from learntok.data.vocab import BOS, EOS, PAD, VOCAB_SIZE, decode, encode
@@ -12,7 +12,6 @@ __all__ = [
     "VOCAB_SIZE",
     "ByteData",
     "DataConfig",
-    "DataError",
     "decode",
     "encode",
     "load_documents",

@@ -25,9 +25,9 @@ from collections.abc import Collection, Iterable, Iterator
 from importlib import resources
 from pathlib import Path
 
-from learntok.errors import DataError
+from learntok.errors import DataError, FormatError
 from learntok.files import check_input, memory_budget, open_input, too_large
-from learntok.structured import FormatError, expect, expect_fields, parse_json
+from learntok.structured import expect, expect_fields, parse_json
 
 DEBIAN_REFERENCE = (
     "debref-de",

@@ -18,9 +18,10 @@ import numpy as np
 import torch
 
 from learntok.data import shards
-from learntok.data.corpora import BUILTINS, DataError, load_named_documents, source_path
+from learntok.data.corpora import BUILTINS, load_named_documents, source_path
 from learntok.data.split import SPLITS, small_split, split_named_documents
 from learntok.data.vocab import BOS, EOS, PAD
+from learntok.errors import DataError
 from learntok.files import memory_budget
 from learntok.ranges import FRACTION, SEED, ranged
 

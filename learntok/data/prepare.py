@@ -30,9 +30,10 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from learntok.data.corpora import PIECE_BYTES, DataError, check_not_prepared, file_documents, files_below, source_path
+from learntok.data.corpora import PIECE_BYTES, check_not_prepared, file_documents, files_below, source_path
 from learntok.data.shards import FORMAT, INDEX, VERSION, SplitWriter
 from learntok.data.split import SPLITS, plan_split, small_split
+from learntok.errors import DataError
 from learntok.files import check_input
 from learntok.progress import Progress, note
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from learntok.data.corpora import DataError
 from learntok.data.split import SPLITS
+from learntok.errors import DataError
 from learntok.files import inside
 from learntok.structured import parse_json
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from learntok.data.corpora import DataError
+from learntok.errors import DataError
+
 
 SPLITS = ("train", "val", "test")
 
