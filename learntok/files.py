@@ -293,7 +293,7 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 
 
 # The kinds of path a command line names: each path option of learntok.cli has one of these as its
-# argparse type, so that every output goes through one check (learntok.outputs) before any work and
+# argparse type, so that every output goes through one check (learntok.cli.outputs) before any work and
 # every input through check_input; an option whose value is plain text says type=str.
 def output_file(text: str) -> str:
     """A file the command writes (--json, --html)."""

@@ -1,7 +1,7 @@
 """The Python API's argument checks (docs/reliability.md): every public entry point of
 `learntok.__all__` checks what it is given with these, before any work, so a wrong argument
 raises TypeError (a wrong type) or ValueError (a wrong value) naming the entry point, the
-parameter and what to pass, as the command line's messages do (learntok.arguments); never an
+parameter and what to pass, as the command line's messages do (learntok.cli.values); never an
 error from deep inside ("'int' object is not iterable"). Numbers are checked against the same
 ranges as the command line's options and the config fields (learntok.ranges).
 """

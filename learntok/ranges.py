@@ -2,7 +2,7 @@
 
 A config field states its range in its declaration, `lr: float = ranged(3e-3, gt=0)`, and the
 run config checks every field against it at start-up (learntok.fields.check_values); numeric
-command-line options are argparse types built on the same `Range` (learntok.arguments). Whatever the
+command-line options are argparse types built on the same `Range` (learntok.cli.values). Whatever the
 declared bounds, a float must be finite and an int must fit in 64 bits (seeds, counts and sizes
 reach torch and numpy as int64), so NaN, infinities and huge values are refused everywhere.
 """

@@ -127,3 +127,29 @@ def test_segment_helpers():
     assert b"".join(c.data for c in chunks) == text.encode() and stats["n_chunks"] == len(chunks)
     assert set(range(0, len(text), 19)) <= {c.start for c in chunks}  # every window's first byte starts a chunk
     assert segment_text(model, text, seed=3) == segment_text(model, text, seed=3)  # seeded
+
+
+def test_an_argument_error_is_refused_before_torch_loads(tmp_path):
+    # parsing, an option's value and a missing run are checked before the library (torch) is imported
+    code = (
+        "import sys\n"
+        "from learntok.cli import main\n"
+        "import learntok\n"
+        f"missing = {str(tmp_path / 'missing')!r}\n"
+        "for argv in (['eval', missing], ['sample', missing, '--prompt', 'a'], ['segment', 'x', '--rate', '7']):\n"
+        "    assert main(argv) == 2, argv\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+        "assert learntok.__all__ and 'torch' not in sys.modules\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.count("learntok: error: ") == 3 and "does not exist" in p.stderr
+
+
+def test_the_package_exports_lazily():
+    import learntok
+    from learntok import AUNet, Encoding, ModelConfig, ModelOutput, ObjectiveConfig, Tokenizer  # noqa: F401
+
+    assert set(learntok.__all__) <= set(dir(learntok))
+    with pytest.raises(AttributeError):
+        learntok.Nothing

@@ -361,3 +361,28 @@ def test_errors_imports_nothing_of_learntok_and_nothing_heavy():
     # every module takes its error classes from learntok.errors, so it stays at the very bottom
     wrong = [m for m, _, _, _ in imports("learntok.errors") if m.split(".")[0] in ("learntok", "torch", "numpy")]
     assert not wrong, "learntok/errors.py imports " + ", ".join(wrong)
+
+
+def test_every_error_class_is_defined_in_errors_and_imported_from_there():
+    import builtins
+
+    from learntok import errors
+
+    ours = {n for n, v in vars(errors).items() if isinstance(v, type) and issubclass(v, BaseException)}
+    exceptions = ours | {n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)}
+    wrong = [
+        f"{name} imports {n} from {module}"
+        for name in MODULES
+        for module, names, _, _ in imports(name)
+        if module.startswith("learntok") and module != "learntok.errors"
+        for n in names
+        if n in ours
+    ]
+    wrong += [
+        f"{name} defines {node.name}"
+        for name in MODULES
+        if name != "learntok.errors"
+        for node in ast.walk(ast.parse(MODULES[name].read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef) and any(getattr(b, "id", None) in exceptions for b in node.bases)
+    ]
+    assert not wrong, "error classes live in learntok/errors.py:\n" + "\n".join(wrong)

@@ -249,7 +249,7 @@ def test_every_numeric_option_is_a_ranged_type_and_every_command_can_be_tried():
     plain = [
         f"{c} {a.option_strings[-1]}" for c, sub in commands.items() for a in sub._actions if a.type in (int, float)
     ]
-    assert not plain, "give these options a ranged type (learntok.arguments.number): " + ", ".join(plain)
+    assert not plain, "give these options a ranged type (learntok.cli.values.number): " + ", ".join(plain)
     assert len(numeric_options()) >= 30
 
 

@@ -110,9 +110,11 @@ def check_outputs(args) -> None:
 
 
 def set_threads(n: int) -> None:
-    from learntok.runtime import set_threads as set_torch_threads
+    """--threads: torch's CPU threads (0, the default, leaves torch's own and does not load it)."""
+    if n:
+        from learntok.runtime import set_threads as set_torch_threads
 
-    set_torch_threads(n)
+        set_torch_threads(n)
 
 
 def quiet_stdout() -> None:

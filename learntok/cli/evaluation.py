@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from learntok.cli.options import add_device, add_greedy, add_json, add_model, add_rate, add_seed
+from learntok.cli.options import add_device, add_greedy, add_json, add_model, add_rate, add_seed, check_run
 from learntok.cli.results import short_run_hint, write_json
 from learntok.cli.values import POSITIVE, WINDOW, text_arg
 from learntok.files import input_data, input_file, input_run, output_folder
@@ -44,6 +44,7 @@ def add_eval(sub) -> None:
 
 
 def cmd_eval(args) -> None:
+    check_run(args.model)
     from dataclasses import fields
 
     from learntok.evaluate import EvalRequest, evaluate_request, format_report
@@ -78,6 +79,7 @@ def add_eval_tasks(sub) -> None:
 
 
 def cmd_eval_tasks(args) -> None:
+    check_run(args.model)
     from learntok.eval_tasks import format_tasks, run_tasks
 
     report = run_tasks(
@@ -110,6 +112,7 @@ def add_diagnose(sub) -> None:
 
 
 def cmd_diagnose(args) -> None:
+    check_run(args.model)
     from learntok.diagnose import markdown_table, run_diagnose
 
     report = run_diagnose(

@@ -6,9 +6,10 @@ stay the same everywhere."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from learntok.cli.values import RATE_ARG, SEED_ARG, number
-from learntok.errors import ConfigError
+from learntok.errors import CheckpointError, ConfigError
 from learntok.files import input_run, output_file
 from learntok.ranges import THREADS
 
@@ -32,6 +33,13 @@ def device_arg(text: str) -> str:
 def add_model(p, help: str | None = RUN_OR_MODEL) -> None:
     """The run or model folder a command reads (its first positional argument)."""
     p.add_argument("model", type=input_run, metavar="RUN_OR_CKPT", help=help)
+
+
+def check_run(path: str) -> None:
+    """A command whose first step reads the run refuses a missing one before the library (and
+    torch) loads, with the line learntok.model.pretrained.resolve would give."""
+    if not Path(path).exists():
+        raise CheckpointError(f"{Path(path)} does not exist")
 
 
 def add_device(p) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from learntok.cli.options import add_device, add_greedy, add_json, add_model, add_rate, add_seed
+from learntok.cli.options import add_device, add_greedy, add_json, add_model, add_rate, add_seed, check_run
 from learntok.cli.results import short_run_hint, write_json
 from learntok.cli.values import NONNEGATIVE, POSITIVE, PROBABILITY, WINDOW, text_arg
 from learntok.files import input_file, output_file
@@ -72,6 +72,7 @@ def add_sample(sub) -> None:
 
 
 def cmd_sample(args) -> None:
+    check_run(args.model)
     from learntok.checkpoint import load_run
     from learntok.model.generate import SamplingOptions
     from learntok.sample import sample_at_rate
