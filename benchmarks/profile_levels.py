@@ -1,19 +1,26 @@
-"""Where a training step's time goes, level by level: byte encoder, early head, policy, token
-level, decoder, final head, loss, optimizer.
+"""Where a training step's time goes, level by level and forward / backward: byte encoder, early
+head, policy, pooling, mid transformer, upsample, byte decoder, final head, loss, optimizer.
 
-    python benchmarks/profile_levels.py [--size tiny|4M] [--batch B --seq T] [--reps 5]
-                                        [--token-level packed|padded] [--json out.json]
+    python benchmarks/profile_levels.py [--size tiny|4M] [--batch B --seq T] [--rate 0.2]
+                                        [--window W] [--reps 5] [--token-level packed|padded]
+                                        [--json out.json]
 
-Times are the process's CPU time (time.process_time) at 1 thread by default: on a machine
-shared with other jobs that is the figure the background load does not move (wall-clock time
-under load varied 3-10x here). Each level is timed on its own, forward + backward, on the inputs the real step feeds it
-(captured from one forward pass), with a random upstream gradient; the loss is timed on
-leaf logits (so it holds both heads' cross-entropies and the policy terms); the optimizer
-step is AdamW over every parameter. Levels are interleaved rep by rep and medians reported,
-with the full step (forward + loss + backward + AdamW) beside them: the sum of the levels
-should come near it (the rest is autograd bookkeeping and the glue between levels).
-`--token-level padded` runs the mid blocks on rows padded to the largest token count (the
-reference that packing replaced), for before/after figures.
+The model is the one benchmarks/peers.py trains: learntok's `tiny` recipe (its strategy
+options, w = 1) at the size's width and layout (`4M` is peers.py's 2-3-2, d 224), at the
+target rate `--rate`; `--window 8` gives the learned policy the sequential sampler of earlier
+figures. Times are the process's CPU time (time.process_time) at 1 thread by default: on a
+machine shared with other jobs that is the figure the background load does not move.
+
+Each level is timed on its own on the inputs the real step feeds it (captured from one forward
+pass): its forward with autograd recording, and its forward + backward with a fixed random
+upstream gradient; backward is their difference. The loss is timed on leaf logits (both heads'
+cross-entropies and the policy terms); the optimizer is gradient clipping and AdamW over every
+parameter (learntok.train.build_optimizer, as training builds it). Every closure is interleaved
+rep by rep and medians reported, with the real step beside them (learntok.train.train_step:
+forward, loss, backward, clipping, AdamW, the rate controller) and its three phases timed in one
+plain step: the sum of the levels should come near it (the rest is autograd bookkeeping and the
+glue between levels). `--token-level padded` runs the mid blocks on rows padded to the largest
+token count (the reference that packing replaced), for before/after figures.
 """
 
 from __future__ import annotations
@@ -26,116 +33,181 @@ from pathlib import Path
 from unittest import mock
 
 import torch
+from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from throughput import batch, interleaved  # the sibling benchmark script
+from peers import LEARNTOK, learntok_recipe  # the sibling benchmark scripts
+from throughput import batch, timed
 
-from learntok import AUNet, ModelConfig, ObjectiveConfig
-from learntok.boundaries.options import kept_options
+from learntok import AUNet
+from learntok.config import RunConfig
+from learntok.distributed import DistEnv
 from learntok.model.aunet import token_level_padded
-from learntok.nn.pooling import upsample
+from learntok.nn.pooling import pack_rows, upsample
 from learntok.objective import loss
+from learntok.train import Engine, build_optimizer, train_step
 
 SIZES = {
     "tiny": dict(d_model=128, n_heads=4, n_down=1, n_mid=2, n_up=1),
-    "4M": dict(d_model=224, n_heads=7, n_down=2, n_mid=3, n_up=2),
+    "4M": LEARNTOK,
 }
-WINDOW = {"tiny": 1, "4M": 8}  # the learned policy's w at each size
+CPU = torch.device("cpu")
+OPT = "optimizer (clip + AdamW)"
 
 
-def fwd_bwd(fn, *inputs):
-    """A closure timing fn(*inputs) forward + backward with a fixed random upstream gradient."""
+def recipe(size: str, strategy: str, rate: float, window: int | None) -> RunConfig:
+    """peers.py's learntok recipe at `size`, `rate` and (if given) the policy's window."""
+    cfg = learntok_recipe(f"learntok-{strategy}-{rate:g}", SIZES[size])
+    if window is not None:
+        cfg.model.strategy = {**cfg.model.strategy, "window": window}
+    return cfg
+
+
+def forward_and_backward(fn, *inputs):
+    """Two closures over fn(*inputs): its forward with autograd recording, and its forward +
+    backward with a fixed random upstream gradient."""
     leaves = [t.detach().requires_grad_(t.is_floating_point()) for t in inputs]
     with torch.no_grad():
         grad = torch.randn_like(fn(*leaves))
-
-    def run():
-        fn(*leaves).backward(grad)
-
-    return run
+    return (lambda: fn(*leaves)), (lambda: fn(*leaves).backward(grad))
 
 
-def level_closures(model: AUNet, x: torch.Tensor, ocfg: ObjectiveConfig) -> dict:
-    """name -> closure, for every level of one training step of `model` on x (B, T)."""
+def level_closures(model: AUNet, x: torch.Tensor, cfg: RunConfig) -> dict:
+    """level -> (forward closure or None, forward + backward closure), for one step on x (B, T)."""
     B, T = x.shape
     pos = torch.arange(T)
+    mult = model.cfg.token_pad_multiple
     with torch.no_grad():  # the real inputs of every level
-        h = model.encoder(model.embed(x), pos)
+        e = model.embed(x)
+        h = model.encoder(e, pos)
         early = model.early_head(h)
         b = model.strategy(h, x, early_logits=early)
+        packing = pack_rows(b.decisions, mult)
+        zp = model.strategy.pool_packed(h, b, packing)
+        zm = model.mid(zp, packing.pos, packing)
         z = model.token_level(h, b)
-        y = h + upsample(z, b.decisions)
+        y = h + model.strategy.confidence(upsample(z, b.decisions), b)
         out = model(x, boundaries=b.decisions)
-    a = b.decisions
 
     def policy(hh):
         o = model.strategy(hh, x, early_logits=early)
         return o.logits + o.log_prob  # both carry the policy's gradients
 
+    def pooling(hh):
+        return model.strategy.pool_packed(hh, b, pack_rows(b.decisions, mult))  # (N, D)
+
+    def unpool(hh, zz):  # dechunk, padded rows, upsample and the skip
+        zz = model.strategy.dechunk(packing.to_padded(zz), b, packing.padded_pos())
+        return hh + model.strategy.confidence(upsample(zz, b.decisions), b)
+
     def loss_on_leaves(logits, early_logits):
         o = type(out)(**{**out.__dict__, "logits": logits, "early_logits": early_logits})
-        return loss(o, x, ocfg)[0]
+        return loss(o, x, cfg.objective)[0]
 
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    opt = build_optimizer(model, cfg.optim, CPU)
     for p in model.parameters():
         p.grad = torch.zeros_like(p)
-    return {
-        "byte encoder (embed + blocks)": fwd_bwd(lambda e: model.encoder(e, pos), model.embed(x)),
-        "early head": fwd_bwd(model.early_head, h),
-        "policy (sample + log-prob)": fwd_bwd(policy, h),
-        "token level (down, mid, dechunk)": fwd_bwd(lambda hh: model.token_level(hh, b), h),
-        "upsample + decoder": fwd_bwd(lambda hh, zz: model.decoder(hh + upsample(zz, a), pos), h, z),
-        "final head": fwd_bwd(model.head, y),
-        "loss (both CEs, policy, rate)": fwd_bwd(loss_on_leaves, out.logits, out.early_logits),
-        "AdamW step": opt.step,
-    }
 
-
-def full_step(model: AUNet, x: torch.Tensor, ocfg: ObjectiveConfig):
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-
-    def run():
-        total, _ = loss(model(x), x, ocfg)
-        opt.zero_grad(set_to_none=True)
-        total.backward()
+    def optimizer():
+        nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
         opt.step()
 
-    return run
+    levels = {
+        "byte encoder (embed + blocks)": (lambda ee: model.encoder(ee, pos), e),
+        "early head": (model.early_head, h),
+        "policy (sample + log-prob)": (policy, h),
+        "pooling (pack + gather)": (pooling, h),
+        "mid transformer (packed)": (lambda zz: model.mid(zz, packing.pos, packing), zp),
+        "upsample (dechunk + gather + skip)": (unpool, h, zm),
+        "byte decoder": (lambda yy: model.decoder(yy, pos), y),
+        "final head": (model.head, model.decoder(y, pos)),
+        "loss (both CEs, policy, rate)": (loss_on_leaves, out.logits, out.early_logits),
+    }
+    closures = {k: forward_and_backward(fn, *ins) for k, (fn, *ins) in levels.items()}
+    closures[OPT] = (None, optimizer)
+    return closures
 
 
-def profile(size: str, B: int, T: int, reps: int, strategy: str = "learned") -> dict:
+def phases(model: AUNet, x: torch.Tensor, cfg: RunConfig) -> list:
+    """The step in three closures run in order: forward + loss, backward, clip + AdamW."""
+    opt = build_optimizer(model, cfg.optim, CPU)
+    held = {}
+
+    def forward():
+        held["total"] = loss(model(x), x, cfg.objective)[0]
+
+    def backward():
+        opt.zero_grad(set_to_none=True)
+        held.pop("total").backward()
+
+    def step():
+        nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
+        opt.step()
+
+    return [forward, backward, step]
+
+
+def profile(size: str, B: int, T: int, reps: int, strategy: str, rate: float, window: int | None) -> dict:
     torch.manual_seed(0)
-    model = AUNet(
-        ModelConfig(**SIZES[size], boundary=strategy, strategy=kept_options({"window": WINDOW[size]}, strategy))
-    )
+    cfg = recipe(size, strategy, rate, window)
+    model = AUNet(cfg.model)
     x = batch(B, T)
-    ocfg = ObjectiveConfig()
-    fns = level_closures(model, x, ocfg)
-    fns["full step"] = full_step(model, x, ocfg)
-    times = dict(zip(fns, interleaved(list(fns.values()), reps, torch.device("cpu"), clock="cpu")))
+    closures = level_closures(model, x, cfg)
+    eng = Engine(model, model, model, build_optimizer(model, cfg.optim, CPU), DistEnv(0, 1, 0, CPU), None)
+    step = lambda: train_step(eng, [x], cfg.objective, cfg.optim, 1e-4)  # noqa: E731
+    parts = phases(model, x, cfg)
+    names = list(closures)
+    fwd = {k: [] for k in names}
+    fb = {k: [] for k in names}
+    full, ph = [], [[] for _ in parts]
+    for rep in range(reps + 1):  # rep 0 warms up
+        for k in names:
+            f, g = closures[k]
+            tf = timed(f, CPU, "cpu") if f is not None else 0.0
+            tg = timed(g, CPU, "cpu")
+            if rep:
+                fwd[k].append(tf)
+                fb[k].append(tg)
+        ts = timed(step, CPU, "cpu")
+        tp = [timed(p, CPU, "cpu") for p in parts]
+        if rep:
+            full.append(ts)
+            for acc, t in zip(ph, tp):
+                acc.append(t)
+    med = lambda v: 1e3 * sorted(v)[len(v) // 2]  # noqa: E731
     return {
         "size": size,
         "params": model.num_params(),
         "B": B,
         "T": T,
         "strategy": strategy,
-        "ms": {k: 1e3 * v for k, v in times.items()},
+        "rate": rate,
+        "window": model.strategy.opts.window if hasattr(model.strategy, "opts") else None,
+        "forward_ms": {k: med(fwd[k]) for k in names},
+        "total_ms": {k: med(fb[k]) for k in names},
+        "step_ms": med(full),
+        "phase_ms": dict(zip(("forward + loss", "backward", "clip + AdamW"), map(med, ph))),
     }
 
 
 def table(r: dict) -> str:
-    ms = r["ms"]
-    total = ms["full step"]
-    levels = sum(v for k, v in ms.items() if k != "full step")
+    total, fwd, step = r["total_ms"], r["forward_ms"], r["step_ms"]
     lines = [
-        f"{r['size']} ({r['params'] / 1e6:.2f}M), {r['strategy']}, B = {r['B']}, T = {r['T']}",
-        "| level | CPU ms | share of step |",
-        "|---|---:|---:|",
+        f"{r['size']} ({r['params'] / 1e6:.2f}M), {r['strategy']} (w = {r['window']}), rate {r['rate']:g}, "
+        f"B = {r['B']}, T = {r['T']}",
+        "| level | forward ms | backward ms | total ms | share of step |",
+        "|---|---:|---:|---:|---:|",
     ]
-    lines += [f"| {k} | {v:.1f} | {100 * v / total:.0f}% |" for k, v in ms.items() if k != "full step"]
+    for k, v in total.items():
+        f, b = (f"{fwd[k]:.1f}", f"{v - fwd[k]:.1f}") if k != OPT else ("-", "-")
+        lines.append(f"| {k} | {f} | {b} | {v:.1f} | {100 * v / step:.0f}% |")
+    levels = sum(total.values())
     lines += [
-        f"| sum of levels | {levels:.1f} | {100 * levels / total:.0f}% |",
-        f"| **full step** | **{total:.1f}** | 100% |",
+        f"| sum of levels | {sum(fwd.values()):.1f} | {levels - sum(fwd.values()) - total[OPT]:.1f} | "
+        f"{levels:.1f} | {100 * levels / step:.0f}% |",
+        f"| **step (train_step)** | | | **{step:.1f}** | 100% |",
+        "",
+        "the step's phases: " + ", ".join(f"{k} {v:.1f} ms" for k, v in r["phase_ms"].items()),
     ]
     return "\n".join(lines)
 
@@ -146,6 +218,8 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seq", type=int, default=256)
     p.add_argument("--strategy", default="learned")
+    p.add_argument("--rate", type=float, default=0.2)
+    p.add_argument("--window", type=int, default=None, help="the learned policy's w (default: the recipe's)")
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--token-level", choices=("packed", "padded"), default="packed")
@@ -155,7 +229,7 @@ def main() -> None:
     patch = mock.patch.object(AUNet, "token_level", token_level_padded) if args.token_level == "padded" else None
     with patch or mock.patch.dict({}):
         t0 = time.perf_counter()
-        r = profile(args.size, args.batch, args.seq, args.reps, args.strategy)
+        r = profile(args.size, args.batch, args.seq, args.reps, args.strategy, args.rate, args.window)
     r.update(
         token_level=args.token_level, threads=args.threads, torch=torch.__version__, seconds=time.perf_counter() - t0
     )
