@@ -29,7 +29,7 @@ def add_eval(sub) -> None:
         "--bpe-vocab", type=POSITIVE, default=4096, help="vocabulary of the BPE reference trained on the fly"
     )
     add_seed(p)
-    add_rate(p, "run at this boundary rate, calibrated on the val split (docs/rate.md)")
+    add_rate(p, "run at this boundary rate, calibrated on the first 64 KB of the split scored (docs/rate.md)")
     p.add_argument(
         "--boundaries-from",
         type=input_run,

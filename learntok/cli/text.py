@@ -31,7 +31,7 @@ def add_segment(sub) -> None:
     p.add_argument(
         "--window", type=WINDOW, default=4096, help="read long texts in pieces of this many bytes (BOS included)"
     )
-    add_rate(p, "cut at this boundary rate, calibrated on the run's val split (docs/rate.md)")
+    add_rate(p, "cut at this boundary rate, calibrated on the first 64 KB of the text cut (docs/rate.md)")
     add_json(p, "write chunks and stats to this JSON file")
     p.set_defaults(func=cmd_segment)
 
