@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
+from pathlib import Path
 
 from learntok.boundaries import bpe_causal as bc
 from learntok.config import load_config
@@ -23,6 +24,15 @@ def words_of(documents: list[bytes]) -> Counter:
     for doc in documents:
         words.update(bc.split_pretokens(doc))
     return words
+
+
+def git_commit() -> str:
+    """The commit the measuring code is at (a result file records it)."""
+    import subprocess
+
+    here = Path(__file__).resolve().parent
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True)
+    return out.stdout.strip() or "not recorded: not a git checkout"
 
 
 def main() -> None:
@@ -45,7 +55,9 @@ def main() -> None:
             "held_out_bytes": sum(map(len, held)),
             "test_rate": bc.causal_rate(new, test),
         },
-        "made_by": "python docs/results/bpe_causal_fit.py",
+        "command": "python docs/results/bpe_causal_fit.py --out docs/results/bpe-causal-fit.json",
+        "commit": git_commit(),
+        "seeds": "not recorded: no training and no sampling, so no seed",
     }
     print(json.dumps(record, indent=2))
     if args.out:

@@ -81,6 +81,15 @@ def measure(run: str, tmp: Path) -> list[dict]:
     return rows
 
 
+def git_commit() -> str:
+    """The commit the measuring code is at (a result file records it)."""
+    import subprocess
+
+    here = Path(__file__).resolve().parent
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True)
+    return out.stdout.strip() or "not recorded: not a git checkout"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run")
@@ -88,7 +97,13 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         rows = measure(args.run, Path(tmp))
-    record = {"made_by": "python docs/results/segment_sample_rate.py RUN", "run": args.run, "rows": rows}
+    record = {
+        "command": f"python docs/results/segment_sample_rate.py {args.run} --out {args.out}",
+        "commit": git_commit(),
+        "seeds": [0],
+        "run": args.run,
+        "rows": rows,
+    }
     args.out.write_text(json.dumps(record, indent=2) + "\n")
     for r in rows:
         print(f"{r['command']:8} {r['corpus']:12} {r['rate']:<5} {r['reached']:.4f}")
