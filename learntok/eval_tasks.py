@@ -212,13 +212,13 @@ def run_tasks(
     device: str = "cpu",
 ) -> dict:
     """`learntok eval-tasks`: every task file, by its name without .jsonl(.gz)."""
-    model, run_cfg, folder = load_run_folder(path, device)
+    model, run_cfg, run = load_run_folder(path, device)
     seq_len = seq_len or (run_cfg.train.seq_len if run_cfg is not None else 1024)
     report = {"boundaries": "greedy" if greedy else f"sampled (seed {seed})", "seq_len": seq_len, "tasks": {}}
     for task in tasks:
         form, examples = read_task(task)
         name = Path(task).name.removesuffix(".gz").removesuffix(".jsonl")
-        with figures_of(folder):
+        with figures_of(run.folder):
             report["tasks"][name] = evaluate_task(
                 model,
                 form,

@@ -13,7 +13,6 @@ uninterrupted run exactly (on CPU).
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,16 +40,14 @@ from learntok.distributed import (
     wrap_model,
 )
 from learntok.model.aunet import AUNet
-from learntok.evaluate import EvalOptions, evaluate_bpb, position_bytes
-from learntok.figures import covers
+from learntok.evaluate import position_bytes
 from learntok.files import open_no_follow, write_text_atomic
 from learntok.objective import ObjectiveConfig, loss, objective_for, rate_gain_at
 from learntok.progress import Progress, note
 from learntok.runfolder import SEGMENTS, anchored, check_resume, check_same_settings, claim, release, trim_logs
 from learntok.runtime import autocast, resolve_dtype, seed_everything, set_rng_state, set_threads
-from learntok.display import render_terminal
-from learntok.segment import segment_text
 from learntok.tracking import Tracker, check_trackers
+from learntok.train_report import MetricWindow, sample_texts, segments_text, validate, validation_line
 
 
 def lr_at(step: int, cfg: OptimConfig, steps: int) -> float:
@@ -87,90 +84,11 @@ def build_optimizer(model: nn.Module, cfg: OptimConfig, device: torch.device) ->
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, fused=device.type == "cuda")
 
 
-def validate(
-    model: nn.Module, data: ByteData, run_cfg: RunConfig, amp: torch.dtype | None, env: DistEnv | None
-) -> dict[str, float]:
-    """The periodic validation: learntok.evaluate.evaluate_bpb on at most log.eval_bytes of the
-    val split, seeded by train.seed; keys val_bpb, val_boundary_rate, val_whitespace_rate, val_bytes
-    (scored) and val_split_bytes (the whole split's: what the figure covers, `validation_line`)."""
-    tc = run_cfg.train
-    r = evaluate_bpb(
-        model, data, "val", EvalOptions(tc.batch_size, tc.seq_len, run_cfg.log.eval_bytes, seed=tc.seed, amp=amp), env
-    )
-    return {
-        "val_bpb": r["bpb"],
-        "val_boundary_rate": r["boundary_rate"],
-        "val_whitespace_rate": r["whitespace_rate"],
-        "val_bytes": r["n_bytes"],
-        "val_split_bytes": data.n_bytes("val"),
-    }
-
-
-def segments_text(model: nn.Module, texts: list[bytes], seed: int, fsdp: bool = False) -> str:
-    """Sample segmentations of held-out texts, one line each, `|` between chunks (segments.txt;
-    FSDP: every rank runs the model's whole forward, which gathers its weights)."""
-    lines = []
-    for text in texts:
-        chunks, stats = segment_text(model, text, seed=seed, full_forward=fsdp)
-        lines.append(
-            f"[rate {stats['boundary_rate']:.3f} ws {stats['whitespace_rate']:.3f}] "
-            f"{render_terminal(chunks, color=False)}\n"
-        )
-    return "".join(lines)
-
-
-def validation_line(step: int, val: dict[str, float]) -> str:
-    """The line training prints for each validation."""
-    return (
-        f"step {step}: val bpb ({covers(val['val_bytes'], val['val_split_bytes'])}) {val['val_bpb']:.4f}, "
-        f"boundary rate {val['val_boundary_rate']:.3f}, "
-        f"whitespace rate {val['val_whitespace_rate']:.3f}"
-    )
-
-
 def fit_strategy(model: AUNet, data: ByteData, env: DistEnv) -> dict:
     """Fit the strategy once, on rank 0, to a bounded sample of the train split (never the whole
     split: it may be many GB), and give every other rank the fitted state."""
     fitted = model.strategy.fit(data.sample_documents("train", FIT_BYTES)) if env.is_main else {}
     return broadcast_module_state(model.strategy, fitted, env)
-
-
-def _sample_texts(data: ByteData, n: int = 3, n_bytes: int = 200) -> list[bytes]:
-    docs = [d for d in data.documents("val", limit=100) if d.strip()] or data.documents("train", limit=n)
-    return [d[:n_bytes] for d in docs[:n]]
-
-
-class MetricWindow:
-    """Per-step metrics summed on the device between log steps and read with one host sync;
-    also the first step whose loss was not finite (-1 if none) and the bytes/s since reset."""
-
-    def __init__(self, device: torch.device):
-        self.device = device
-        self.reset()
-
-    def reset(self) -> None:
-        self.sums: dict[str, torch.Tensor] = {}
-        self.n, self.t0 = 0, time.perf_counter()
-        self.bad = torch.full((), -1, dtype=torch.long, device=self.device)
-
-    def add(self, step: int, metrics: dict[str, torch.Tensor]) -> None:
-        nonfinite = ~torch.isfinite(metrics["loss"])
-        self.bad = torch.where((self.bad < 0) & nonfinite, torch.full_like(self.bad, step), self.bad)
-        self.sums = {k: self.sums.get(k, 0) + v.detach().double() for k, v in metrics.items()}
-        self.n += 1
-
-    def read(self, env: DistEnv | None = None) -> tuple[int, dict[str, float], int]:
-        """(first non-finite step or -1, mean of each metric and bytes_per_s, bytes in the window).
-        With `env` (world > 1) a collective: metrics are averaged over ranks, bytes added."""
-        world = env.world if env is not None else 1
-        bad = all_reduce(self.bad, env, "max") if world > 1 else self.bad
-        sums = torch.stack(list(self.sums.values()))
-        sums = all_reduce(sums, env, "mean") if world > 1 else sums
-        values = torch.cat([bad.double()[None], sums]).tolist()  # the host sync
-        means = {k: v / self.n for k, v in zip(self.sums, values[1:])}
-        n_bytes = round(means["n_bytes"] * self.n * world)
-        means["bytes_per_s"] = n_bytes / (time.perf_counter() - self.t0)
-        return int(values[0]), means, n_bytes
 
 
 @dataclass
@@ -275,77 +193,106 @@ def _start(run_cfg: RunConfig, run_dir: Path, model: nn.Module, optimizer, resum
     return ckpt.step, int(ckpt.state["bytes_seen"])
 
 
-def train(
-    run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: int | None = None, progress: bool = True
-) -> dict:
-    """Train (or resume) a run in `out_dir`; stop after step `until` if given (with a checkpoint).
-    Returns a summary: val bpb, boundary and whitespace rates, bytes/s, run dir. Under torchrun,
-    every rank calls it; rank 0 alone writes the run folder (learntok.distributed)."""
-    run_cfg = anchored(run_cfg)  # stored with data.source absolute: evaluated later from anywhere, the same file
-    tc, sc, lc, run_dir = run_cfg.train, run_cfg.system, run_cfg.log, Path(out_dir)
-    check_trackers(lc)  # a missing tracker package: one line, nothing written
-    set_threads(sc.threads)
-    owns_group = not torch.distributed.is_initialized()  # compare under torchrun holds the group itself
-    env = init_distributed(sc.device)
-    device, main = env.device, env.is_main
-    if main:
-        claim(run_dir, resume)  # lock the folder; refuse one not ours
-    amp = resolve_dtype(sc.dtype, device)
-    micro, _ = micro_plan(tc.batch_size, tc.micro_batch_size, env.world)  # check the batch split at start-up
-    data = ByteData.from_config(run_cfg.data)
-    data.check_window(
-        "train", tc.seq_len, micro, position_bytes(run_cfg.model), training=True
-    )  # before any file is written
-    seed_everything(tc.seed)
-    model = AUNet(run_cfg.model).to(device)
-    objective = objective_for(run_cfg.objective, model.strategy.has_policy)
-    fitted = {} if resume else fit_strategy(model, data, env)  # e.g. the bpe tokenizer, fitted once
-    wrapped = wrap_model(model, env, sc.fsdp)  # before the optimizer: FSDP swaps parameters
-    optimizer = build_optimizer(model, run_cfg.optim, device)
-    start, bytes_seen = _start(run_cfg, run_dir, model, optimizer, resume)
-    barrier(env)  # every rank has read the folder before rank 0 writes
-    end = min(until or tc.steps, tc.steps)
-    if main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(run_dir / "config.toml", to_toml(run_cfg))
-        for warning in small_split_warnings(data):
-            note(f"warning: {warning}", progress)
-    tracker = Tracker(run_dir, lc, run_cfg.to_dict(), start, enabled=main)
-    if fitted:
-        tracker.log("fit", 0, {"bytes_seen": 0, **fitted})
+@dataclass
+class Run:
+    """What the training loop runs with, built once by `train`."""
 
-    def ckpt(step: int) -> Path:
-        m, o = checkpoint_views(model, optimizer, sc.fsdp)  # FSDP: a collective gather
-        path = run_dir / "checkpoints" / f"step_{step:07d}"
-        if main:
-            path = save_checkpoint(
-                run_dir, step, m, o, run_cfg, {"bytes_seen": bytes_seen}, keep=run_cfg.checkpoint.keep
-            )
-        barrier(env)
-        return path
+    cfg: RunConfig  # anchored: as the run folder stores it
+    run_dir: Path
+    eng: Engine
+    data: ByteData
+    objective: ObjectiveConfig  # the strategy's own (objective_for)
+    tracker: Tracker
+    progress: bool  # bars and log lines
 
-    last_ckpt = latest_checkpoint(run_dir) if resume else ckpt(0)
-    eng = Engine(model, wrapped, compile_model(wrapped) if sc.compile else wrapped, optimizer, env, amp)
-    texts = _sample_texts(data) if lc.segment_every else []
-    window, summary = MetricWindow(device), {"run_dir": str(run_dir), "params": model.num_params(), **fitted}
-    bar = Progress(range(start, end), desc=run_dir.name, initial=start, total=tc.steps, unit="step", enabled=progress)
+
+@dataclass(frozen=True)
+class Due:
+    """What a step just finished must do: log, evaluate, segment, checkpoint (log.*_every and
+    checkpoint.every; the last step evaluates, checkpoints and, with segmentations on, segments)."""
+
+    log: bool
+    eval: bool
+    segment: bool
+    checkpoint: bool
+
+    @property
+    def sync(self) -> bool:
+        """Whether the step reads its metrics (one host sync)."""
+        return self.log or self.eval or self.segment or self.checkpoint
+
+
+def due_at(done: int, end: int, run_cfg: RunConfig) -> Due:
+    """What step `done` (1-based) of a run ending at `end` must do."""
+    lc, at_end = run_cfg.log, done == end
+    every = lambda n: n > 0 and done % n == 0  # noqa: E731
+    return Due(
+        log=every(lc.log_every),
+        eval=every(lc.eval_every) or at_end,
+        segment=every(lc.segment_every) or (at_end and lc.segment_every > 0),
+        checkpoint=every(run_cfg.checkpoint.every) or at_end,
+    )
+
+
+def checkpoint_run(run: Run, step: int, bytes_seen: int) -> Path:
+    """Save the run at `step`: rank 0 writes, every rank waits (FSDP: a collective gather first)."""
+    eng, cfg = run.eng, run.cfg
+    m, o = checkpoint_views(eng.model, eng.optimizer, cfg.system.fsdp)
+    path = run.run_dir / "checkpoints" / f"step_{step:07d}"
+    if eng.env.is_main:
+        path = save_checkpoint(run.run_dir, step, m, o, cfg, {"bytes_seen": bytes_seen}, keep=cfg.checkpoint.keep)
+    barrier(eng.env)
+    return path
+
+
+def validate_logged(run: Run, done: int, bytes_seen: int) -> dict[str, float]:
+    """The periodic validation at step `done`, logged and printed. DDP: ranks score disjoint
+    windows of the plain model; FSDP: every rank runs every forward (they are collectives), so
+    each scores the whole split."""
+    eng, fsdp = run.eng, run.cfg.system.fsdp
+    val = validate(eng.model, run.data, run.cfg, eng.amp, None if fsdp else eng.env)
+    run.tracker.log("val", done, {"bytes_seen": bytes_seen, **val})
+    note(validation_line(done, val), run.progress and eng.env.is_main)
+    return val
+
+
+def log_segments(run: Run, texts: list[bytes], done: int) -> None:
+    """Sample segmentations at step `done` to segments.txt and the trackers (rank 0; FSDP: every
+    rank runs the forward)."""
+    main, fsdp = run.eng.env.is_main, run.cfg.system.fsdp
+    if not (main or fsdp):
+        return
+    text = segments_text(run.eng.model, texts, run.cfg.train.seed, fsdp)
+    if main:
+        with open_no_follow(run.run_dir / SEGMENTS) as f:
+            f.write(f"== step {done}\n{text}")
+        run.tracker.text(done, "segments", text)
+
+
+def train_steps(run: Run, start: int, end: int, bytes_seen: int, last_ckpt: Path | None, summary: dict) -> dict:
+    """Steps `start` .. `end` - 1, with one host sync at each step that logs, evaluates, segments
+    or checkpoints (`due_at`); a loss that is not finite stops the run there. Returns `summary`
+    with the last figures, the step and the last checkpoint."""
+    cfg, eng, data = run.cfg, run.eng, run.data
+    texts = sample_texts(data) if cfg.log.segment_every else []
+    window = MetricWindow(eng.env.device)
+    steps = cfg.train.steps
+    bar = Progress(
+        range(start, end), desc=run.run_dir.name, initial=start, total=steps, unit="step", enabled=run.progress
+    )
     try:
         for step in bar:
-            xs, seeds = rank_batches(data, step, run_cfg, env)
-            lr = lr_at(step, run_cfg.optim, tc.steps)
-            gain = rate_gain_at(objective, step, tc.steps)
-            window.add(step + 1, train_step(eng, xs, objective, run_cfg.optim, lr, seeds, gain))
-            done, at_end = step + 1, step + 1 == end
-            due = lambda every: every > 0 and done % every == 0  # noqa: E731
-            do_eval, do_ckpt = due(lc.eval_every) or at_end, due(run_cfg.checkpoint.every) or at_end
-            do_segment = due(lc.segment_every) or (at_end and lc.segment_every > 0)
-            if not (due(lc.log_every) or do_eval or do_segment or do_ckpt):
+            xs, seeds = rank_batches(data, step, cfg, eng.env)
+            lr, gain = lr_at(step, cfg.optim, steps), rate_gain_at(run.objective, step, steps)
+            window.add(step + 1, train_step(eng, xs, run.objective, cfg.optim, lr, seeds, gain))
+            done, due = step + 1, due_at(step + 1, end, cfg)
+            if not due.sync:
                 continue
-            bad, means, n_bytes = window.read(env)
+            bad, means, n_bytes = window.read(eng.env)
             if bad >= 0:
                 raise _diverged(bad, last_ckpt)
             bytes_seen += n_bytes
-            tracker.log("train", done, {"bytes_seen": bytes_seen, "lr": lr, **means})
+            run.tracker.log("train", done, {"bytes_seen": bytes_seen, "lr": lr, **means})
             bar.set_postfix(
                 loss=f"{means['loss']:.3f}",
                 bpb=f"{means['bpb']:.3f}",
@@ -355,27 +302,64 @@ def train(
                 refresh=False,
             )
             summary.update(train_bpb=means["bpb"], bytes_per_s=means["bytes_per_s"])
-            if do_eval:
-                # DDP: ranks score disjoint windows of the plain model; FSDP: every rank runs every
-                # forward (they are collectives), so each scores the whole split
-                val = validate(model, data, run_cfg, amp, None if sc.fsdp else env)
-                tracker.log("val", done, {"bytes_seen": bytes_seen, **val})
-                note(validation_line(done, val), progress and main)
-                summary.update(val)
-            if do_segment and (main or sc.fsdp):
-                text = segments_text(model, texts, tc.seed, sc.fsdp)
-                if main:
-                    with open_no_follow(run_dir / SEGMENTS) as f:
-                        f.write(f"== step {done}\n{text}")
-                    tracker.text(done, "segments", text)
-            if do_ckpt:
-                last_ckpt = ckpt(done)
+            if due.eval:
+                summary.update(validate_logged(run, done, bytes_seen))
+            if due.segment:
+                log_segments(run, texts, done)
+            if due.checkpoint:
+                last_ckpt = checkpoint_run(run, done, bytes_seen)
             window.reset()  # bytes/s counts training time only
     finally:
         bar.close()
+    return {**summary, "step": end, "checkpoint": str(last_ckpt)}
+
+
+def train(
+    run_cfg: RunConfig, out_dir: str | Path, resume: bool = False, until: int | None = None, progress: bool = True
+) -> dict:
+    """Train (or resume) a run in `out_dir`; stop after step `until` if given (with a checkpoint).
+    Returns a summary: val bpb, boundary and whitespace rates, bytes/s, run dir. Under torchrun,
+    every rank calls it; rank 0 alone writes the run folder (learntok.distributed)."""
+    run_cfg = anchored(run_cfg)  # stored with data.source absolute: evaluated later from anywhere, the same file
+    tc, sc, run_dir = run_cfg.train, run_cfg.system, Path(out_dir)
+    check_trackers(run_cfg.log)  # a missing tracker package: one line, nothing written
+    set_threads(sc.threads)
+    owns_group = not torch.distributed.is_initialized()  # compare under torchrun holds the group itself
+    env = init_distributed(sc.device)
+    if env.is_main:
+        claim(run_dir, resume)  # lock the folder; refuse one not ours
+    amp = resolve_dtype(sc.dtype, env.device)
+    micro, _ = micro_plan(tc.batch_size, tc.micro_batch_size, env.world)  # check the batch split at start-up
+    data = ByteData.from_config(run_cfg.data)
+    data.check_window(
+        "train", tc.seq_len, micro, position_bytes(run_cfg.model), training=True
+    )  # before any file is written
+    seed_everything(tc.seed)
+    model = AUNet(run_cfg.model).to(env.device)
+    objective = objective_for(run_cfg.objective, model.strategy.has_policy)
+    fitted = {} if resume else fit_strategy(model, data, env)  # e.g. the bpe tokenizer, fitted once
+    wrapped = wrap_model(model, env, sc.fsdp)  # before the optimizer: FSDP swaps parameters
+    optimizer = build_optimizer(model, run_cfg.optim, env.device)
+    start, bytes_seen = _start(run_cfg, run_dir, model, optimizer, resume)
+    barrier(env)  # every rank has read the folder before rank 0 writes
+    if env.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(run_dir / "config.toml", to_toml(run_cfg))
+        for warning in small_split_warnings(data):
+            note(f"warning: {warning}", progress)
+    tracker = Tracker(run_dir, run_cfg.log, run_cfg.to_dict(), start, enabled=env.is_main)
+    if fitted:
+        tracker.log("fit", 0, {"bytes_seen": 0, **fitted})
+    eng = Engine(model, wrapped, compile_model(wrapped) if sc.compile else wrapped, optimizer, env, amp)
+    run = Run(run_cfg, run_dir, eng, data, objective, tracker, progress)
+    last_ckpt = latest_checkpoint(run_dir) if resume else checkpoint_run(run, 0, 0)
+    summary = {"run_dir": str(run_dir), "params": model.num_params(), **fitted}
+    try:
+        summary = train_steps(run, start, min(until or tc.steps, tc.steps), bytes_seen, last_ckpt, summary)
+    finally:
         tracker.close()
     if owns_group:
         shutdown(env)
-    if main:
+    if env.is_main:
         release(run_dir)
-    return {**summary, "step": end, "checkpoint": str(last_ckpt)}
+    return summary

@@ -25,7 +25,8 @@ from learntok.errors import ConfigError
 from learntok.evaluate import EvalOptions, evaluate_bpb
 from learntok.model.aunet import AUNet
 from learntok.runtime import resolve_device, resolve_dtype
-from learntok.train import Engine, MetricWindow, build_optimizer, fit_strategy, lr_at, rank_batches, train_step
+from learntok.train import Engine, build_optimizer, fit_strategy, lr_at, rank_batches, train_step
+from learntok.train_report import MetricWindow
 
 from conftest import shakespeare
 from fake_cuda import DEVICE, HostValues, fake_cuda

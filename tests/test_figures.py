@@ -13,7 +13,7 @@ from learntok.config import load_config
 from learntok.errors import ConfigError
 from learntok.figures import RATE_SLACK, at_rate, covers, rate_cell, settings_label, unequal_rate
 from learntok.frontier import frontier_markdown
-from learntok.train import validation_line
+from learntok.train_report import validation_line
 
 from conftest import assert_one_line_error, checksums, run_cli
 

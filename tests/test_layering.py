@@ -58,10 +58,12 @@ LAYERS: list[tuple[str, list[str]]] = [
         "library",
         [
             "learntok.evaluate",
+            "learntok.eval_metrics",
             "learntok.windows",
             "learntok.page",
             "learntok.tokenizer",
             "learntok.segment",
+            "learntok.train_report",
             "learntok.train",
             "learntok.eval_tasks",
             "learntok.jobs",

@@ -11,7 +11,8 @@ from learntok.config import load_config
 from learntok.data import ByteData
 from learntok.errors import ConfigError, TrainingDiverged
 from learntok.model.aunet import AUNet
-from learntok.train import build_optimizer, train, validate
+from learntok.train import build_optimizer, train
+from learntok.train_report import validate
 
 
 @pytest.fixture

@@ -113,6 +113,22 @@ def empty_split(splits: dict[str, dict], opts: PrepareOptions, n_read: int) -> s
     return None
 
 
+def kept(piece: bytes, opts: PrepareOptions, counts: dict[str, int]) -> bytes | None:
+    """A document piece as it is written (cut to --max-doc-bytes with --truncate), or None where
+    it is dropped: shorter than --min-doc-bytes, or longer than --max-doc-bytes without
+    --truncate. `counts` adds up which."""
+    if len(piece) < opts.min_doc_bytes:
+        counts["dropped_short"] += 1
+        return None
+    if opts.max_doc_bytes is not None and len(piece) > opts.max_doc_bytes:
+        if not opts.truncate:
+            counts["dropped_long"] += 1
+            return None
+        counts["truncated"] += 1
+        return piece[: opts.max_doc_bytes]
+    return piece
+
+
 def prepare(sources: list[str], out: str | Path, opts: PrepareOptions | None = None, progress: bool = True) -> dict:
     """Write a prepared data folder at `out` (which must not exist or be empty). Returns the index."""
     opts = opts or PrepareOptions()
@@ -140,16 +156,8 @@ def prepare(sources: list[str], out: str | Path, opts: PrepareOptions | None = N
             for piece in (p for doc in read_documents(files, opts, writing) for p in plan.pieces(doc)):
                 split = plan.split_of(counts["read"])
                 counts["read"] += 1
-                if len(piece) < opts.min_doc_bytes:
-                    counts["dropped_short"] += 1
-                    continue
-                if opts.max_doc_bytes is not None and len(piece) > opts.max_doc_bytes:
-                    if not opts.truncate:
-                        counts["dropped_long"] += 1
-                        continue
-                    piece = piece[: opts.max_doc_bytes]
-                    counts["truncated"] += 1
-                writers[split].add(piece)
+                if (piece := kept(piece, opts, counts)) is not None:
+                    writers[split].add(piece)
         splits = {s: w.close() for s, w in writers.items()}
         empty = empty_split(splits, opts, counts["read"])
         if empty:
