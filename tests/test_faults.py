@@ -89,7 +89,9 @@ def test_an_output_in_a_read_only_folder_is_refused_before_the_work(work, capsys
     monkeypatch.setattr(
         os, "access", lambda p, mode: False if "ro" in Path(p).parts and mode & os.W_OK else real(p, mode)
     )
-    monkeypatch.setattr(cli, f"cmd_{command.replace('-', '_')}", lambda args: pytest.fail("the work started"))
+    cmd = f"cmd_{command.replace('-', '_')}"
+    module = next(m for m in (cli.training, cli.evaluation, cli.text) if hasattr(m, cmd))  # where it is defined
+    monkeypatch.setattr(module, cmd, lambda args: pytest.fail("the work started"))
     name = "ro/out" if folder else "ro/out.json"
     one_line(*main([command, *MINIMAL[command], option, name], capsys), 2, f"{option} {name}: permission denied")
     assert os.listdir(work / "ro") == []
