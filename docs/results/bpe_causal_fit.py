@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
-from pathlib import Path
+
+from provenance import git_commit
 
 from learntok.boundaries import bpe_causal as bc
 from learntok.config import load_config
@@ -24,15 +25,6 @@ def words_of(documents: list[bytes]) -> Counter:
     for doc in documents:
         words.update(bc.split_pretokens(doc))
     return words
-
-
-def git_commit() -> str:
-    """The commit the measuring code is at (a result file records it)."""
-    import subprocess
-
-    here = Path(__file__).resolve().parent
-    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True)
-    return out.stdout.strip() or "not recorded: not a git checkout"
 
 
 def main() -> None:

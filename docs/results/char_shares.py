@@ -5,12 +5,13 @@ and where their boundary bytes fall inside characters, per script class
 Usage: python docs/results/char_shares.py OUT.json RUN [RUN ...]"""
 
 import json
-import subprocess
 import sys
 
 import torch
 
 from learntok import Tokenizer
+from provenance import git_commit
+
 from learntok.data import ByteData
 from learntok.display import whole_character_shares
 
@@ -34,7 +35,7 @@ for run in runs:
         row[rule] = whole_character_shares(text, enc.chunks)
     results[run] = row
     print(run, json.dumps({k: v for k, v in row["sampled"].items()}), flush=True)
-commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+commit = git_commit()
 report = {
     "command": "python docs/results/char_shares.py " + " ".join(sys.argv[1:]),
     "commit": commit,

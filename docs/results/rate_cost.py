@@ -12,10 +12,11 @@ Usage: python docs/results/rate_cost.py RUN OUT.json SOURCE[:SPLIT] ..."""
 
 import dataclasses
 import json
-import subprocess
 import sys
 
 import torch
+
+from provenance import git_commit
 
 from learntok.checkpoint import load_run
 from learntok.data import ByteData
@@ -29,7 +30,7 @@ model, cfg = load_run(run)
 strategy = model.strategy
 opts = EvalOptions(cfg.train.batch_size, cfg.train.seq_len, MAX_BYTES, seed=0)
 val = held_out_batches(ByteData.from_config(cfg.data), cfg.train.seq_len)
-commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+commit = git_commit()
 report = {
     "command": "python docs/results/rate_cost.py " + " ".join(sys.argv[1:]),
     "commit": commit,

@@ -14,6 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from provenance import git_commit
+
 from learntok.config import load_config
 from learntok.data.dataset import ByteData
 
@@ -79,15 +81,6 @@ def measure(run: str, tmp: Path) -> list[dict]:
                 {"command": "sample", "corpus": corpus, "bytes": 1500, "rate": rate, "reached": record["boundary_rate"]}
             )
     return rows
-
-
-def git_commit() -> str:
-    """The commit the measuring code is at (a result file records it)."""
-    import subprocess
-
-    here = Path(__file__).resolve().parent
-    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True)
-    return out.stdout.strip() or "not recorded: not a git checkout"
 
 
 def main() -> None:
