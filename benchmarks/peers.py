@@ -29,9 +29,10 @@ then gives each model its own). learntok trains with its own step (learntok.trai
 both heads, the policy's learning-rate multiplier, the rate controller), at its `tiny` recipe.
 
 The default models (docs/benchmarks.md's comparison, about 4M parameters):
-  learntok learned at rate 1/8 and 0.2, uniform at 0.2: d 224, 7 heads, 2-3-2 (`MODEL@1-4-1`
-    for another layout), the `tiny` recipe's strategy options (w = 1);
-  plain: a byte transformer of learntok's own layers (RoPE, SDPA), 7 layers;
+  learntok learned at rate 1/8 and 0.2, uniform at 0.2: d 224, 7 heads, 1-4-1 (one byte block
+    on each side, the width at the token level; `MODEL@2-3-2` for another layout), the `tiny`
+    recipe's strategy options (w = 1);
+  plain: a byte transformer of learntok's own layers (RoPE, SDPA), d 224, 7 layers;
   x-transformers: Decoder, 7 layers, rotary;
   MEGABYTE: patch 8, global depth 4, local depth 3;
   H-Net (h-net-dynamic-chunking): encoder 2, main 3, decoder 2 x-transformers layers, target chunk 1/rate.
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -72,7 +74,8 @@ MODELS = (
     "megabyte",
     "hnet",
 )
-LEARNTOK = dict(d_model=224, n_heads=7, n_down=2, n_mid=3, n_up=2)  # 2-3-2; `MODEL@1-4-1` for another layout
+LEARNTOK = dict(d_model=224, n_heads=7, n_down=1, n_mid=4, n_up=1)  # 1-4-1; `MODEL@2-3-2` for another layout
+PLAIN = dict(d_model=224, n_heads=7, n_down=2, n_mid=3, n_up=2)  # plain: 7 layers, matched to learntok 2-3-2
 LAYOUT = ("n_down", "n_mid", "n_up")
 
 
@@ -82,19 +85,25 @@ def parse_layout(text: str | None) -> dict:
 
 
 def split_model(name: str) -> tuple[str, dict]:
-    """'learntok-learned-0.2@1-4-1' -> ('learntok-learned-0.2', {n_down: 1, n_mid: 4, n_up: 1})."""
-    kind, _, layout = name.partition("@")
-    return kind, parse_layout(layout)
+    """'learntok-learned-0.2@1-4-1' -> ('learntok-learned-0.2', {n_down: 1, n_mid: 4, n_up: 1});
+    '+section.key=value' parts after it are recipe overrides, kept under their dotted keys:
+    'learntok-learned-0.2@1-4-1+objective.lambda_early=0' -> (..., {..., 'objective.lambda_early': '0'})."""
+    head, *extra = name.split("+")
+    kind, _, layout = head.partition("@")
+    return kind, {**parse_layout(layout), **dict(item.split("=", 1) for item in extra)}
 
 
 def learntok_recipe(kind: str, layout: dict | None = None, lr: float = 2e-3, warmup: int = 20) -> RunConfig:
     """learntok's `tiny` recipe (its strategy options, objective, policy learning-rate multiplier,
     rate controller and gradient clipping) at the benchmark's width and layout, with the harness's
-    learning rate: constant after `warmup` linear warm-up steps (lr_at's cosine is not used)."""
+    learning rate: constant after `warmup` linear warm-up steps (lr_at's cosine is not used).
+    `layout` holds model fields (n_mid: 4) and dotted recipe overrides (objective.lambda_early: 0)."""
     _, strategy, r = kind.split("-")
-    model = {**LEARNTOK, **(layout or {}), "boundary": strategy, "target_rate": 1 / 8 if r == "1/8" else float(r)}
+    fields = {k: v for k, v in (layout or {}).items() if "." not in k}
+    dotted = [f"{k}={v}" for k, v in (layout or {}).items() if "." in k]
+    model = {**LEARNTOK, **fields, "boundary": strategy, "target_rate": 1 / 8 if r == "1/8" else float(r)}
     overrides = [f"model.{k}={v}" for k, v in model.items()] + [f"optim.lr={lr}", f"optim.warmup_steps={warmup}"]
-    return load_config("tiny", overrides=overrides)
+    return load_config("tiny", overrides=overrides + dotted)
 
 
 def harness_config(kind: str, layout: dict, lr: float, warmup: int) -> RunConfig:
@@ -142,7 +151,7 @@ def build(kind: str, d: int, T: int, rate: float, layout: dict | None = None):
     if kind == "plain":
         from throughput import plain_like
 
-        return PeerLM(plain_like(ModelConfig(**LEARNTOK))[0], kind)
+        return PeerLM(plain_like(ModelConfig(**PLAIN))[0], kind)
     if kind == "x-transformers":
         from x_transformers import Decoder, TransformerWrapper
 
@@ -201,27 +210,42 @@ def width_for(kind: str, target: float, T: int, rate: float) -> int:
     return min(fine, key=lambda d: abs(fine[d] - target))
 
 
-def step_fn(model: nn.Module, data: ByteData, B: int, T: int, cfg: RunConfig):
+def step_fn(
+    model: nn.Module, data: ByteData, B: int, T: int, cfg: RunConfig, seed: int = 0, schedule: str = "constant"
+):
     """A closure running training step `i` on window batch i; returns the step's bits per byte.
     Every model gets the same AdamW (cfg.optim: betas, weight decay on matrices, gradient clipping)
-    at the same learning rate, linear warm-up over cfg.optim.warmup_steps, then constant. learntok
+    at the same learning rate, linear warm-up over cfg.optim.warmup_steps, then constant (or, with
+    `schedule` "cosine", a cosine over the fraction `frac` of the budget spent, to min_lr_ratio). learntok
     runs its own training step (learntok.train.train_step: both heads, the policy's learning-rate
-    multiplier and the rate controller); a peer runs its cross-entropy plus its own extra loss."""
+    multiplier and the rate controller); a peer runs its cross-entropy plus its own extra loss.
+    `seed` picks the stream of training windows: every model of one seed sees the same batches."""
     oc, cpu = cfg.optim, torch.device("cpu")
-    lr = lambda i: oc.lr * min(1.0, (i + 1) / oc.warmup_steps) if oc.warmup_steps else oc.lr  # noqa: E731
+
+    def lr(i: int, frac: float) -> float:
+        peak = oc.lr * min(1.0, (i + 1) / oc.warmup_steps) if oc.warmup_steps else oc.lr
+        if schedule == "cosine":  # over the budget's spent fraction, down to min_lr_ratio x lr
+            peak *= oc.min_lr_ratio + (1 - oc.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, frac)))
+        return peak
+
     if isinstance(model, AUNet):
         eng = Engine(model, model, model, build_optimizer(model, oc, cpu), DistEnv(0, 1, 0, cpu), None)
-        return lambda i: float(train_step(eng, [data.train_batch(i, B, T, seed=0)], cfg.objective, oc, lr(i))["bpb"])
+
+        def step(i: int, frac: float = 0.0) -> float:
+            batch = [data.train_batch(i, B, T, seed=seed)]
+            return float(train_step(eng, batch, cfg.objective, oc, lr(i, frac))["bpb"])
+
+        return step
     embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
     decay = [p for p in model.parameters() if p.dim() >= 2 and id(p) not in embeddings]
     rest = [p for p in model.parameters() if p.dim() < 2 or id(p) in embeddings]
     groups = [{"params": decay, "weight_decay": oc.weight_decay}, {"params": rest, "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=oc.lr, betas=tuple(oc.betas), eps=oc.eps)
 
-    def run(i: int) -> float:
+    def run(i: int, frac: float = 0.0) -> float:
         for g in opt.param_groups:
-            g["lr"] = lr(i)
-        total, bpb = peer_loss(model, data.train_batch(i, B, T, seed=0))
+            g["lr"] = lr(i, frac)
+        total, bpb = peer_loss(model, data.train_batch(i, B, T, seed=seed))
         opt.zero_grad(set_to_none=True)
         total.backward()
         if oc.grad_clip > 0:
@@ -256,7 +280,7 @@ def val_bpb(model: nn.Module, data: ByteData, B: int, T: int, max_bytes: int) ->
 def worker(job: dict) -> dict:
     """One model, one shape, in this process: throughput (job['steps']) or time to quality (job['minutes'])."""
     torch.set_num_threads(job["threads"])
-    torch.manual_seed(0)
+    torch.manual_seed(job.get("seed", 0))
     B, T = job["B"], job["T"]
     kind, layout = split_model(job["model"])
     layout = layout or parse_layout(job.get("layout"))
@@ -264,18 +288,20 @@ def worker(job: dict) -> dict:
     width = job.get("width")
     if width is None:
         width = width_for(kind, job["target"], T, rate)
+    torch.manual_seed(job.get("seed", 0))  # the width search drew from the generator: one seed, one init
     model = build(kind, width, T, rate, layout)
     data = ByteData.from_config(DataConfig(source=job["source"]))
     out = {**job, "width": width, "params": n_params(model)}
     if job.get("minutes"):
-        run = step_fn(model, data, B, T, harness_config(kind, layout, job.get("lr", 2e-3), job.get("warmup", 20)))
+        cfg = harness_config(kind, layout, job.get("lr", 2e-3), job.get("warmup", 20))
+        run = step_fn(model, data, B, T, cfg, job.get("seed", 0), job.get("schedule", "constant"))
         clock = time.process_time if job["clock"] == "cpu" else time.perf_counter
         budget, every = 60 * job["minutes"], 60 * (job.get("curve_every") or job["minutes"])
         spent, i, curve, bpb = 0.0, 0, [], []
         while spent < budget:  # the clock runs while training only: curve points are not charged
             t0 = clock()
             while clock() - t0 < min(every, budget - spent):
-                bpb.append(run(i))
+                bpb.append(run(i, (spent + clock() - t0) / budget))
                 i += 1
             spent += clock() - t0
             curve.append({"minutes": spent / 60, "steps": i, "val_bpb": val_bpb(model, data, B, T, job["val_bytes"])})
@@ -383,15 +409,63 @@ def ratios(rows: list[dict], shape_list, key: str = "bytes_per_s") -> str:
 
 def ttq_table(rows: list[dict]) -> str:
     """Time to quality, best first: one row a model and learning rate."""
-    lines = ["| model | lr | params | steps | bytes seen | val bits/byte |", "|---|---|---|---|---|---|"]
+    lines = ["| model | lr | seed | params | steps | bytes seen | val bits/byte |", "|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: r.get("val_bpb", float("inf"))):
         if "error" in r:
-            lines.append(f"| {r['model']} | {r.get('lr', 2e-3):g} | - | - | - | error: {r['error'][:60]} |")
+            lines.append(
+                f"| {group_key(r)} | {r.get('lr', 2e-3):g} | {r.get('seed', 0)} | - | - | - | error: {r['error'][:60]} |"
+            )
         else:
             lines.append(
-                f"| {r['model']} | {r.get('lr', 2e-3):g} | {r['params'] / 1e6:.2f}M | {r['steps_done']} | "
+                f"| {group_key(r)} | {r.get('lr', 2e-3):g} | {r.get('seed', 0)} | {r['params'] / 1e6:.2f}M | {r['steps_done']} | "
                 f"{r['bytes_seen']:,} | {r['val_bpb']:.3f} |"
             )
+    return "\n".join(lines)
+
+
+def group_key(r: dict) -> str:
+    """A time-to-quality row's arm: its model, learning rate and schedule (seeds pooled)."""
+    sched = r.get("schedule", "constant")
+    return f"{r['model']} (lr {r.get('lr', 2e-3):g}" + ("" if sched == "constant" else f", {sched}") + ")"
+
+
+def mean_se(values: list[float]) -> tuple[float, float]:
+    """Mean and standard error over seeds (0 for one value)."""
+    m = statistics.fmean(values)
+    return m, (statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0)
+
+
+def at_minutes(r: dict, minutes: float) -> float | None:
+    """The curve's val bpb at its first point at or past `minutes`."""
+    return next((c["val_bpb"] for c in r.get("curve", []) if c["minutes"] >= minutes - 1e-6), None)
+
+
+def ttq_seed_table(rows: list[dict], ref: str = "megabyte") -> str:
+    """Time to quality over seeds, best first: mean and s.e. of the final val bpb per arm, the curve
+    at 1, 2 and 5 minutes, and the difference from `ref` (same schedule) paired by seed."""
+    ok = [r for r in rows if "val_bpb" in r]
+    arms: dict[str, list[dict]] = {}
+    for r in ok:
+        arms.setdefault(group_key(r), []).append(r)
+    lines = [
+        f"| model | seeds | steps | val bpb at 1 / 2 / 5 min | val bpb at the end (s.e.) | minus {ref}, paired (s.e.) |",
+        "|---|---:|---:|---|---:|---:|",
+    ]
+    for key, rs in sorted(arms.items(), key=lambda kv: mean_se([r["val_bpb"] for r in kv[1]])[0]):
+        m, se = mean_se([r["val_bpb"] for r in rs])
+        points = ([at_minutes(r, t) for r in rs] for t in (1, 2, 5))
+        early = " / ".join(f"{statistics.fmean(v):.3f}" if None not in v else "-" for v in points)
+        sched = rs[0].get("schedule", "constant")
+        base = {
+            r.get("seed", 0): r["val_bpb"] for r in ok if r["model"] == ref and r.get("schedule", "constant") == sched
+        }
+        diffs = [r["val_bpb"] - base[r.get("seed", 0)] for r in rs if r.get("seed", 0) in base]
+        paired = "-"
+        if diffs and rs[0]["model"] != ref:
+            d, dse = mean_se(diffs)
+            paired = f"{d:+.3f} ({dse:.3f}), {len(diffs)} seeds"
+        steps = statistics.fmean(r["steps_done"] for r in rs)
+        lines.append(f"| {key} | {len(rs)} | {steps:.0f} | {early} | {m:.3f} ({se:.3f}) | {paired} |")
     return "\n".join(lines)
 
 
@@ -405,21 +479,25 @@ def best_lr(rows: list[dict]) -> str:
 
 
 def plot_curves(rows: list[dict], path: str) -> None:
-    """Validation bits per byte against CPU-minutes, one line a model (and learning rate)."""
+    """Validation bits per byte against CPU-minutes, one line an arm (model, learning rate and
+    schedule): the mean over its seeds, with a band of one standard error."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    arms: dict[str, list[dict]] = {}
     for r in rows:
         if r.get("curve"):
-            ax.plot(
-                [c["minutes"] for c in r["curve"]],
-                [c["val_bpb"] for c in r["curve"]],
-                marker=".",
-                label=f"{r['model']} (lr {r['lr']:g})",
-            )
+            arms.setdefault(group_key(r), []).append(r)
+    for key, rs in arms.items():  # the mean over seeds, and a band of one s.e. where there are several
+        n = min(len(r["curve"]) for r in rs)
+        x = [statistics.fmean(r["curve"][k]["minutes"] for r in rs) for k in range(n)]
+        stats = [mean_se([r["curve"][k]["val_bpb"] for r in rs]) for k in range(n)]
+        (line,) = ax.plot(x, [m for m, _ in stats], marker=".", label=f"{key}, {len(rs)} seed(s)")
+        if len(rs) > 1:
+            ax.fill_between(x, [m - e for m, e in stats], [m + e for m, e in stats], color=line.get_color(), alpha=0.2)
     ax.set_xlabel(f"{rows[0].get('clock', 'cpu')}-clock minutes of training")
     ax.set_ylabel("validation bits per byte")
     ax.grid(alpha=0.3)
@@ -435,6 +513,22 @@ def learning_rates(spec: str | None, lrs: str, models: list[str]) -> dict[str, l
     if unknown:
         raise SystemExit(f"peers.py: error: --lr-of names models not in --models: {sorted(unknown)}")
     return {m: [float(own[m])] if m in own else [float(v) for v in lrs.split(",")] for m in models}
+
+
+def ttq_arms(args: argparse.Namespace, models: list[str], lrs: dict[str, list[float]]) -> list[dict]:
+    """Every time-to-quality job's model, learning rate, schedule and seed."""
+    cosine = set(filter(None, args.also_cosine.split(",")))
+    if cosine - set(models):
+        raise SystemExit(f"peers.py: error: --also-cosine names models not in --models: {sorted(cosine - set(models))}")
+    seeds = [int(v) for v in args.seeds.split(",")]
+    return [
+        {"model": m, "lr": lr, "schedule": sched, "seed": seed}
+        for m in models
+        for lr in lrs[m]
+        for sched in ("constant", "cosine")
+        if sched == "constant" or m in cosine
+        for seed in seeds
+    ]
 
 
 def main() -> None:
@@ -459,12 +553,20 @@ def main() -> None:
     )
     p.add_argument("--lrs", default="2e-3", help="time to quality: learning rates, every model at each (a sweep)")
     p.add_argument("--lr-of", default=None, help="time to quality: a model's own learning rate, e.g. megabyte=4e-3")
+    p.add_argument("--seeds", default="0", help="time to quality: seeds (init and batch order), e.g. 0,1,2")
+    p.add_argument(
+        "--also-cosine",
+        default="",
+        help="time to quality: models that train a second time with a cosine schedule over the budget "
+        "(to min_lr_ratio x lr) after warm-up, beside the constant one",
+    )
+    p.add_argument("--ref", default="megabyte", help="time to quality: the model the others are paired against")
     p.add_argument("--warmup", type=int, default=20, help="time to quality: linear warm-up steps, then constant")
     p.add_argument("--curve-every", type=float, default=0.0, help="time to quality: val bpb every this many minutes")
     p.add_argument("--plot", default=None, help="time to quality: write the learning curves to this PNG")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--source", default="shakespeare")
-    p.add_argument("--learntok-layout", default=None, help="learntok's down-mid-up blocks, e.g. 1-4-1 (default 2-3-2)")
+    p.add_argument("--learntok-layout", default=None, help="learntok's down-mid-up blocks, e.g. 2-3-2 (default 1-4-1)")
     p.add_argument("--json", default=None)
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -490,16 +592,19 @@ def main() -> None:
     )
     lrs = learning_rates(args.lr_of, args.lrs, models)
     rows = []
-    if args.minutes and args.parallel:  # side by side, each on a CPU-time budget
-        jobs = [{**base, "model": m, "T": T, "B": B, "lr": lr} for T, B in shape_list for m in models for lr in lrs[m]]
-        procs = [start_job(j) for j in jobs]
-        rows = [finish_job(j, p) for j, p in zip(jobs, procs)]
-    for T, B in [] if rows else shape_list:
-        rounds = {(m, lr): [] for m in models for lr in (lrs[m] if args.minutes else lrs[m][:1])}
-        for _ in range(1 if args.minutes else args.rounds):  # round-robin: load changes hit every model alike
-            for (m, lr), done in rounds.items():
+    if args.minutes:  # time to quality: side by side on a CPU-time budget, or one after another
+        jobs = [{**base, **arm, "T": T, "B": B} for T, B in shape_list for arm in ttq_arms(args, models, lrs)]
+        if args.parallel:
+            procs = [start_job(j) for j in jobs]
+            rows = [finish_job(j, p) for j, p in zip(jobs, procs)]
+        else:
+            rows = [run_job(j) for j in jobs]
+    for T, B in [] if args.minutes else shape_list:
+        rounds = {m: [] for m in models}
+        for _ in range(args.rounds):  # round-robin: load changes hit every model alike
+            for m, done in rounds.items():
                 prev = done[-1] if done else {}
-                r = run_job({**base, "model": m, "T": T, "B": B, "width": prev.get("width"), "lr": lr})
+                r = run_job({**base, "model": m, "T": T, "B": B, "width": prev.get("width"), "lr": lrs[m][0]})
                 print(json.dumps(r), file=sys.stderr, flush=True)
                 done.append(r)
         rows += [median_round(rs) for rs in rounds.values()]
@@ -513,6 +618,7 @@ def main() -> None:
             )
             print(ttq_table([r for r in rows if r["T"] == T and r["B"] == B]) + "\n")
             print(f"best learning rates: --lr-of {best_lr([r for r in rows if r['T'] == T and r['B'] == B])}\n")
+            print(ttq_seed_table([r for r in rows if r["T"] == T and r["B"] == B], args.ref) + "\n")
         if args.plot:
             plot_curves(rows, args.plot)
     else:

@@ -49,7 +49,8 @@ from learntok.train import Engine, build_optimizer, train_step
 
 SIZES = {
     "tiny": dict(d_model=128, n_heads=4, n_down=1, n_mid=2, n_up=1),
-    "4M": LEARNTOK,
+    "4M": LEARNTOK,  # 1-4-1, the peers comparison's layout
+    "4M-2-3-2": {**LEARNTOK, "n_down": 2, "n_mid": 3, "n_up": 2},
 }
 CPU = torch.device("cpu")
 OPT = "optimizer (clip + AdamW)"

@@ -25,6 +25,12 @@ SMALL = dict(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1)
         ("megabyte", "megabyte", {}),
         ("learntok-learned-0.2", "learntok-learned-0.2", {}),
         ("learntok-uniform-1/8@1-4-1", "learntok-uniform-1/8", {"n_down": 1, "n_mid": 4, "n_up": 1}),
+        ("learntok-learned-0.2+objective.lambda_early=0", "learntok-learned-0.2", {"objective.lambda_early": "0"}),
+        (
+            "learntok-learned-0.2@1-5-1+model.d_model=208+model.n_heads=8",
+            "learntok-learned-0.2",
+            {"n_down": 1, "n_mid": 5, "n_up": 1, "model.d_model": "208", "model.n_heads": "8"},
+        ),
     ],
 )
 def test_model_names_carry_a_layout(name, kind, layout):
@@ -72,3 +78,67 @@ def test_learntok_step_runs_the_rate_controller(monkeypatch):
     assert bpb > 0
     after = list(model.strategy.buffers())
     assert any(not torch.equal(a, b) for a, b in zip(before, after)), "the rate controller did not move"
+
+
+def test_recipe_overrides_in_a_model_name_reach_the_config():
+    kind, layout = peers.split_model(
+        "learntok-learned-0.2@1-5-1+model.d_model=208+model.n_heads=8+objective.lambda_early=0"
+    )
+    cfg = peers.learntok_recipe(kind, layout)
+    assert (cfg.model.n_down, cfg.model.n_mid, cfg.model.n_up) == (1, 5, 1)
+    assert (cfg.model.d_model, cfg.model.n_heads, cfg.objective.lambda_early) == (208, 8, 0.0)
+
+
+def _arms(**kw):
+    ns = dict(seeds="0,1,2", also_cosine="")
+    return peers.ttq_arms(type("A", (), {**ns, **kw})(), ["a", "b"], {"a": [1e-3], "b": [2e-3]})
+
+
+def test_ttq_arms_cross_models_seeds_and_the_cosine_schedule():
+    arms = _arms()
+    assert len(arms) == 6 and {a["seed"] for a in arms} == {0, 1, 2}
+    assert {a["schedule"] for a in arms} == {"constant"}
+    arms = _arms(also_cosine="b")
+    assert sorted((a["model"], a["schedule"]) for a in arms if a["seed"] == 0) == [
+        ("a", "constant"),
+        ("b", "constant"),
+        ("b", "cosine"),
+    ]
+    with pytest.raises(SystemExit, match="not in --models"):
+        _arms(also_cosine="c")
+
+
+def test_seed_table_pairs_each_arm_with_the_reference_by_seed():
+    """The paired difference is the mean over seeds of (arm - reference at that seed); its s.e. is
+    the spread of those differences over sqrt(n), not of either arm alone."""
+    ref = [2.50, 2.60, 2.40]
+    arm = [2.45, 2.58, 2.33]  # differences -0.05, -0.02, -0.07
+    rows = [
+        {"model": m, "lr": 2e-3, "seed": s, "val_bpb": v, "steps_done": 10, "curve": []}
+        for m, vals in (("megabyte", ref), ("learntok", arm))
+        for s, v in enumerate(vals)
+    ]
+    table = peers.ttq_seed_table(rows, "megabyte")
+    line = next(x for x in table.splitlines() if x.startswith("| learntok"))
+    d = [a - r for a, r in zip(arm, ref)]
+    mean = sum(d) / 3
+    se = (sum((x - mean) ** 2 for x in d) / 2) ** 0.5 / 3**0.5
+    assert f"{mean:+.3f} ({se:.3f}), 3 seeds" in line
+    assert table.splitlines()[2].startswith("| learntok")  # best first
+
+
+def test_cosine_schedule_decays_over_the_budget(monkeypatch):
+    """With the cosine schedule, the learning rate at the budget's end is min_lr_ratio x lr, and
+    at its start (past warm-up) lr; the constant schedule stays at lr."""
+    monkeypatch.setattr(peers, "LEARNTOK", SMALL)
+    cfg = peers.harness_config("megabyte", {}, 1e-3, 1)
+    seen = []
+    model = peers.PeerLM(torch.nn.Sequential(torch.nn.Embedding(320, 8), torch.nn.Linear(8, 320)), "plain")
+    monkeypatch.setattr(torch.optim.AdamW, "step", lambda self, *a, **k: seen.append(self.param_groups[0]["lr"]))
+    data = ByteData.from_config(DataConfig(source="shakespeare"))
+    for schedule in ("cosine", "constant"):
+        run = peers.step_fn(model, data, 2, 16, cfg, seed=0, schedule=schedule)
+        run(5, 0.0)
+        run(6, 1.0)
+    assert seen[0] == pytest.approx(1e-3) and seen[1] == pytest.approx(1e-3 * cfg.optim.min_lr_ratio)
+    assert seen[2:] == [pytest.approx(1e-3)] * 2
