@@ -75,6 +75,7 @@ MODELS = (
     "hnet",
 )
 LEARNTOK = dict(d_model=224, n_heads=7, n_down=1, n_mid=4, n_up=1)  # 1-4-1; `MODEL@2-3-2` for another layout
+SCHEDULES = ("constant", "cosine")  # time to quality: the learning rate after warm-up
 PLAIN = dict(d_model=224, n_heads=7, n_down=2, n_mid=3, n_up=2)  # plain: 7 layers, matched to learntok 2-3-2
 LAYOUT = ("n_down", "n_mid", "n_up")
 
@@ -517,16 +518,14 @@ def learning_rates(spec: str | None, lrs: str, models: list[str]) -> dict[str, l
 
 def ttq_arms(args: argparse.Namespace, models: list[str], lrs: dict[str, list[float]]) -> list[dict]:
     """Every time-to-quality job's model, learning rate, schedule and seed."""
-    cosine = set(filter(None, args.also_cosine.split(",")))
-    if cosine - set(models):
-        raise SystemExit(f"peers.py: error: --also-cosine names models not in --models: {sorted(cosine - set(models))}")
+    own = dict(item.split("=") for item in args.schedule_of.split(",")) if args.schedule_of else {}
+    if set(own) - set(models) or set(own.values()) - set(SCHEDULES):
+        raise SystemExit(f"peers.py: error: --schedule-of {args.schedule_of!r}: models of --models, each {SCHEDULES}")
     seeds = [int(v) for v in args.seeds.split(",")]
     return [
-        {"model": m, "lr": lr, "schedule": sched, "seed": seed}
+        {"model": m, "lr": lr, "schedule": own.get(m, "constant"), "seed": seed}
         for m in models
         for lr in lrs[m]
-        for sched in ("constant", "cosine")
-        if sched == "constant" or m in cosine
         for seed in seeds
     ]
 
@@ -555,10 +554,10 @@ def main() -> None:
     p.add_argument("--lr-of", default=None, help="time to quality: a model's own learning rate, e.g. megabyte=4e-3")
     p.add_argument("--seeds", default="0", help="time to quality: seeds (init and batch order), e.g. 0,1,2")
     p.add_argument(
-        "--also-cosine",
-        default="",
-        help="time to quality: models that train a second time with a cosine schedule over the budget "
-        "(to min_lr_ratio x lr) after warm-up, beside the constant one",
+        "--schedule-of",
+        default=None,
+        help="time to quality: a model's own schedule after warm-up, e.g. megabyte=cosine (a cosine over the "
+        "budget to min_lr_ratio x lr); the others stay constant",
     )
     p.add_argument("--ref", default="megabyte", help="time to quality: the model the others are paired against")
     p.add_argument("--warmup", type=int, default=20, help="time to quality: linear warm-up steps, then constant")

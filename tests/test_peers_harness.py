@@ -90,22 +90,19 @@ def test_recipe_overrides_in_a_model_name_reach_the_config():
 
 
 def _arms(**kw):
-    ns = dict(seeds="0,1,2", also_cosine="")
+    ns = dict(seeds="0,1,2", schedule_of=None)
     return peers.ttq_arms(type("A", (), {**ns, **kw})(), ["a", "b"], {"a": [1e-3], "b": [2e-3]})
 
 
-def test_ttq_arms_cross_models_seeds_and_the_cosine_schedule():
+def test_ttq_arms_cross_models_and_seeds_each_at_its_schedule():
     arms = _arms()
     assert len(arms) == 6 and {a["seed"] for a in arms} == {0, 1, 2}
     assert {a["schedule"] for a in arms} == {"constant"}
-    arms = _arms(also_cosine="b")
-    assert sorted((a["model"], a["schedule"]) for a in arms if a["seed"] == 0) == [
-        ("a", "constant"),
-        ("b", "constant"),
-        ("b", "cosine"),
-    ]
-    with pytest.raises(SystemExit, match="not in --models"):
-        _arms(also_cosine="c")
+    arms = _arms(schedule_of="b=cosine")
+    assert sorted({(a["model"], a["schedule"]) for a in arms}) == [("a", "constant"), ("b", "cosine")]
+    for bad in ("c=cosine", "a=linear"):
+        with pytest.raises(SystemExit, match="--schedule-of"):
+            _arms(schedule_of=bad)
 
 
 def test_seed_table_pairs_each_arm_with_the_reference_by_seed():
