@@ -6,7 +6,7 @@ head, policy, pooling, mid transformer, upsample, byte decoder, final head, loss
                                         [--json out.json]
 
 The model is the one benchmarks/peers.py trains: learntok's `tiny` recipe (its strategy
-options, w = 1) at the size's width and layout (`4M` is peers.py's 2-3-2, d 224), at the
+options, w = 1) at the size's width and layout (`4M` is peers.py's 1-4-1, d 224; `4M-2-3-2` the other), at the
 target rate `--rate`; `--window 8` gives the learned policy the sequential sampler of earlier
 figures. Times are the process's CPU time (time.process_time) at 1 thread by default: on a
 machine shared with other jobs that is the figure the background load does not move.
@@ -70,6 +70,8 @@ def forward_and_backward(fn, *inputs):
     leaves = [t.detach().requires_grad_(t.is_floating_point()) for t in inputs]
     with torch.no_grad():
         grad = torch.randn_like(fn(*leaves))
+    if not fn(*leaves).requires_grad:  # no parameters (e.g. uniform's policy level): forward only
+        return (lambda: fn(*leaves)), (lambda: fn(*leaves))
     return (lambda: fn(*leaves)), (lambda: fn(*leaves).backward(grad))
 
 
@@ -183,7 +185,7 @@ def profile(size: str, B: int, T: int, reps: int, strategy: str, rate: float, wi
         "T": T,
         "strategy": strategy,
         "rate": rate,
-        "window": model.strategy.opts.window if hasattr(model.strategy, "opts") else None,
+        "window": getattr(getattr(model.strategy, "opts", None), "window", None),  # a policy's w, if it has one
         "forward_ms": {k: med(fwd[k]) for k in names},
         "total_ms": {k: med(fb[k]) for k in names},
         "step_ms": med(full),
@@ -194,7 +196,9 @@ def profile(size: str, B: int, T: int, reps: int, strategy: str, rate: float, wi
 def table(r: dict) -> str:
     total, fwd, step = r["total_ms"], r["forward_ms"], r["step_ms"]
     lines = [
-        f"{r['size']} ({r['params'] / 1e6:.2f}M), {r['strategy']} (w = {r['window']}), rate {r['rate']:g}, "
+        f"{r['size']} ({r['params'] / 1e6:.2f}M), {r['strategy']}"
+        + (f" (w = {r['window']})" if r["window"] is not None else "")
+        + f", rate {r['rate']:g}, "
         f"B = {r['B']}, T = {r['T']}",
         "| level | forward ms | backward ms | total ms | share of step |",
         "|---|---:|---:|---:|---:|",
