@@ -57,6 +57,7 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT / "docs" / "results"))
 
 from learntok import AUNet, ModelConfig  # noqa: E402
 from learntok.config import RunConfig, load_config  # noqa: E402
@@ -64,6 +65,7 @@ from learntok.data import PAD, VOCAB_SIZE, ByteData, DataConfig  # noqa: E402
 from learntok.distributed import DistEnv  # noqa: E402
 from learntok.objective import LN2, loss  # noqa: E402
 from learntok.train import Engine, build_optimizer, train_step  # noqa: E402
+from provenance import git_commit  # noqa: E402
 
 MODELS = (
     "learntok-learned-1/8",
@@ -625,7 +627,8 @@ def main() -> None:
             print(throughput_table(rows, shape_list, key) + "\n")
             print(ratios(rows, shape_list, key) + "\n")
     if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "args": vars(args), "load": load}, indent=2))
+        record = {"command": " ".join(["python", *sys.argv]), "commit": git_commit(), "seeds": [int(v) for v in args.seeds.split(",")]}
+        Path(args.json).write_text(json.dumps({**record, "rows": rows, "args": vars(args), "load": load}, indent=2))
 
 
 if __name__ == "__main__":
