@@ -627,7 +627,11 @@ def main() -> None:
             print(throughput_table(rows, shape_list, key) + "\n")
             print(ratios(rows, shape_list, key) + "\n")
     if args.json:
-        record = {"command": " ".join(["python", *sys.argv]), "commit": git_commit(), "seeds": [int(v) for v in args.seeds.split(",")]}
+        record = {
+            "command": " ".join(["python", *sys.argv]),
+            "commit": git_commit(),
+            "seeds": [int(v) for v in args.seeds.split(",")],
+        }
         Path(args.json).write_text(json.dumps({**record, "rows": rows, "args": vars(args), "load": load}, indent=2))
 
 
