@@ -17,4 +17,6 @@ elif ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-ge
 fi
 python -m ruff check learntok tests benchmarks scripts
 python -m ruff format --check learntok tests benchmarks scripts
-python -m pytest -q "$@"
+# One worker per core (pytest-xdist; each worker's torch runs one thread, tests/conftest.py):
+# LEARNTOK_TEST_WORKERS=0 runs the suite in this process, one test after another.
+python -m pytest -q -n "${LEARNTOK_TEST_WORKERS:-auto}" "$@"

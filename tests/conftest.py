@@ -23,6 +23,8 @@ from learntok import AUNet, ModelConfig
 from learntok.boundaries.options import kept_options
 
 ROOT = Path(__file__).resolve().parents[1]
+if os.environ.get("PYTEST_XDIST_WORKER"):  # a worker per core (scripts/test.sh): one thread each, or they thrash
+    torch.set_num_threads(1)
 CORPUS = ROOT / "learntok" / "corpora" / "shakespeare.jsonl.gz"
 
 # The smallest model that exercises every level: two heads of width 16, one block per level.
