@@ -58,12 +58,12 @@ def model_flops(cfg: ModelConfig, seq_len: int, rate: float | None = None) -> di
     level, the tokens so far at token level. Lookups, norms and elementwise work are left out.
     The model FLOPs of MFU (docs/reproduce.md)."""
     rate, model = cfg.target_rate if rate is None else rate, meta_model(cfg)
-    attention = (cfg.n_down + cfg.n_up) * attended(seq_len, cfg.attn_window)
-    attention += rate * cfg.n_mid * attended(int(rate * seq_len), None)
+    attention = cfg.byte_width * (cfg.n_down + cfg.n_up) * attended(seq_len, cfg.attn_window)
+    attention += cfg.d_model * rate * cfg.n_mid * attended(int(rate * seq_len), None)
     return {
         "byte level": 6.0 * _matrices(model.encoder, model.decoder, model.head, model.early_head, model.strategy),
         "token level": 6.0 * rate * _matrices(model.mid),
-        "attention": 12.0 * cfg.d_model * attention,
+        "attention": 12.0 * attention,
     }
 
 

@@ -68,9 +68,9 @@ def test_packed_attention_equals_per_row_causal_attention():
         start += n
 
 
-def model_for(name: str) -> AUNet:
+def model_for(name: str, d_bytes: int = 0) -> AUNet:
     torch.manual_seed(0)
-    cfg = tiny_config(name, window=4, n_mid=2, attn_window=8, target_rate=0.25)
+    cfg = tiny_config(name, window=4, n_mid=2, attn_window=8, target_rate=0.25, d_bytes=d_bytes)
     model = AUNet(cfg)
     if name.startswith("bpe"):
         model.strategy.fit([b"the cat sat on the mat and the dog ate the hat " * 20])
@@ -102,9 +102,10 @@ def step(model: AUNet, x: torch.Tensor, seed: int):
     return out, total, grads
 
 
+@pytest.mark.parametrize("d_bytes", [0, 16], ids=["one width", "narrow bytes"])
 @pytest.mark.parametrize("name", strategy_names())
-def test_packed_model_equals_padded_reference(name):
-    model = model_for(name)
+def test_packed_model_equals_padded_reference(name, d_bytes):
+    model = model_for(name, d_bytes)
     x = batch()
     state = copy.deepcopy(model.state_dict())  # `entropy` moves its threshold in training
     out, total, grads = step(model, x, seed=3)

@@ -100,8 +100,8 @@ class HNetRouting(OffsetKnob, BoundaryStrategy):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
-        self.q = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
-        self.k = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+        self.q = nn.Linear(cfg.byte_width, cfg.byte_width, bias=False)
+        self.k = nn.Linear(cfg.byte_width, cfg.byte_width, bias=False)
         self.register_buffer("rate_offset", torch.zeros(()), persistent=False)  # raising it raises the rate
 
     def threshold(self) -> torch.Tensor:
@@ -132,7 +132,7 @@ class HNetRouting(OffsetKnob, BoundaryStrategy):
     # Incremental decoding: the state is q[t-1] (fp32), which the routing of byte t compares with k[t],
     # and under online rate control the controller's counts.
     def init_state(self, batch, device) -> dict:
-        return {"q": torch.zeros(batch, self.cfg.d_model, device=device), **self.control_init(batch, device)}
+        return {"q": torch.zeros(batch, self.cfg.byte_width, device=device), **self.control_init(batch, device)}
 
     def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
         return {"q": self.q(h[:, -1]).float(), **self.control_prefill(x, decisions)}

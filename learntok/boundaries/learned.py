@@ -236,8 +236,8 @@ class LearnedPolicy(OffsetKnob, BoundaryStrategy):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
-        self.norm = nn.RMSNorm(cfg.d_model, elementwise_affine=False)
-        self.proj = nn.Linear(cfg.d_model, self.opts.window)
+        self.norm = nn.RMSNorm(cfg.byte_width, elementwise_affine=False)
+        self.proj = nn.Linear(cfg.byte_width, self.opts.window)
         self.offset = target_logit(cfg.target_rate)
         self.register_buffer("rate_bias", torch.zeros(()))  # integral term of the rate controller
         if cfg.rate_conditioned:

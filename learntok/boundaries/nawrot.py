@@ -102,8 +102,8 @@ class DynamicPooling(OffsetKnob, BoundaryStrategy):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
-        hidden = max(1, round(self.opts.hidden_mult * cfg.d_model))
-        self.mlp = nn.Sequential(nn.Linear(cfg.d_model, hidden), nn.GELU(), nn.Linear(hidden, 1))
+        hidden = max(1, round(self.opts.hidden_mult * cfg.byte_width))
+        self.mlp = nn.Sequential(nn.Linear(cfg.byte_width, hidden), nn.GELU(), nn.Linear(hidden, 1))
         self.register_buffer("rate_offset", torch.zeros(()), persistent=False)  # raising it raises the rate
 
     def init_weights(self, generator: torch.Generator | None = None) -> None:
@@ -139,7 +139,7 @@ class DynamicPooling(OffsetKnob, BoundaryStrategy):
     # (bytes after the last closed boundary, up to and including byte t) and whether a[t] closed it.
     def init_state(self, batch, device) -> dict:
         return {
-            "sum": torch.zeros(batch, self.cfg.d_model, device=device),
+            "sum": torch.zeros(batch, self.cfg.byte_width, device=device),
             "count": torch.zeros(batch, device=device),
             "closed": torch.zeros(batch, device=device),
         }

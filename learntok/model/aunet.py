@@ -74,16 +74,16 @@ class AUNet(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = check.instance("AUNet", "cfg", cfg, ModelConfig, "a learntok.ModelConfig")
-        d, nh, base = cfg.d_model, cfg.n_heads, cfg.rope_base
+        d, db, nh, base = cfg.d_model, cfg.byte_width, cfg.n_heads, cfg.rope_base
         seed = int(torch.randint(0, 2**62, (), device="cpu"))  # one draw, whatever the strategy
         with torch.random.fork_rng(devices=[]):  # construction's own draws are discarded
-            self.embed = nn.Embedding(cfg.vocab_size, d)
-            self.encoder = Stack(cfg.n_down, d, nh, cfg.mlp_ratio_bytes, cfg.attn_window, base)
-            self.early_head = Head(d, cfg.vocab_size)
-            self.strategy = build_strategy(cfg)
-            self.mid = Stack(cfg.n_mid, d, nh, cfg.mlp_ratio_tokens, None, base)
-            self.decoder = Stack(cfg.n_up, d, nh, cfg.mlp_ratio_bytes, cfg.attn_window, base)
-            self.head = Head(d, cfg.vocab_size)
+            self.embed = nn.Embedding(cfg.vocab_size, db)
+            self.encoder = Stack(cfg.n_down, db, nh, cfg.mlp_ratio_bytes, cfg.attn_window, base)
+            self.early_head = Head(db, cfg.vocab_size)
+            self.strategy = build_strategy(cfg)  # reads byte states: width db
+            self.mid = Stack(cfg.n_mid, d, nh, cfg.mlp_ratio_tokens, None, base, d_io=db)
+            self.decoder = Stack(cfg.n_up, db, nh, cfg.mlp_ratio_bytes, cfg.attn_window, base)
+            self.head = Head(db, cfg.vocab_size)
         self.init_weights(seed)
 
     @torch.no_grad()

@@ -13,7 +13,10 @@ from learntok.ranges import RATE, ranged
 
 @dataclass
 class ModelConfig:
-    d_model: int = ranged(128, ge=2)  # residual width D at every level
+    d_model: int = ranged(128, ge=2)  # residual width D of the token level (and of the byte level unless d_bytes)
+    # the byte level's width (0: d_model): narrower bytes put the width where the tokens are, as H-Net
+    # does; the mid stack then projects tokens d_bytes -> d_model in and back out (learntok.nn.layers.Stack)
+    d_bytes: int = ranged(0, ge=0)
     n_heads: int = ranged(4, ge=1)  # attention heads (head size = d_model // n_heads)
     n_down: int = ranged(1, ge=0)  # byte-level encoder blocks
     n_mid: int = ranged(2, ge=0)  # token-level blocks (full causal attention)
@@ -37,12 +40,17 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         config_fields(self)
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model {self.d_model} is not a multiple of n_heads {self.n_heads}")
-        if (self.d_model // self.n_heads) % 2:
-            raise ValueError(
-                f"head size d_model / n_heads = {self.d_model} / {self.n_heads} = "
-                f"{self.d_model // self.n_heads} must be even for RoPE"
-            )
+        for name, d in (("d_model", self.d_model), ("d_bytes", self.byte_width)):
+            if d % self.n_heads:
+                raise ValueError(f"{name} {d} is not a multiple of n_heads {self.n_heads}")
+            if (d // self.n_heads) % 2:
+                raise ValueError(
+                    f"head size {name} / n_heads = {d} / {self.n_heads} = {d // self.n_heads} must be even for RoPE"
+                )
         if len(self.rate_range) != 2 or not self.rate_range[0] < self.rate_range[1]:
             raise ValueError(f"rate_range {tuple(self.rate_range)} must be two rates with 0 < low < high < 1")
+
+    @property
+    def byte_width(self) -> int:
+        """The byte level's width: d_bytes, or d_model when d_bytes is 0."""
+        return self.d_bytes or self.d_model

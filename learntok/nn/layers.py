@@ -280,23 +280,39 @@ class Block(nn.Module):
 
 
 class Stack(nn.Module):
-    """n blocks of one level (byte level with a window, or token level with full attention)."""
+    """n blocks of one level (byte level with a window, or token level with full attention).
+    With `d_io` other than d, the stack reads and returns vectors of width d_io: a projection
+    d_io -> d before the blocks and d -> d_io after them (a token level wider than the bytes)."""
 
-    def __init__(self, n: int, d: int, n_heads: int, mlp_ratio: float, window: int | None, rope_base: float):
+    def __init__(
+        self,
+        n: int,
+        d: int,
+        n_heads: int,
+        mlp_ratio: float,
+        window: int | None,
+        rope_base: float,
+        d_io: int | None = None,
+    ):
         super().__init__()
         self.head_size, self.rope_base = d // n_heads, rope_base
         self.blocks = nn.ModuleList(Block(d, n_heads, mlp_ratio, window, rope_base) for _ in range(n))
+        wide = d_io is not None and d_io != d
+        self.inp = nn.Linear(d_io, d, bias=False) if wide else nn.Identity()
+        self.out = nn.Linear(d, d_io, bias=False) if wide else nn.Identity()
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor, packing=None) -> torch.Tensor:
         """x (B, L, D) with positions pos (L,) or (B, L); or packed tokens x (N, D) with pos (N,)
         and their `packing`. RoPE angles are computed once here for every block."""
         rope = rope_angles(pos, self.head_size, self.rope_base)
+        x = self.inp(x)
         for block in self.blocks:
             x = block(x, pos, rope, packing)
-        return x
+        return self.out(x)
 
     def forward_cached(self, x: torch.Tensor, pos: torch.Tensor, caches: list) -> torch.Tensor:
         """Incremental forward: one KV cache per block (generation)."""
+        x = self.inp(x)
         for block, cache in zip(self.blocks, caches, strict=True):
             x = block.forward_cached(x, pos, cache)
-        return x
+        return self.out(x)
