@@ -80,10 +80,15 @@ LEARNTOK = dict(d_model=224, n_heads=7, n_down=1, n_mid=4, n_up=1)  # 1-4-1; `MO
 SCHEDULES = ("constant", "cosine")  # time to quality: the learning rate after warm-up
 PLAIN = dict(d_model=224, n_heads=7, n_down=2, n_mid=3, n_up=2)  # plain: 7 layers, matched to learntok 2-3-2
 LAYOUT = ("n_down", "n_mid", "n_up")
+# `MODEL@narrow`: bytes at 144 wide (model.d_bytes), tokens at 272, 1-3-1, 4.06M parameters: the
+# width where the tokens are, run on a fraction rho* of the positions (docs/benchmarks.md)
+NAMED_LAYOUTS = {"narrow": dict(d_model=272, n_heads=8, d_bytes=144, n_down=1, n_mid=3, n_up=1)}
 
 
 def parse_layout(text: str | None) -> dict:
-    """'1-4-1' -> {n_down: 1, n_mid: 4, n_up: 1}; None or '' -> {}."""
+    """'1-4-1' -> {n_down: 1, n_mid: 4, n_up: 1}; 'narrow' -> NAMED_LAYOUTS['narrow']; None or '' -> {}."""
+    if text in NAMED_LAYOUTS:
+        return dict(NAMED_LAYOUTS[text])
     return dict(zip(LAYOUT, map(int, text.split("-")))) if text else {}
 
 

@@ -6,7 +6,7 @@ head, policy, pooling, mid transformer, upsample, byte decoder, final head, loss
                                         [--json out.json]
 
 The model is the one benchmarks/peers.py trains: learntok's `tiny` recipe (its strategy
-options, w = 1) at the size's width and layout (`4M` is peers.py's 1-4-1, d 224; `4M-2-3-2` the other), at the
+options, w = 1) at the size's width and layout (`4M` is peers.py's 1-4-1, d 224; `4M-2-3-2` the other; `4M-narrow` peers.py's `@narrow`), at the
 target rate `--rate`; `--window 8` gives the learned policy the sequential sampler of earlier
 figures. Times are the process's CPU time (time.process_time) at 1 thread by default: on a
 machine shared with other jobs that is the figure the background load does not move.
@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peers import LEARNTOK, learntok_recipe  # the sibling benchmark scripts
+from peers import LEARNTOK, NAMED_LAYOUTS, learntok_recipe  # the sibling benchmark scripts
 from throughput import batch, timed
 
 from learntok import AUNet
@@ -51,6 +51,7 @@ SIZES = {
     "tiny": dict(d_model=128, n_heads=4, n_down=1, n_mid=2, n_up=1),
     "4M": LEARNTOK,  # 1-4-1, the peers comparison's layout
     "4M-2-3-2": {**LEARNTOK, "n_down": 2, "n_mid": 3, "n_up": 2},
+    "4M-narrow": NAMED_LAYOUTS["narrow"],  # bytes 144 wide, tokens 272, 1-3-1
 }
 CPU = torch.device("cpu")
 OPT = "optimizer (clip + AdamW)"

@@ -37,6 +37,15 @@ def test_model_names_carry_a_layout(name, kind, layout):
     assert peers.split_model(name) == (kind, layout)
 
 
+def test_the_narrow_layout_is_its_fields_and_meets_the_parameter_target():
+    kind, fields = peers.split_model("learntok-learned-0.2@1-3-1+model.d_model=272+model.n_heads=8+model.d_bytes=144")
+    narrow = peers.build(kind, 0, 1024, 0.2, fields)
+    named = peers.build("learntok-learned-0.2", 0, 1024, 0.2, peers.parse_layout("narrow"))
+    assert named.cfg.byte_width == 144 and named.cfg.d_model == 272 and named.cfg.n_mid == 3
+    assert peers.n_params(named) == peers.n_params(narrow)
+    assert abs(peers.n_params(named) / 4.03e6 - 1) < 0.02  # equal parameters: within 2% of the target
+
+
 def test_learning_rates_sweep_and_per_model():
     models = ["megabyte", "plain"]
     assert peers.learning_rates(None, "1e-3,2e-3", models) == {"megabyte": [1e-3, 2e-3], "plain": [1e-3, 2e-3]}
