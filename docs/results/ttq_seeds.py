@@ -70,6 +70,7 @@ def main() -> None:
         "commit": args.commit,
         "seeds": seeds,
         "table": table,
+        "run_commits": [r.get("commit", "not recorded") for r in (main_run, *extras)],  # each run's own
         "args": {"main": main_run["args"], "extra": [e["args"] for e in extras]},
         "load": {"main": main_run["load"], "extra": [e["load"] for e in extras]},
         "rows": rows,
