@@ -148,3 +148,23 @@ def test_cosine_schedule_decays_over_the_budget(monkeypatch):
         run(6, 1.0)
     assert seen[0] == pytest.approx(1e-3) and seen[1] == pytest.approx(1e-3 * cfg.optim.min_lr_ratio)
     assert seen[2:] == [pytest.approx(1e-3)] * 2
+
+
+def test_the_seed_table_merges_runs_once_and_pairs_by_seed():
+    spec = importlib.util.spec_from_file_location(
+        "ttq_seeds", Path(__file__).resolve().parents[1] / "docs" / "results" / "ttq_seeds.py"
+    )
+    ttq_seeds = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ttq_seeds)
+
+    def row(model, seed, bpb, schedule="constant"):
+        return {"model": model, "seed": seed, "val_bpb": bpb, "lr": 2e-3, "schedule": schedule, "steps_done": 9}
+
+    main = {"rows": [row("megabyte", s, 2.0 + s) for s in range(3)] + [row("a", s, 1.9 + s) for s in range(3)]}
+    narrow = {"rows": [row("b", s, 2.1 + s) for s in range(3)]}
+    explore = {"rows": [row("a", 0, 9.9), row("a", 0, 1.5, "cosine")]}  # a's constant seed 0 again: dropped
+    rows = ttq_seeds.merged_rows(main, [narrow, explore])
+    assert len(rows) == 10 and [r["val_bpb"] for r in rows if r["model"] == "a" and r["seed"] == 0] == [1.9, 1.5]
+    table = peers.ttq_seed_table(rows, "megabyte")
+    assert "| b (lr 0.002) | 3 |" in table and "+0.100 (0.000), 3 seeds" in table
+    assert "-0.100 (0.000), 3 seeds" in table  # a, paired with megabyte seed by seed
