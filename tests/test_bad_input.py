@@ -298,6 +298,10 @@ CASES = [
     ),
     # values out of their declared range, by kind (the property over every key: tests/test_values.py)
     ("train-n-heads-0", lambda t: [*TRAIN, "model.n_heads=0", "--out", "new"], "model.n_heads 0 must be >= 1"),
+    ("train-d-bytes-negative", lambda t: [*TRAIN, "model.d_bytes=-8", "--out", "new"], "d_bytes"),
+    # widths that the heads do not divide into even head sizes, at either level
+    ("train-d-bytes-heads", lambda t: [*TRAIN, "model.d_bytes=15", "--out", "new"], "d_bytes 15 is not a multiple"),
+    ("train-d-bytes-odd-head", lambda t: [*TRAIN, "model.d_bytes=18", "--out", "new"], "head size d_bytes"),
     ("train-seed-beyond-int64", lambda t: [*TRAIN, "train.seed=18446744073709551616", "--out", "new"], "train.seed"),
     (
         "train-config-lr-nan",
