@@ -17,7 +17,7 @@ class ModelConfig:
     # the byte level's width (0: d_model): narrower bytes put the width where the tokens are, as H-Net
     # does; the mid stack then projects tokens d_bytes -> d_model in and back out (learntok.nn.layers.Stack)
     d_bytes: int = ranged(0, ge=0)
-    n_heads: int = ranged(4, ge=1)  # attention heads (head size = d_model // n_heads)
+    n_heads: int = ranged(4, ge=1)  # attention heads at every level (head size = its width // n_heads)
     n_down: int = ranged(1, ge=0)  # byte-level encoder blocks
     n_mid: int = ranged(2, ge=0)  # token-level blocks (full causal attention)
     n_up: int = ranged(1, ge=0)  # byte-level decoder blocks
