@@ -1,0 +1,61 @@
+"""The statistics over seeds that the results tables read: Student's t p-values against tabled
+quantiles, and Holm's correction against its definition."""
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from learntok.eval_metrics import holm, paired_t_pvalue, t_pvalue
+from learntok.evaluate import T95
+
+
+@pytest.mark.parametrize("dof", range(1, len(T95) + 1))
+def test_the_tabled_95_percent_quantile_has_p_005(dof):
+    assert t_pvalue(T95[dof - 1], dof) == pytest.approx(0.05, abs=2e-4)
+
+
+@pytest.mark.parametrize(
+    ("t", "dof", "p"),  # reference values from R's 2 * pt(-t, dof)
+    [(0.0, 3, 1.0), (1.0, 1, 0.5), (2.0, 2, 0.1835034), (3.0, 4, 0.0399), (1.5, 7, 0.1773), (-2.5, 9, 0.03393)],
+)
+def test_p_values_match_reference_values(t, dof, p):
+    assert t_pvalue(t, dof) == pytest.approx(p, abs=1e-3)
+
+
+@given(st.floats(0, 50), st.floats(0, 50), st.integers(1, 40))
+def test_p_falls_as_t_grows(a, b, dof):
+    lo, hi = sorted((a, b))
+    assert 0.0 <= t_pvalue(hi, dof) <= t_pvalue(lo, dof) + 1e-12 <= 1.0 + 1e-12
+
+
+def test_paired_p_value_of_a_clear_and_of_no_difference():
+    assert paired_t_pvalue([-0.10, -0.11, -0.09, -0.10, -0.12]) < 1e-4
+    assert paired_t_pvalue([0.0, 0.0, 0.0]) == 1.0
+    assert paired_t_pvalue([0.3]) == 1.0
+
+
+def holm_by_definition(p: list[float], alpha: float) -> list[bool]:
+    """Rejections of Holm's step-down procedure, written as its definition: reject the k-th
+    smallest while every smaller one (itself included) is below alpha / (m - rank)."""
+    m, order, reject = len(p), sorted(range(len(p)), key=lambda i: p[i]), [False] * len(p)
+    for rank, i in enumerate(order):
+        if p[i] > alpha / (m - rank):
+            break
+        reject[i] = True
+    return reject
+
+
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=12), st.sampled_from([0.01, 0.05, 0.1]))
+def test_holm_rejects_what_the_step_down_procedure_rejects(p, alpha):
+    adjusted = holm(p)
+    assert [a <= alpha for a in adjusted] == holm_by_definition(p, alpha)
+    assert all(q <= a <= 1.0 for q, a in zip(p, adjusted))
+
+
+def test_holm_of_one_test_is_the_test():
+    assert holm([0.03]) == [0.03]
+    assert np.allclose(holm([0.01, 0.04, 0.03]), [0.03, 0.06, 0.06])
+    assert list(itertools.accumulate(sorted(holm([0.2, 0.01, 0.5])), max)) == sorted(holm([0.2, 0.01, 0.5]))
