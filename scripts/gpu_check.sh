@@ -75,15 +75,15 @@ write_json "$OUT/meta.json" "commit=$commit" "modified_files=$dirty" "command=$C
   "toy=$([ "$TOY" = 1 ] && echo true || echo false)" "started=$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
   "seeds={\"pair\": $SEED, \"throughput\": 0, \"torchrun\": 0}"
 
-# 1. the CUDA tests: the varlen and FlexAttention kernels (skipped without CUDA), the CUDA path at the 40M shapes
+# 1. the CUDA tests: the varlen kernel with and without a window (skipped without CUDA), the CUDA path at the 40M shapes
 if [ "$TOY" = 1 ]; then
   TESTS=(tests/test_packing.py -k "maps or packed_attention")
   LIMIT_TESTS=120
 else
   # the CUDA path at 40M for the pair's two strategies (every strategy takes minutes on the CPU
   # that checks it: tests/fake_cuda.py), its checks and mutations, the kernels, identical init
-  # and the byte levels' windowed attention through the fused FlexAttention kernel (tests/test_flex_window.py)
-  TESTS=(tests/test_packing.py tests/test_identical_init.py tests/test_cuda_path.py tests/test_flex_window.py
+  # and the byte levels' windowed attention through the flash window (tests/test_window_kernel.py)
+  TESTS=(tests/test_packing.py tests/test_identical_init.py tests/test_cuda_path.py tests/test_window_kernel.py
          -k "not paper_shapes or 40M-learned or 40M-uniform")
   LIMIT_TESTS=90
 fi

@@ -94,7 +94,7 @@ def on_fake_gpu(monkeypatch, preset: str, name: str, data: ByteData):
 
     def varlen_attn(*args, **kwargs):
         check_varlen_inputs(*args, **kwargs)
-        calls.append(args[0].shape)
+        calls.append((args[0].shape, kwargs.get("window_size")))
         return true_varlen(*args, **kwargs)
 
     monkeypatch.setattr(varlen, "varlen_attn", varlen_attn)
@@ -148,6 +148,15 @@ def reads_by_function(host: HostValues) -> Counter:
     return Counter(where.rsplit(".", 1)[-1] for where, _ in host.reads)
 
 
+def token_and_byte_calls(m: Machine) -> tuple[list, list]:
+    """The flash varlen calls so far: the token level's (causal, no window: their q shapes) and
+    the byte levels' (the window of model.attn_window: their packed lengths)."""
+    tokens = [shape for shape, window in m.varlen_calls if window == (-1, 0)]
+    rows = [shape[:1] for shape, window in m.varlen_calls if window == (m.cfg.model.attn_window - 1, 0)]
+    assert len(tokens) + len(rows) == len(m.varlen_calls), m.varlen_calls
+    return tokens, rows
+
+
 @pytest.mark.parametrize("preset,name", CASES)
 def test_the_cuda_path_runs_at_the_paper_shapes(monkeypatch, data, preset, name):
     with on_fake_gpu(monkeypatch, preset, name, data) as m:
@@ -162,9 +171,12 @@ def test_the_cuda_path_runs_at_the_paper_shapes(monkeypatch, data, preset, name)
         assert reads.pop("read") == 1, reads  # and the log step's
         assert set(reads) <= HOST_READS.get(name, set()), f"host syncs in a training step: {reads}"
         n_mid = m.cfg.model.n_mid
-        assert len(m.varlen_calls) == n_mid  # every token-level block: flash varlen, bf16
-        S = m.varlen_calls[0][0]
+        tokens, rows = token_and_byte_calls(m)
+        assert len(tokens) == n_mid  # every token-level block: flash varlen, bf16
+        S = tokens[0][0]
         assert MICRO_BATCH * m.cfg.train.seq_len * 0.1 < S < MICRO_BATCH * m.cfg.train.seq_len  # packed tokens
+        # every byte-level block: the flash window over the rows, no padding
+        assert rows == [(MICRO_BATCH * m.cfg.train.seq_len,)] * (m.cfg.model.n_down + m.cfg.model.n_up)
 
         m.host.reads.clear()
         result = evaluation(m, data)
@@ -172,7 +184,7 @@ def test_the_cuda_path_runs_at_the_paper_shapes(monkeypatch, data, preset, name)
         reads = reads_by_function(m.host)
         assert reads.pop("evaluate_bpb") == 1 and reads.pop("token_counts") == 1, reads  # the report's one sync
         assert set(reads) <= HOST_READS.get(name, set()), f"host syncs in an evaluation batch: {reads}"
-        assert len(m.varlen_calls) == 2 * n_mid
+        assert len(token_and_byte_calls(m)[0]) == 2 * n_mid
 
         if not strategy_class(name).causal:
             with pytest.raises(ConfigError, match="byte by byte"):

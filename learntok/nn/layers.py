@@ -165,50 +165,6 @@ def _local_blocks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int
     return y.reshape(B, H, n * window, E)[:, :, :L]
 
 
-def flex_available(x: torch.Tensor) -> bool:
-    """FlexAttention's fused kernel (torch.nn.attention.flex_attention, compiled): CUDA only here;
-    on the CPU `local_attention` is faster than FlexAttention's unfused eager form."""
-    if not x.is_cuda:
-        return False
-    try:
-        from torch.nn.attention.flex_attention import flex_attention  # noqa: F401  (torch >= 2.5)
-    except ImportError:
-        return False
-    return True
-
-
-@lru_cache(maxsize=16)
-def sliding_window_block_mask(L: int, window: int, device: torch.device):
-    """FlexAttention's block mask of `window_mask` (query i attends key j iff 0 <= i - j < window),
-    built once per (L, window, device); blocks wholly outside the band are skipped by the kernel."""
-    from torch.nn.attention.flex_attention import create_block_mask
-
-    def band(b, h, i, j):
-        return (i >= j) & (i - j < window)
-
-    return create_block_mask(band, None, None, L, L, device=device)
-
-
-@lru_cache(maxsize=1)
-def _compiled_flex():
-    from torch.nn.attention.flex_attention import flex_attention
-
-    return torch.compile(flex_attention, dynamic=False)
-
-
-def flex_window_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int, compiled: bool = True
-) -> torch.Tensor:
-    """Causal sliding-window attention through FlexAttention (Dong et al. 2024): one fused kernel
-    on CUDA that skips the blocks outside the band, as flash attention's window does. q, k, v
-    (B, H, L, E) -> (B, H, L, E), equal to SDPA with `window_mask` (tested on the CPU with
-    `compiled=False`, FlexAttention's eager form, through this same function)."""
-    from torch.nn.attention.flex_attention import flex_attention
-
-    fn = _compiled_flex() if compiled else flex_attention
-    return fn(q, k, v, block_mask=sliding_window_block_mask(q.size(2), window, q.device))
-
-
 def varlen_available(x: torch.Tensor) -> bool:
     """Flash varlen attention (torch.nn.attention.varlen, CUDA, 16-bit inputs only)."""
     if not x.is_cuda or x.dtype not in (torch.float16, torch.bfloat16):
@@ -240,6 +196,25 @@ def packed_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, packing)
     return packing.to_packed(y.transpose(1, 2).flatten(2)).view(N, H, E)
 
 
+def rows_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int, kernel=None) -> torch.Tensor:
+    """Causal sliding-window attention of B equal rows through flash varlen attention's window:
+    the rows are B sequences of one packed batch (no padding), and the kernel skips every block
+    outside the band. q, k, v (B, H, L, E) -> (B, H, L, E), equal to SDPA with `window_mask`.
+    window_size is flash attention's (left, right): query i reads keys i - left .. i + right, so
+    left = window - 1. `kernel` stands in for `varlen_attn` (the CPU tests give a plain one, so
+    the packing and the window's convention are checked through this same function)."""
+    if kernel is None:
+        from torch.nn.attention.varlen import varlen_attn as kernel
+    B, H, L, E = q.shape
+
+    def pack(t):  # (B, H, L, E) -> (B L, H, E)
+        return t.transpose(1, 2).reshape(B * L, H, E)
+
+    cu = torch.arange(0, (B + 1) * L, L, device=q.device, dtype=torch.int32)  # (B+1,) row starts
+    y = kernel(pack(q), pack(k), pack(v), cu, cu, L, L, window_size=(window - 1, 0))  # (B L, H, E)
+    return y.view(B, L, H, E).transpose(1, 2)
+
+
 class Attention(nn.Module):
     """Causal self-attention through scaled_dot_product_attention; optional sliding window."""
 
@@ -262,8 +237,8 @@ class Attention(nn.Module):
         """Causal attention of L queries over the same L positions, within the window if any.
         q, k, v (B, H, L, E) -> (B, H, L, E). Memory O(L W) with a window, never O(L^2)."""
         L = q.size(2)
-        if self.window is not None and self.window < L and flex_available(q):
-            return flex_window_attention(q, k, v, self.window)  # fused, O(L W), on CUDA
+        if self.window is not None and self.window < L and varlen_available(q):
+            return rows_window_attention(q, k, v, self.window)  # flash with a window: O(L W), on CUDA
         if self.window is not None and 2 * self.window < L:
             return local_attention(q, k, v, self.window)  # O(L W), not O(L^2)
         if self.window is not None and self.window < L:
