@@ -22,7 +22,7 @@ from learntok.boundaries.options import STRATEGY, kept_options, move_old_keys, m
 from learntok.data import DataConfig
 from learntok.errors import ConfigError, FormatError
 from learntok.fields import check_fields, check_values, field_types, parse_value
-from learntok.files import read_input, write_text_atomic
+from learntok.files import memory_budget, read_input, write_text_atomic
 from learntok.nn.config import ModelConfig
 from learntok.objective import ObjectiveConfig, objective_for
 from learntok.ranges import INT64, SEED, THREADS, ranged
@@ -174,8 +174,70 @@ def build(d: dict[str, dict[str, Any]]) -> RunConfig:
         cfg.optim.warmup_steps = math.ceil(cfg.optim.warmup_bytes / cfg.train.bytes_per_step)
     for name, cls in SECTIONS.items():
         check_values(cls, dataclasses.asdict(getattr(cfg, name)), name)
-    check_early_head(cfg)
+    check_meaning(cfg)
     return cfg
+
+
+# Sizes a config may ask for (`check_sizes`): beyond them no step can be built, measured by
+# `config --plan` (learntok.plan) or held in memory, whatever the machine.
+MAX_BLOCKS = 1024  # blocks of all three stacks: the largest paper preset has a few dozen
+MAX_WEIGHTS = 10**13  # weights the plan can describe (an estimate by d_model**2 per block)
+MAX_ROWS = 2**24  # train.batch_size: the plan tries each divisor of the per-GPU batch
+
+
+def estimated_weights(m: ModelConfig) -> float:
+    """About how many weights `m` has: attention (4 D^2) and the gated MLP (3 r D^2) per block,
+    and the embedding; the bound `config --plan` and `train` check before building it."""
+    blocks = m.n_down + m.n_mid + m.n_up
+    return blocks * m.d_model**2 * (4 + 3 * max(m.mlp_ratio_bytes, m.mlp_ratio_tokens)) + m.vocab_size * m.d_model
+
+
+def check_meaning(cfg: RunConfig) -> None:
+    """The values of a config that each pass their own range but not together: the one place
+    of such invariants across sections (within a section: its __post_init__), run at every
+    config's build, before any work. Each is one ConfigError naming the keys and values."""
+    check_sizes(cfg)
+    check_early_head(cfg)
+    m, tc = cfg.model, cfg.train
+    rows = tc.micro_batch_size or tc.batch_size
+    if m.rate_conditioned and rows % m.rows_per_rate:
+        raise ConfigError(
+            f"model.rows_per_rate {m.rows_per_rate} does not divide the {rows} rows of a micro-batch "
+            f"(train.micro_batch_size or train.batch_size): the last group of rows would share a target "
+            f"with fewer rows than the batch baseline compares"
+        )
+
+
+def check_sizes(cfg: RunConfig) -> None:
+    """Refuse sizes no run can build: more than MAX_BLOCKS blocks, MAX_WEIGHTS weights or
+    MAX_ROWS rows a step (the bounds of `config --plan`, checked for every command)."""
+    m, tc = cfg.model, cfg.train
+    blocks, weights = m.n_down + m.n_mid + m.n_up, estimated_weights(m)
+    for bad, what in (
+        (blocks > MAX_BLOCKS, f"{blocks} blocks (model.n_down + n_mid + n_up), more than {MAX_BLOCKS}"),
+        (
+            weights > MAX_WEIGHTS,
+            f"about {weights:.3g} weights (model.d_model {m.d_model}), more than {MAX_WEIGHTS:.0e}",
+        ),
+        (tc.batch_size > MAX_ROWS, f"train.batch_size {tc.batch_size}, more than {MAX_ROWS} rows"),
+    ):
+        if bad:
+            raise ConfigError(f"{what}: give smaller sizes (learntok config --plan shows what a config needs)")
+
+
+WEIGHT_BYTES = 16  # a trained fp32 weight: itself, its gradient and AdamW's two moments
+
+
+def check_memory(cfg: RunConfig, device_type: str) -> None:
+    """On the CPU, the weights with their gradients and AdamW state (WEIGHT_BYTES each) must
+    fit the memory this process can get (files.memory_budget), checked before the model is built."""
+    need, budget = estimated_weights(cfg.model) * WEIGHT_BYTES, memory_budget()
+    if device_type == "cpu" and need > budget:
+        raise ConfigError(
+            f"about {estimated_weights(cfg.model):.3g} weights (model.d_model {cfg.model.d_model}, "
+            f"{cfg.model.n_down + cfg.model.n_mid + cfg.model.n_up} blocks) need {need / 2**30:.3g} GiB with their "
+            f"gradients and AdamW state, more than the {budget / 2**30:.3g} GiB this process can get: give smaller sizes"
+        )
 
 
 def check_early_head(cfg: RunConfig) -> None:

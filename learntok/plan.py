@@ -30,10 +30,8 @@ WORLDS = (1, 2, 4, 8)  # GPU counts the plan shows
 # Bounds checked before any work (`check_bounds`): the measured step holds the bytes and the
 # prescribed boundaries as real tensors, this many bytes a (row, byte) at the larger micro-batch
 # (int64 bytes, float boundaries and what is computed from them alone), and builds every block.
+# The sizes of the model and the batch are bounded for every config (config.check_sizes).
 REAL_BYTES = 64
-MAX_BLOCKS = 1024  # blocks of all three stacks: the largest paper preset has a few dozen
-MAX_WEIGHTS = 10**13  # weights the plan can describe (an estimate by d_model**2 per block)
-MAX_ROWS = 2**24  # train.batch_size: the plan tries each divisor of the per-GPU batch
 
 
 # ---------------------------------------------------------------- analytic FLOPs
@@ -135,27 +133,15 @@ def gpu_hours(flops: float, mfu: float) -> float:
 
 def check_bounds(run_cfg: RunConfig, micro: int) -> None:
     """Refuse, in one line and before anything is built, a plan that would hold more real bytes
-    than this process can allocate (files.memory_budget), build more blocks than MAX_BLOCKS,
-    describe more than MAX_WEIGHTS weights or try more than MAX_ROWS rows a step."""
-    m, tc = run_cfg.model, run_cfg.train
-    blocks = m.n_down + m.n_mid + m.n_up
-    weights = blocks * m.d_model**2 * (4 + 3 * max(m.mlp_ratio_bytes, m.mlp_ratio_tokens)) + m.vocab_size * m.d_model
+    than this process can allocate (files.memory_budget). The blocks, weights and rows a step
+    are bounded for every config when it is built (config.check_sizes)."""
+    tc = run_cfg.train
     real, budget = 2 * micro * tc.seq_len * REAL_BYTES, memory_budget()
-    for bad, what in (
-        (blocks > MAX_BLOCKS, f"{blocks} blocks (model.n_down + n_mid + n_up), more than {MAX_BLOCKS}"),
-        (
-            weights > MAX_WEIGHTS,
-            f"about {weights:.3g} weights (model.d_model {m.d_model}), more than {MAX_WEIGHTS:.0e}",
-        ),
-        (tc.batch_size > MAX_ROWS, f"train.batch_size {tc.batch_size}, more than {MAX_ROWS} rows"),
-        (
-            real > budget,
-            f"{real / GiB:.3g} GiB of real bytes and boundaries (micro-batch {micro} x train.seq_len "
-            f"{tc.seq_len}), more than this process can allocate ({budget / GiB:.3g} GiB)",
-        ),
-    ):
-        if bad:
-            raise ConfigError(f"config --plan cannot measure {what}: give smaller sizes")
+    if real > budget:
+        raise ConfigError(
+            f"config --plan cannot measure {real / GiB:.3g} GiB of real bytes and boundaries (micro-batch {micro} x "
+            f"train.seq_len {tc.seq_len}), more than this process can allocate ({budget / GiB:.3g} GiB): give smaller sizes"
+        )
 
 
 def plan(run_cfg: RunConfig, mfu: float = 0.4) -> dict:

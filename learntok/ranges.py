@@ -82,3 +82,5 @@ SEED = bounds(ge=0, le=INT64[1])  # seeds: >= 0 (numpy's generators refuse negat
 RATE = bounds(gt=0, lt=1)  # a boundary rate (boundaries per byte): rho*, --rate
 FRACTION = bounds(ge=0, lt=1)  # a split's expected fraction of the documents
 THREADS = bounds(ge=0, le=1024)  # CPU threads for torch (0: its default); torch holds a C int
+REPEATS = bounds(ge=1, le=1024)  # work a command repeats for a figure (K samples, batches): beyond, hours for nothing
+BPE_VOCAB = bounds(ge=1, le=2**20)  # a BPE's tokens: a fit reads a few MB, far fewer merges; the trainer aborts on 1e9

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from learntok.checkpoint import STATE, latest_checkpoint, load_checkpoint, save_checkpoint
-from learntok.config import OptimConfig, RunConfig, to_toml
+from learntok.config import OptimConfig, RunConfig, check_memory, to_toml
 from learntok.errors import CheckpointError, ConfigError, TrainingDiverged
 from learntok.data import PAD, ByteData, small_split_warnings
 from learntok.data.dataset import FIT_BYTES
@@ -334,6 +334,7 @@ def train(
     data.check_window(
         "train", tc.seq_len, micro, position_bytes(run_cfg.model), training=True
     )  # before any file is written
+    check_memory(run_cfg, env.device.type)
     seed_everything(tc.seed)
     model = AUNet(run_cfg.model).to(env.device)
     objective = objective_for(run_cfg.objective, model.strategy.has_policy)

@@ -142,6 +142,14 @@ def whitespace_model(t: Path) -> str:
     return "ws"
 
 
+def no_val(t: Path) -> str:
+    """A prepared folder whose val split holds no document (prepare --val-fraction 0)."""
+    from learntok.data.prepare import PrepareOptions, prepare
+
+    prepare([str(t / "corpus.txt")], t / "noval", PrepareOptions(val_fraction=0, piece_bytes=1000), progress=False)
+    return "noval"
+
+
 TRAIN = ["train", "--preset", "tiny", *TINY]
 # (id, setup(tmp) -> args, words in the error); tmp holds run/, corpus.txt, task.jsonl, prep/
 CASES = [
@@ -445,6 +453,31 @@ CASES = [
     ("segment-rate-mode-without-rate", lambda t: ["segment", "run", "hi", "--rate-mode", "online"], "needs --rate"),
     ("compare-seeds-empty-item", lambda t: ["compare", "--strategies", "fixed", "--seeds", "1,,2"], "empty item"),
     ("config-unknown-argument", lambda t: ["config", "--bogus"], "config: unrecognized arguments: --bogus"),
+    # values that pass their range but not their meaning (config.check_meaning, ByteData.check_window)
+    ("train-val-fraction-0", lambda t: [*TRAIN, "data.val_fraction=0", "--out", "new"], "val split is empty"),
+    ("train-val-fraction-0-prepared", lambda t: [*TRAIN, f"data.source={no_val(t)}", "--out", "new"], "val split"),
+    (
+        "train-rows-per-rate-not-dividing",
+        lambda t: [*TRAIN, "model.rate_conditioned=true", "model.rows_per_rate=3", "--out", "new"],
+        "rows_per_rate 3 does not divide",
+    ),
+    ("train-n-mid-huge", lambda t: [*TRAIN, "model.n_mid=1000000", "--out", "new"], "blocks"),
+    ("config-n-up-huge", lambda t: ["config", "model.n_up=5000"], "blocks"),
+    ("train-weights-beyond-memory", lambda t: [*TRAIN, "model.d_model=40000", "--out", "new"], "GiB"),
+    ("train-batch-size-huge", lambda t: [*TRAIN, "train.batch_size=100000000000", "--out", "new"], "batch_size"),
+    ("train-preset-empty", lambda t: ["train", "--preset", "", *TINY, "--out", "new"], "--preset is empty"),
+    ("compare-preset-empty", lambda t: ["compare", "--strategies", "uniform", "--preset", ""], "--preset is empty"),
+    ("prepare-text-field-empty", lambda t: ["prepare", "corpus.txt", "--out", "n", "--text-field", ""], "empty"),
+    ("eval-samples-huge", lambda t: ["eval", "run", "--samples", "1000000000"], "--samples"),
+    ("eval-bpe-vocab-huge", lambda t: ["eval", "run", "--bpe-vocab", "1000000000"], "--bpe-vocab"),
+    ("diagnose-samples-huge", lambda t: ["diagnose", "run", "--samples", "1000000000"], "--samples"),
+    ("diagnose-batches-huge", lambda t: ["diagnose", "run", "--batches", "1000000000"], "--batches"),
+    (
+        "train-bpe-vocab-huge",
+        lambda t: [*TRAIN, "model.boundary=bpe", "strategy.vocab_size=1000000000", "--out", "n"],
+        "vocab",
+    ),
+    ("compare-sweep-without-rates", lambda t: ["compare", "--strategies", "uniform", "--sweep", "uniform"], "--rates"),
 ]
 
 
@@ -490,3 +523,29 @@ def test_optional_positional_after_options():
         args = parse_args(argv)
         assert (args.model, args.text, args.rate) == ("R", b"a b", 0.3)  # text for the model: its bytes
     assert parse_args(["segment", "R", "--greedy"]).text is None
+
+
+# Every option of plain text, of every command (enumerated from the parsers), given empty.
+NEEDS = {"segment": ["run", "t"], "eval": ["run"], "eval-tasks": ["run", "--task", "task.jsonl"], "diagnose": ["run"]}
+NEEDS |= {"plot": ["run"], "sample": ["run", "--prompt", "a"], "prepare": ["corpus.txt", "--out", "n"]}
+
+
+def text_options() -> list[tuple[str, str]]:
+    from learntok.cli import build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices
+    return [
+        (name, a.option_strings[-1])
+        for name, p in commands.items()
+        for a in p._actions
+        if a.type is str and a.option_strings
+    ]
+
+
+@pytest.mark.parametrize("command, option", text_options())
+def test_every_text_option_given_empty_is_one_line(workdir, capsys, command, option):
+    from conftest import cli_in_process
+
+    before = checksums(workdir)
+    code, err = cli_in_process([command, *NEEDS.get(command, []), option, ""], capsys)
+    assert_one_line_error(code, err, f"{option} is empty", before, checksums(workdir))

@@ -23,13 +23,13 @@ from learntok.boundaries.base import register
 from learntok.boundaries.tokenizer import MAX_VOCAB, RATE_TOLERANCE, TokenizerStrategy, bisect_merges
 from learntok.data.vocab import is_byte
 from learntok.errors import ConfigError
-from learntok.ranges import ranged
+from learntok.ranges import BPE_VOCAB, ranged
 
 
 @dataclass
 class PaperBPEConfig:
     # BPE vocabulary; 0: the number of merges whose rate on the fit sample is closest to rho*
-    vocab_size: int = ranged(0, ge=0)
+    vocab_size: int = ranged(0, ge=0, le=BPE_VOCAB.high)
     tokenizer: str = ""  # path of a byte-level BPE tokenizer.json to use instead of fitting ("": fit one)
 
 

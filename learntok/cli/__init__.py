@@ -50,6 +50,7 @@ COMMANDS = [
 OPTION_NEEDS = {
     "rate_mode": ("rate", "--rate R (the rate to hold)"),
     "mfu": ("plan", "--plan (the GPU-hours it scales)"),
+    "sweep": ("rates", "--rates (the rates it runs the variant at)"),
 }
 
 
@@ -102,6 +103,15 @@ def check_needs(args) -> None:
             raise ConfigError(f"--{dest.replace('_', '-')} {value} needs {what}")
 
 
+def check_given(args) -> None:
+    """An option of plain text (`type=str`) given empty names nothing (`--preset ''` would
+    otherwise fall back to the default): refused, as fields.check_values refuses an empty config value."""
+    for action in args.command_parser._actions:
+        if action.type is str and action.option_strings and getattr(args, action.dest, None) == "":
+            name = action.option_strings[-1]
+            raise ConfigError(f"{name} is empty: give a value, or leave {name} out for its default")
+
+
 def check_outputs(args) -> None:
     """Refuse, before any work, every output this command line must not write (learntok.cli.outputs)."""
     from learntok.cli.outputs import check_command_line
@@ -137,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(errors="replace")  # a non-UTF-8 terminal shows "?", no crash
     try:
+        check_given(args)
         check_outputs(args)
         check_needs(args)
         if args.threads and hasattr(args, "overrides"):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from learntok.cli.options import add_device, add_greedy, add_json, add_model, add_rate, add_seed, check_run
 from learntok.cli.results import short_run_hint, write_json
-from learntok.cli.values import POSITIVE, WINDOW, text_arg
+from learntok.cli.values import POSITIVE, REPEAT, VOCAB, WINDOW, text_arg
 from learntok.files import input_data, input_file, input_run, output_folder
 
 
@@ -18,16 +18,12 @@ def add_eval(sub) -> None:
         "--split", default="test", choices=["train", "val", "test", "all"], help="split of the data (all: unsplit)"
     )
     p.add_argument("--source", type=input_data, help="another data.source (built-in name or path) instead of the run's")
-    p.add_argument(
-        "--samples", type=POSITIVE, default=1, help="K sampled segmentations: mean bpb and log-mean-exp bound"
-    )
+    p.add_argument("--samples", type=REPEAT, default=1, help="K sampled segmentations: mean bpb and log-mean-exp bound")
     add_greedy(p)
     p.add_argument("--batch-size", type=POSITIVE, help="rows per batch (default: the run's)")
     p.add_argument("--seq-len", type=WINDOW, help="bytes per row, BOS included (default: the run's)")
     p.add_argument("--max-bytes", type=POSITIVE, help="score at most this many bytes")
-    p.add_argument(
-        "--bpe-vocab", type=POSITIVE, default=4096, help="vocabulary of the BPE reference trained on the fly"
-    )
+    p.add_argument("--bpe-vocab", type=VOCAB, default=4096, help="vocabulary of the BPE reference trained on the fly")
     add_seed(p)
     add_rate(p, "run at this boundary rate, calibrated on the first 64 KB of the split scored (docs/rate.md)")
     p.add_argument(
@@ -100,8 +96,8 @@ def cmd_eval_tasks(args) -> None:
 def add_diagnose(sub) -> None:
     p = sub.add_parser("diagnose", help="variance and SNR of the policy-gradient estimator per trick")
     add_model(p, "run or checkpoint folder")
-    p.add_argument("--batches", type=POSITIVE, default=4, help="fixed training batches")
-    p.add_argument("--samples", type=POSITIVE, default=16, help="K boundary samples per batch")
+    p.add_argument("--batches", type=REPEAT, default=4, help="fixed training batches")
+    p.add_argument("--samples", type=REPEAT, default=16, help="K boundary samples per batch")
     p.add_argument("--batch-size", type=POSITIVE, help="default: the run's, at most 16")
     p.add_argument("--seq-len", type=WINDOW, help="default: the run's, at most 512")
     add_seed(p, help=None)

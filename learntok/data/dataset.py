@@ -261,6 +261,11 @@ class ByteData:
         on what a forward takes: learntok.evaluate.position_bytes) must fit in files.memory_budget()."""
         if training:
             self._bytes_per_row(split, seq_len)
+            if "val" in self._splits and not self.n_bytes("val"):
+                raise DataError(
+                    "the val split is empty (data.val_fraction 0, or a prepared folder without val documents): "
+                    "training validates on it; give data.val_fraction > 0 or prepare the data with --val-fraction > 0"
+                )
         s = self._get(split)
         rows = batch_size if training else min(batch_size, int((-(-s.lengths // max(seq_len - 1, 1))).sum()))
         need, budget = rows * seq_len * position_bytes, memory_budget()
