@@ -14,6 +14,7 @@ from typing import Any
 
 from learntok.errors import ConfigError
 from learntok.ranges import Range, field_range
+from learntok.structured import not_unicode
 
 
 def field_types(cls: type) -> dict[str, Any]:
@@ -132,8 +133,4 @@ def shown(value: Any) -> str:
 def is_utf8(text: str) -> bool:
     """Whether `text` encodes to UTF-8: not so for an argument's bytes that were not UTF-8
     (Python keeps them as lone surrogates)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    return not_unicode(text) is None

@@ -20,6 +20,7 @@ from learntok.errors import ConfigError
 from learntok.fields import check_fields, field_types
 from learntok.ranges import Range
 from learntok.runtime import resolve_device
+from learntok.structured import not_unicode
 
 
 def described(value: Any) -> str:
@@ -87,6 +88,9 @@ def choice(where: str, name: str, value: Any, choices: Sequence[str], none: bool
 def text(where: str, name: str, value: Any) -> bytes:
     """A text as its bytes: a str (UTF-8) or bytes / bytearray as they are."""
     if isinstance(value, str):
+        problem = not_unicode(value, escaped_bytes=True)  # the bytes of os.fsdecode stay bytes
+        if problem:
+            raise ValueError(f"{where}: {name} must be Unicode text (a str) or bytes; it is a str with {problem}")
         return value.encode("utf-8", "surrogateescape")
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
@@ -103,7 +107,7 @@ def texts(where: str, name: str, value: Any) -> tuple[list[bytes], bool]:
     for i, v in enumerate(value):
         if not isinstance(v, (str, bytes, bytearray, memoryview)):
             raise wrong_type(where, f"{name}[{i}]", "a str or bytes", v)
-        out.append(text(where, name, v))
+        out.append(text(where, f"{name}[{i}]", v))
     return out, False
 
 

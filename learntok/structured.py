@@ -22,8 +22,47 @@ from learntok.errors import FormatError
 
 def parse_json(text: str | bytes) -> Any:
     """json.loads (NaN and infinities are read as floats; the config refuses them where they
-    make no sense), every failure a FormatError."""
-    return _parse(json.loads, text, "JSON")
+    make no sense), every failure a FormatError, and every string in it Unicode text: JSON's
+    escapes can spell a lone surrogate ("\\ud800"), which no encoder writes (`not_unicode`)."""
+    value = _parse(json.loads, text, "JSON")
+    _check_strings(value)
+    return value
+
+
+def not_unicode(text: str, escaped_bytes: bool = False) -> str | None:
+    """Why `text` is no Unicode text (it holds a lone surrogate: the one thing a Python str can
+    hold that UTF-8 cannot), in a phrase naming it and where; None if it is text. The one check
+    of every text reader (JSON strings here, the API's texts in learntok.parameters, config
+    strings in learntok.fields). `escaped_bytes`: U+DC80..U+DCFF stand for bytes that were not
+    UTF-8 (Python's surrogateescape, as an argument's bytes arrive) and are allowed."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8", "surrogateescape" if escaped_bytes else "strict")
+    except UnicodeEncodeError as e:
+        return f"a lone surrogate {text[e.start]!r} at character {e.start}, which is not Unicode text"
+    return None
+
+
+def _check_strings(value: Any) -> None:
+    """Every string of a parsed JSON value (keys too) is Unicode text; else a FormatError."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            strings = (v,)
+        elif isinstance(v, dict):
+            strings = v.keys()
+            stack += v.values()
+        elif isinstance(v, list):
+            strings = ()
+            stack += v
+        else:
+            continue
+        for s in strings:
+            problem = not_unicode(s)
+            if problem:
+                raise FormatError(f"not valid text: a string holds {problem}")
 
 
 def parse_toml(text: str) -> dict[str, Any]:

@@ -15,6 +15,8 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import pytest
 
 from conftest import TINY_RUN as TINY, checksums, assert_one_line_error, run_cli
@@ -140,6 +142,19 @@ def whitespace_model(t: Path) -> str:
 
     AUNet(ModelConfig(d_model=32, n_heads=2, boundary="whitespace")).save_pretrained(t / "ws")
     return "ws"
+
+
+def surrogate(t: Path, field: str = "text") -> str:
+    """JSON lines whose text spells a lone surrogate with an escape (valid JSON, not Unicode)."""
+    (t / "sur.jsonl").write_text(
+        "".join(f'{{"{field}": "line {i} \\ud800 x", "continuation": "y"}}\n' for i in range(50))
+    )
+    return "sur.jsonl"
+
+
+def surrogate_config(t: Path) -> str:
+    (t / "c.json").write_text('{"log": {"wandb": "a\\udfffb"}}')
+    return "c.json"
 
 
 def no_val(t: Path) -> str:
@@ -477,6 +492,17 @@ CASES = [
         lambda t: [*TRAIN, "model.boundary=bpe", "strategy.vocab_size=1000000000", "--out", "n"],
         "vocab",
     ),
+    # text that is not Unicode: a lone surrogate spelt by a JSON escape, at every JSON reader (structured.parse_json)
+    ("train-jsonl-lone-surrogate", lambda t: [*TRAIN, f"data.source={surrogate(t)}", "--out", "new"], "lone surrogate"),
+    ("prepare-jsonl-lone-surrogate", lambda t: ["prepare", surrogate(t), "--out", "new"], "lone surrogate"),
+    ("eval-source-lone-surrogate", lambda t: ["eval", "run", "--source", surrogate(t)], "lone surrogate"),
+    ("eval-tasks-lone-surrogate", lambda t: ["eval-tasks", "run", "--task", surrogate(t, "context")], "lone surrogate"),
+    ("train-config-json-lone-surrogate", lambda t: ["train", "--config", surrogate_config(t)], "lone surrogate"),
+    (
+        "eval-run-config-lone-surrogate",
+        lambda t: edit_run_config(t, lambda c: {**c, "data": {**c["data"], "source": "x\ud800"}}) or ["eval", "run"],
+        "lone surrogate",
+    ),
     ("compare-sweep-without-rates", lambda t: ["compare", "--strategies", "uniform", "--sweep", "uniform"], "--rates"),
 ]
 
@@ -549,3 +575,40 @@ def test_every_text_option_given_empty_is_one_line(workdir, capsys, command, opt
     before = checksums(workdir)
     code, err = cli_in_process([command, *NEEDS.get(command, []), option, ""], capsys)
     assert_one_line_error(code, err, f"{option} is empty", before, checksums(workdir))
+
+
+# Any Python str, lone surrogates included, at the one Unicode check of every text reader.
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF, blacklist_categories=())))
+def test_every_text_reader_takes_unicode_and_refuses_the_rest(s):
+    from learntok import parameters
+    from learntok.errors import FormatError
+    from learntok.structured import parse_json
+
+    try:
+        s.encode("utf-8")
+        unicode = True
+    except UnicodeEncodeError:
+        unicode = False
+    if unicode:
+        assert parse_json(json.dumps({s: [s]})) == {s: [s]}
+        assert parameters.text("f", "text", s) == s.encode("utf-8")
+        return
+    with pytest.raises(FormatError, match="lone surrogate"):
+        parse_json(json.dumps({"text": [s]}))
+    escaped = all(0xDC80 <= ord(c) <= 0xDCFF for c in s if 0xD800 <= ord(c) <= 0xDFFF)  # an argument's bytes
+    if escaped:
+        assert parameters.text("f", "text", s) == s.encode("utf-8", "surrogateescape")
+    else:
+        with pytest.raises(ValueError, match=r"^f: text must be Unicode text"):
+            parameters.text("f", "text", s)
+
+
+def test_tokenizer_encode_names_a_text_that_is_not_unicode():
+    from conftest import tiny_model
+    from learntok import Tokenizer
+
+    tok = Tokenizer(tiny_model())
+    for text, name in (("\ud800abc", "text"), (["ok", "a\udfff"], r"text\[1\]")):
+        with pytest.raises(ValueError, match=rf"^Tokenizer.encode: {name} must be Unicode text"):
+            tok.encode(text)
