@@ -22,6 +22,7 @@ import sys
 
 from learntok import __version__
 from learntok.cli.evaluation import add_diagnose, add_eval, add_eval_tasks, add_plot
+from learntok.cli.export import add_export
 from learntok.cli.options import add_threads
 from learntok.cli.text import add_sample, add_segment
 from learntok.cli.training import add_compare, add_config, add_prepare, add_train
@@ -43,6 +44,7 @@ COMMANDS = [
     add_sample,
     add_compare,
     add_prepare,
+    add_export,
 ]
 
 # Options that only say how another one works: given without it, each would be ignored, so

@@ -13,7 +13,7 @@ from learntok.errors import CheckpointError, ConfigError
 from learntok.files import input_run, output_file
 from learntok.ranges import THREADS
 
-RUN_OR_MODEL = "run folder (latest checkpoint) or model/checkpoint folder"
+RUN_OR_MODEL = "run folder (latest checkpoint), model/checkpoint folder, or a shipped model's name (tiny-shakespeare)"
 RATE_MODES = "with --rate: online (the offset moves with the decisions made, so the rate holds on any text; the default where the strategy has it) or calibrated (the offset found on val, fixed)"
 
 
@@ -38,7 +38,9 @@ def add_model(p, help: str | None = RUN_OR_MODEL) -> None:
 def check_run(path: str) -> None:
     """A command whose first step reads the run refuses a missing one before the library (and
     torch) loads, with the line learntok.model.pretrained.resolve would give."""
-    if not Path(path).exists():
+    from learntok.shipped import shipped_folder
+
+    if not Path(path).exists() and shipped_folder(path) is None:
         raise CheckpointError(f"{Path(path)} does not exist")
 
 

@@ -26,12 +26,17 @@ from learntok.errors import CheckpointError, ConfigError, NotFiniteError, Output
 from learntok.fields import check_fields, is_utf8
 from learntok.files import read_input, replaceable_folder
 from learntok.nn.config import ModelConfig
+from learntok.shipped import shipped_folder
 from learntok.structured import expect, parse_json
 
 WEIGHTS, CONFIG, LATEST = "model.safetensors", "config.json", "latest"
 MODEL_FILES = frozenset((WEIGHTS, CONFIG))  # a model folder holds these and nothing else
 
 FORMAT_KEY, FORMAT_VERSION = "format_version", 1  # bump when weights or config.json change incompatibly
+# config.json's keys for `transformers` (learntok.hf): every folder written says it is a learntok model,
+# so that AutoConfig / AutoModelForCausalLM read it; an exported folder adds its classes. Ignored here.
+MODEL_TYPE = "learntok"
+TRANSFORMERS_KEYS = ("model_type", "architectures", "auto_map", "transformers_version")
 
 
 def one_line(e: BaseException) -> str:
@@ -66,7 +71,7 @@ def write_model_files(model: torch.nn.Module, folder: Path, config: dict) -> Non
         save_file(tensors, str(folder / WEIGHTS))
     except Exception as e:  # safetensors' own error: keep the OS's (disk full)
         raise (os_error_of(e, folder / WEIGHTS) or e) from None
-    stamped = {FORMAT_KEY: FORMAT_VERSION, "learntok_version": __version__, **config}
+    stamped = {FORMAT_KEY: FORMAT_VERSION, "learntok_version": __version__, "model_type": MODEL_TYPE, **config}
     (folder / CONFIG).write_text(json.dumps(stamped, indent=2), encoding="utf-8")
 
 
@@ -75,6 +80,10 @@ def check_format(config: dict, where: Path) -> dict:
     the stamp. Files without a stamp are read as the current format."""
     if not isinstance(config, dict):
         raise CheckpointError(f"{where} holds a JSON {type(config).__name__}, not an object (a config)")
+    if config.get("model_type", MODEL_TYPE) != MODEL_TYPE:
+        raise CheckpointError(
+            f"{where} is the config of a {config['model_type']!r} model (transformers), not of a learntok model"
+        )
     found = config.get(FORMAT_KEY, FORMAT_VERSION)
     if found != FORMAT_VERSION:
         by = config.get("learntok_version", "another version")
@@ -82,7 +91,7 @@ def check_format(config: dict, where: Path) -> dict:
             f"{where} has checkpoint format {found} (written by learntok {by}); "
             f"this learntok reads format {FORMAT_VERSION}"
         )
-    return {k: v for k, v in config.items() if k not in (FORMAT_KEY, "learntok_version")}
+    return {k: v for k, v in config.items() if k not in (FORMAT_KEY, "learntok_version", *TRANSFORMERS_KEYS)}
 
 
 def atomic_dir(target: Path) -> Path:
@@ -145,10 +154,10 @@ def save_model(model: torch.nn.Module, path: str | Path, config: dict | None = N
 
 
 def resolve(path: str | Path) -> Path:
-    """A model or checkpoint folder from: that folder, a run folder (its latest checkpoint), or
-    a run's `checkpoints` folder. A run reads only inside itself: `latest` must name a
+    """A model or checkpoint folder from: that folder, a run folder (its latest checkpoint), a
+    run's `checkpoints` folder, or a shipped model's name (learntok.shipped). A run reads only inside itself: `latest` must name a
     checkpoint folder that is, symlinks resolved, inside the folder given."""
-    p = Path(path)
+    p = shipped_folder(path) or Path(path)  # a shipped name (learntok.shipped) stands for its folder
     if not p.exists():
         raise CheckpointError(f"{p} does not exist")
     if (p / WEIGHTS).is_file():

@@ -1,0 +1,67 @@
+"""A folder both learntok and `transformers` read: `learntok export` and `save_pretrained`.
+
+It is a learntok model folder (model.safetensors with learntok's names, config.json with the
+model's or the run's config: learntok.model.pretrained) whose config.json also names the
+`transformers` classes (`architectures`, and `auto_map` for a process that has not imported
+learntok.hf: the small modules it names import them from the installed learntok), with the byte
+tokenizer's files. learntok reads it back, the same weights bit for bit (tests/test_hf.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from learntok.errors import OutputError
+from learntok.files import replaceable_folder
+from learntok.hf.tokenizer import LearntokByteTokenizer
+from learntok.model.aunet import AUNet
+from learntok.model.pretrained import (
+    CONFIG,
+    WEIGHTS,
+    atomic_dir,
+    commit,
+    model_folder_config,
+    read_model,
+    write_model_files,
+)
+
+# each class's module in an exported folder: one import from the installed learntok
+SHIMS = {
+    "configuration_learntok": ("learntok.hf.config", "LearntokConfig"),
+    "modeling_learntok": ("learntok.hf.modeling", "LearntokForCausalLM"),
+    "tokenization_learntok": ("learntok.hf.tokenizer", "LearntokByteTokenizer"),
+}
+AUTO_MAP = {
+    "AutoConfig": "configuration_learntok.LearntokConfig",
+    "AutoModelForCausalLM": "modeling_learntok.LearntokForCausalLM",
+}
+TOKENIZER_FILES = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "chat_template.jinja")
+EXPORT_FILES = frozenset((WEIGHTS, CONFIG, *TOKENIZER_FILES, *(f"{m}.py" for m in SHIMS)))
+
+
+def write_export(model: AUNet, config: dict, path) -> Path:
+    """Write `model` with `config` (a run config, kept whole, or a model config) into folder
+    `path`, atomically. The folder it replaces must be one this wrote, empty or missing: any other
+    is refused (OutputError), nothing touched."""
+    target = replaceable_folder(path, EXPORT_FILES, "export:", OutputError)
+    native = config if isinstance(config.get("model"), dict) else model_folder_config(model)
+    tmp = atomic_dir(target)
+    try:
+        write_model_files(model, tmp, {**native, "architectures": ["LearntokForCausalLM"], "auto_map": AUTO_MAP})
+        tokenizer = LearntokByteTokenizer()
+        tokenizer.init_kwargs["auto_map"] = {"AutoTokenizer": ["tokenization_learntok.LearntokByteTokenizer", None]}
+        tokenizer.save_pretrained(tmp)
+        for module, (source, name) in SHIMS.items():
+            (tmp / f"{module}.py").write_text(f"from {source} import {name}  # noqa: F401\n", encoding="utf-8")
+        commit(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def export(source, out) -> Path:
+    """`learntok export SOURCE OUT`: a run folder (latest checkpoint), checkpoint or model folder,
+    or shipped name, written to OUT as `write_export` writes."""
+    files = read_model(source)
+    return write_export(AUNet.from_files(files), files.config, out)

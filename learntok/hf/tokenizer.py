@@ -1,0 +1,89 @@
+"""`LearntokByteTokenizer`: learntok's byte vocabulary as a `transformers` tokenizer.
+
+Ids 0-255 are the UTF-8 bytes themselves, then BOS 256, EOS 257 and PAD 258
+(learntok.data.vocab): the vocabulary of ByT5 (Xue et al., 2022, "ByT5: Towards a token-free
+future with pre-trained byte-to-byte models"), with learntok's order, so ids are the model's
+own. A text is encoded with BOS first, as learntok reads a row (learntok.data.encode); no EOS
+is added. Special tokens are never read out of the text ("<s>" in a text is its four bytes), so
+`decode(encode(text), skip_special_tokens=True) == text` for every str that is UTF-8.
+
+This is the model's input vocabulary, not its tokenization: the chunks the model cuts a text
+into are learntok.Tokenizer's (docs/tokenizer.md).
+"""
+
+from __future__ import annotations
+
+from transformers import PreTrainedTokenizer
+
+from learntok.data.vocab import BOS, EOS, PAD
+
+SPECIAL = {BOS: "<s>", EOS: "</s>", PAD: "<pad>"}  # learntok.data.vocab's ids, ByT5's names
+
+
+class LearntokByteTokenizer(PreTrainedTokenizer):
+    model_input_names = ["input_ids", "attention_mask"]
+    vocab_files_names: dict[str, str] = {}  # nothing to read: the vocabulary is the bytes
+
+    def __init__(self, add_bos_token: bool = True, **kwargs):
+        self.add_bos_token = add_bos_token
+        for name, i in (("bos_token", BOS), ("eos_token", EOS), ("pad_token", PAD)):
+            kwargs.setdefault(name, SPECIAL[i])
+        kwargs.setdefault("split_special_tokens", True)  # "<s>" in a text is text
+        kwargs.setdefault("clean_up_tokenization_spaces", False)  # spaces are bytes like any other
+        kwargs.setdefault("model_max_length", int(1e30))
+        super().__init__(**kwargs)
+
+    @property
+    def vocab_size(self) -> int:
+        return 256
+
+    def __len__(self) -> int:
+        return PAD + 1
+
+    def get_vocab(self) -> dict[str, int]:
+        return {**{chr(i): i for i in range(256)}, **{t: i for i, t in SPECIAL.items()}}
+
+    def _tokenize(self, text, **kwargs) -> list[str]:
+        if not isinstance(text, str):
+            raise TypeError(f"LearntokByteTokenizer: text must be a str, got {type(text).__name__}")
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(
+                f"LearntokByteTokenizer: the text is not UTF-8 (a lone surrogate at character {e.start})"
+            ) from None
+        return [chr(b) for b in data]  # one token per byte, named by the character of its value
+
+    def _convert_token_to_id(self, token: str) -> int:
+        special = {t: i for i, t in SPECIAL.items()}
+        return special[token] if token in special else ord(token)
+
+    def _convert_id_to_token(self, index: int) -> str:
+        return SPECIAL.get(index) or chr(index)
+
+    def convert_tokens_to_string(self, tokens: list[str]) -> str:
+        """Bytes joined and read as UTF-8 (a byte sequence that is not UTF-8, as a generation cut
+        inside a character ends, shows U+FFFD); special tokens by their names."""
+        out, data = [], bytearray()
+        for t in tokens:
+            if t in SPECIAL.values():
+                out.append(data.decode("utf-8", "replace") + t)
+                data = bytearray()
+            else:
+                data.append(ord(t))
+        return "".join(out) + data.decode("utf-8", "replace")
+
+    def build_inputs_with_special_tokens(
+        self, token_ids_0: list[int], token_ids_1: list[int] | None = None
+    ) -> list[int]:
+        """BOS first (when add_bos_token), as learntok reads a row; a pair is joined as one text."""
+        ids = token_ids_0 + (token_ids_1 or [])
+        return ([BOS] if self.add_bos_token else []) + ids
+
+    def get_special_tokens_mask(self, token_ids_0, token_ids_1=None, already_has_special_tokens=False) -> list[int]:
+        if already_has_special_tokens:
+            return [int(i in SPECIAL) for i in token_ids_0 + (token_ids_1 or [])]
+        return [1] * self.add_bos_token + [0] * (len(token_ids_0) + len(token_ids_1 or []))
+
+    def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple:
+        return ()  # the vocabulary is the bytes: no file
