@@ -57,11 +57,11 @@ def series(records: list[dict], key: str, x: str = "step") -> tuple[list[float],
 def plot_runs(runs: list[str | Path], out: str | Path, x: str = "step") -> list[Path]:
     """One PNG per metric (bpb, boundary_rate, whitespace_rate): training (solid, thin) and
     validation (dashed, markers) of every run, one colour per run. Returns the paths written."""
-    plt = pyplot()
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     # a run's name as text for the legend (a folder named in another encoding than UTF-8: U+FFFD)
     data = {os.fsencode(Path(r).name or str(r)).decode("utf-8", "replace"): read_metrics(r) for r in runs}
+    plt = pyplot()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)  # once every run is read
     written = []
     for key, label in METRICS.items():
         fig, ax = plt.subplots(figsize=(7, 4.5))

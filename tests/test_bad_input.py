@@ -157,6 +157,31 @@ def surrogate_config(t: Path) -> str:
     return "c.json"
 
 
+def run_without_lock(t: Path) -> str:
+    """The trained run as it is between two commands (its lock file gone with its process)."""
+    (t / "run" / ".lock").unlink(missing_ok=True)
+    return "run"
+
+
+def shuffled_offsets(t: Path) -> str:
+    """A prepared folder whose train documents' offsets go down (two swapped): not prepare's."""
+    shutil.copytree(t / "prep", t / "shuffled")
+    path = t / "shuffled" / "train_docs.npy"
+    offsets = np.load(path)
+    offsets[[1, 2]] = offsets[[2, 1]]
+    np.save(path, offsets)
+    return "shuffled"
+
+
+def two_text_columns(t: Path) -> str:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    docs = pa.array([f"document {i} " * 30 for i in range(60)])
+    pq.write_table(pa.Table.from_arrays([docs, docs], names=["text", "text"]), t / "two.parquet")
+    return "two.parquet"
+
+
 def no_val(t: Path) -> str:
     """A prepared folder whose val split holds no document (prepare --val-fraction 0)."""
     from learntok.data.prepare import PrepareOptions, prepare
@@ -503,6 +528,19 @@ CASES = [
         lambda t: edit_run_config(t, lambda c: {**c, "data": {**c["data"], "source": "x\ud800"}}) or ["eval", "run"],
         "lone surrogate",
     ),
+    # folders and files that belong to something else (cli.outputs.check_outputs, shards.open_split, corpora)
+    ("compare-out-a-train-run", lambda t: ["compare", "--strategies", "uniform", "--out", "run"], "training run"),
+    ("prepare-out-a-train-run", lambda t: ["prepare", "corpus.txt", "--out", run_without_lock(t)], "training run"),
+    ("plot-out-a-train-run", lambda t: ["plot", "run", "--out", "run"], "input of this command"),
+    ("plot-a-text-file", lambda t: ["plot", "corpus.txt"], "corpus.txt"),
+    (
+        "train-prepared-offsets-decrease",
+        lambda t: [*TRAIN, f"data.source={shuffled_offsets(t)}", "--out", "n"],
+        "below",
+    ),
+    ("eval-prepared-offsets-decrease", lambda t: ["eval", "run", "--source", shuffled_offsets(t)], "below"),
+    ("prepare-parquet-two-text-columns", lambda t: ["prepare", two_text_columns(t), "--out", "n"], "2 columns"),
+    ("train-parquet-two-text-columns", lambda t: [*TRAIN, f"data.source={two_text_columns(t)}", "--out", "n"], "2 col"),
     ("compare-sweep-without-rates", lambda t: ["compare", "--strategies", "uniform", "--sweep", "uniform"], "--rates"),
 ]
 

@@ -130,8 +130,12 @@ def add_plot(sub) -> None:
 
 
 def cmd_plot(args) -> None:
+    from learntok.cli.outputs import check_command_line
     from learntok.plots import plot_runs
 
-    out = args.out or (str(Path(args.runs[0]) / "plots") if len(args.runs) == 1 else "plots")
-    for path in plot_runs(args.runs, out, args.x):
+    if args.out is None:  # the default folder is checked as a given one would be
+        one = Path(args.runs[0])
+        args.out = str((one if one.is_dir() else one.parent) / "plots") if len(args.runs) == 1 else "plots"
+        check_command_line(args)
+    for path in plot_runs(args.runs, args.out, args.x):
         print(path)

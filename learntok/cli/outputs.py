@@ -9,7 +9,9 @@ An output names a file (`--json`, `--html`) or a folder (`--out`). Refused, each
 - inside what learntok keeps: a model or checkpoint folder, a run's `checkpoints`, a prepared
   data folder (finished or not), or one of a run folder's own files (config.toml,
   metrics.jsonl, segments.txt, .lock);
-- a file output inside a folder output of the same command, or two outputs naming one file.
+- a file output inside a folder output of the same command, or two outputs naming one file;
+- a folder output that is a training run's folder, but for `train` itself (learntok.runfolder.claim);
+  a folder a command writes by default (plot's RUN/plots, diagnose's RUN/diagnose) is checked too.
 Files are then written whole by learntok.files.write_output. A command line's outputs and inputs
 are found from its options' types (learntok.files: output_file, input_data, ...), the data.source a
 train or compare names, and the data.source of a run it reads.
@@ -101,14 +103,16 @@ def check_command_line(args) -> None:
     """check_outputs for a parsed command line (args.command_parser: its subcommand's parser)."""
     outputs = command_outputs(args)
     if outputs:
-        check_outputs(outputs, command_inputs(args))
+        check_outputs(outputs, command_inputs(args), owns_runs=args.command == "train")
 
 
 # ---------------------------------------------------------------- the check
 
 
-def check_outputs(outputs: list[Output], inputs: list[Input]) -> None:
-    """Refuse (OutputRefused) the first output that must not be written; see the module docstring."""
+def check_outputs(outputs: list[Output], inputs: list[Input], owns_runs: bool = False) -> None:
+    """Refuse (OutputRefused) the first output that must not be written; see the module docstring.
+    A folder output that is a training run's folder belongs to that run: only `train` (`owns_runs`,
+    whose learntok.runfolder.claim decides) writes into it."""
     real_inputs = [(i, Path(os.path.realpath(i.path))) for i in inputs if i.path and os.path.exists(i.path)]
     folders = [(o, Path(os.path.realpath(o.path))) for o in outputs if o.folder and o.path.strip()]
     seen: dict[Path, str] = {}
@@ -129,6 +133,10 @@ def check_outputs(outputs: list[Output], inputs: list[Input]) -> None:
         for inp, real in real_inputs:
             _check_not_input(out, where, inp, real)
         _check_not_kept(out, where)
+        if out.folder and not owns_runs and where.is_dir() and _is_run(where):
+            raise OutputRefused(
+                f"{out.option} {out.path} is the folder of a training run, which belongs to that run: give another folder"
+            )
 
 
 def _real(path: str) -> Path:

@@ -204,8 +204,10 @@ def parquet_texts(path: Path, text_field: str) -> Iterator[bytes]:
 
     try:
         f = pq.ParquetFile(path)
-        if text_field not in f.schema_arrow.names:
-            raise DataError(f"{path}: no column {text_field!r} (columns: {', '.join(f.schema_arrow.names)})")
+        names = f.schema_arrow.names
+        if names.count(text_field) != 1:
+            found = "no column" if text_field not in names else f"{names.count(text_field)} columns named"
+            raise DataError(f"{path}: {found} {text_field!r}, not one (columns: {', '.join(names)})")
         check_text_column(f.schema_arrow.field(text_field).type, f"{path}: column {text_field!r}")
         for batch in f.iter_batches(columns=[text_field], batch_size=1024):
             for v in batch.column(0).to_pylist():

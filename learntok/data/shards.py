@@ -132,8 +132,28 @@ def open_split(root: str | Path, split: str, index: dict | None = None) -> tuple
     offsets = _load_offsets(root / f"{split}_docs.npy")
     if len(offsets) != info["documents"] + 1 or (len(offsets) and int(offsets[-1]) != info["bytes"]):
         raise DataError(f"{root / f'{split}_docs.npy'} does not match {root / INDEX}")
+    _check_ascending(root / f"{split}_docs.npy", offsets)
     data = parts[0] if len(parts) == 1 else (ShardedBytes(parts) if parts else np.empty(0, dtype=np.uint8))
     return data, offsets
+
+
+OFFSET_CHUNK = 1 << 22  # offsets checked this many at a time (32 MiB), however many documents
+
+
+def _check_ascending(path: Path, offsets: np.ndarray) -> None:
+    """Document offsets start at 0 and never decrease (each document a slice of the bytes after
+    the one before): else a DataError naming the file and the first offset out of order."""
+    if len(offsets) and int(offsets[0]) != 0:
+        raise DataError(f"{path}: the first document offset is {int(offsets[0])}, not 0 (not written by prepare?)")
+    for a in range(0, max(len(offsets) - 1, 0), OFFSET_CHUNK):
+        chunk = np.asarray(offsets[a : a + OFFSET_CHUNK + 1])
+        down = np.flatnonzero(chunk[1:] < chunk[:-1])
+        if len(down):
+            i = a + int(down[0]) + 1
+            raise DataError(
+                f"{path}: document offset {i} ({int(offsets[i])}) is below the one before it "
+                f"({int(offsets[i - 1])}): the folder is corrupt or not written by prepare; prepare it again"
+            )
 
 
 def _load_offsets(path: Path) -> np.ndarray:
