@@ -650,3 +650,23 @@ def test_tokenizer_encode_names_a_text_that_is_not_unicode():
     for text, name in (("\ud800abc", "text"), (["ok", "a\udfff"], r"text\[1\]")):
         with pytest.raises(ValueError, match=rf"^Tokenizer.encode: {name} must be Unicode text"):
             tok.encode(text)
+
+
+# The process's own edges: a standard stream its parent closed, for every command.
+@pytest.mark.parametrize("command", ["config", "segment", "eval", "sample", "plot", "train"])
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_a_closed_standard_stream_is_refused_before_any_work(base, tmp_path, command, stream):
+    import subprocess
+    import sys
+
+    shutil.copytree(base / "run", tmp_path / "run")
+    args = {"segment": ["run", "hi"], "eval": ["run"], "sample": ["run", "--prompt", "a"], "plot": ["run"]}
+    before = checksums(tmp_path)
+    code = f"import os, sys; os.close({1 if stream == 'stdout' else 2}); os.execv(sys.executable, sys.argv[1:])"
+    argv = [sys.executable, "-c", code, sys.executable, "-m", "learntok", command, *args.get(command, [])]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "OMP_NUM_THREADS": "1"}
+    r = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=stream == "stdout", text=True, timeout=120)
+    assert r.returncode == 2
+    if stream == "stdout":
+        assert_one_line_error(r.returncode, r.stderr, "standard output is closed", before, checksums(tmp_path))
+    assert checksums(tmp_path) == before

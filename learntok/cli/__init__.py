@@ -141,7 +141,21 @@ def _stopped(args, what: str) -> str:
     return " ".join((f"{what}; {left(args)}" if left else what).split())
 
 
+def closed_stream() -> str | None:
+    """The standard stream a parent closed (`learntok ... >&-`: Python then holds None for it),
+    or None. Each command writes its report to stdout and its errors to stderr, so a closed one
+    is refused before any work, as a write to it would fail after the work."""
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # the one line has nowhere to go; the exit code says it
+        return "standard error"
+    return "standard output" if sys.stdout is None else None
+
+
 def main(argv: list[str] | None = None) -> int:
+    closed = closed_stream()
+    if closed:
+        print(f"{ERROR}{closed} is closed: redirect it instead (> FILE, or > /dev/null to discard it)", file=sys.stderr)
+        return 2
     try:
         args = parse_args(argv)
     except SystemExit as e:  # --help, or a usage error already printed
