@@ -3,8 +3,11 @@
 Ids 0-255 are the UTF-8 bytes themselves, then BOS 256, EOS 257 and PAD 258
 (learntok.data.vocab): the vocabulary of ByT5 (Xue et al., 2022, "ByT5: Towards a token-free
 future with pre-trained byte-to-byte models"), with learntok's order, so ids are the model's
-own. A text is encoded with BOS first, as learntok reads a row (learntok.data.encode); no EOS
-is added. Special tokens are never read out of the text ("<s>" in a text is its four bytes), so
+own. A text is encoded as its bytes alone (learntok.data.encode(text, bos=False)), as ByT5's and
+GPT-2's tokenizers add no BOS: LearntokForCausalLM reads every row after a BOS, as learntok reads
+one, so ids with or without it give the same logits (and lm-evaluation-harness, which puts its
+own prefix token in front of a rolling window, scores what learntok's adapter scores).
+`add_bos_token=True` puts BOS in the ids. No EOS is added. Special tokens are never read out of the text ("<s>" in a text is its four bytes), so
 `decode(encode(text), skip_special_tokens=True) == text` for every str that is UTF-8.
 
 This is the model's input vocabulary, not its tokenization: the chunks the model cuts a text
@@ -24,7 +27,7 @@ class LearntokByteTokenizer(PreTrainedTokenizer):
     model_input_names = ["input_ids", "attention_mask"]
     vocab_files_names: dict[str, str] = {}  # nothing to read: the vocabulary is the bytes
 
-    def __init__(self, add_bos_token: bool = True, **kwargs):
+    def __init__(self, add_bos_token: bool = False, **kwargs):
         self.add_bos_token = add_bos_token
         for name, i in (("bos_token", BOS), ("eos_token", EOS), ("pad_token", PAD)):
             kwargs.setdefault(name, SPECIAL[i])
@@ -76,7 +79,7 @@ class LearntokByteTokenizer(PreTrainedTokenizer):
     def build_inputs_with_special_tokens(
         self, token_ids_0: list[int], token_ids_1: list[int] | None = None
     ) -> list[int]:
-        """BOS first (when add_bos_token), as learntok reads a row; a pair is joined as one text."""
+        """BOS first when add_bos_token; a pair is joined as one text."""
         ids = token_ids_0 + (token_ids_1 or [])
         return ([BOS] if self.add_bos_token else []) + ids
 
