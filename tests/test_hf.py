@@ -258,10 +258,11 @@ def test_shipped_checkpoints_load_by_name(name):
         pytest.skip(f"{name} is not shipped in this checkout")
     folder = ROOT / "learntok" / "pretrained" / name
     card = (folder / "README.md").read_text()
-    for words in ("learntok train", "commit", "seed", "bits per byte", "boundary rate", "toy"):
+    for words in ("command: `learntok ", "commit: ", "seed: ", "test bits per byte", "boundary rate", "A toy"):
         assert words in card, words
-    enc = Tokenizer.from_pretrained(f"learntok/{name}").encode("def main():\n    return 0\n")
-    assert 1 < len(enc) < 26
+    tok = Tokenizer.from_pretrained(f"learntok/{name}")
+    enc = tok.encode(TEXTS[2])
+    assert tok.decode(enc) == TEXTS[2] and len(enc) >= 1
     model = AutoModelForCausalLM.from_pretrained(folder)
     assert torch.equal(model.aunet.head.linear.weight, AUNet.from_pretrained(name).head.linear.weight)
     assert LearntokForCausalLM.from_pretrained(f"learntok/{name}").config.trained_seq_len == 256

@@ -1,0 +1,1 @@
+from learntok.hf.tokenizer import LearntokByteTokenizer  # noqa: F401

@@ -1,0 +1,1 @@
+from learntok.hf.config import LearntokConfig  # noqa: F401

@@ -1,0 +1,1 @@
+from learntok.hf.modeling import LearntokForCausalLM  # noqa: F401
