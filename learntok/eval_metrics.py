@@ -234,7 +234,11 @@ def _rates(t: Totals, opts: EvalOptions, _: dict) -> dict:
 
 def _rate_lines(r: dict) -> list[str]:
     """The rate the boundaries were set at (--rate), then the rates they reached."""
-    held = [RateSetting(**r["rate_setting"]).describe().replace("held-out", "val")] if "rate_setting" in r else []
+    # calibrated on the split it scores (learntok.evaluate), where one is named
+    scored = f"bytes of the {r['split']} split scored" if r.get("split") else "held-out bytes"
+    held = (
+        [RateSetting(**r["rate_setting"]).describe().replace("held-out bytes", scored)] if "rate_setting" in r else []
+    )
     mark = rate_mark(r["boundary_rate"], r["target_rate"])
     return [
         *held,
