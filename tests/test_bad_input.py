@@ -674,7 +674,7 @@ def test_a_closed_standard_stream_is_refused_before_any_work(base, tmp_path, com
 
 def test_eval_at_a_rate_says_it_calibrated_on_the_split_it_scores(base, tmp_path):
     shutil.copytree(base / "run", tmp_path / "run")
-    r = run_cli("eval", "run", "--rate", "0.3", "--split", "val", cwd=tmp_path)
+    r = run_cli("eval", "run", "--rate", "0.3", cwd=tmp_path)  # the test split, by default
     assert r.returncode == 0, r.stderr[-2000:]
     line = next(x for x in r.stdout.splitlines() if x.startswith("rate: target"))
-    assert "bytes of the val split scored" in line, line
+    assert "bytes of the test split scored" in line and "val" not in line, line
