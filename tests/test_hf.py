@@ -300,3 +300,13 @@ def test_the_readmes_first_python_example_runs_in_under_10_s(tmp_path):
     took = time.perf_counter() - start
     assert r.returncode == 0, r.stderr
     assert took < 10, took
+
+
+def test_the_readmes_transformers_example_runs_as_written():
+    if "tiny-shakespeare" not in shipped_names():
+        pytest.skip("tiny-shakespeare is not shipped in this checkout")
+    text = (ROOT / "README.md").read_text()
+    block = next(b for b in text.split("```python")[1:] if "LearntokForCausalLM" in b).split("```")[0]
+    names: dict = {}
+    exec(block, names)
+    assert names["out"].shape == (1, len(b"ROMEO.") + 50)
