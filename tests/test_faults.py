@@ -90,7 +90,9 @@ def test_an_output_in_a_read_only_folder_is_refused_before_the_work(work, capsys
         os, "access", lambda p, mode: False if "ro" in Path(p).parts and mode & os.W_OK else real(p, mode)
     )
     cmd = f"cmd_{command.replace('-', '_')}"
-    module = next(m for m in (cli.training, cli.evaluation, cli.text) if hasattr(m, cmd))  # where it is defined
+    module = next(
+        m for m in (cli.training, cli.evaluation, cli.text, cli.export) if hasattr(m, cmd)
+    )  # where it is defined
     monkeypatch.setattr(module, cmd, lambda args: pytest.fail("the work started"))
     name = "ro/out" if folder else "ro/out.json"
     one_line(*main([command, *MINIMAL[command], option, name], capsys), 2, f"{option} {name}: permission denied")
@@ -425,6 +427,7 @@ TEXT_ROWS = [
         {"segment model", "segment text", "segment --html", "segment --json"},
     ),
     ("segment-file", lambda: ["segment", "run", "--file", copy_as("corpus.txt", N)], 0, {"segment --file"}),
+    ("export", lambda: ["export", copy_as("run", N), "--out", f"{N}-exported"], 0, {"export model", "export --out"}),
     (
         "eval",
         lambda: [

@@ -77,6 +77,7 @@ BASE = {
     ],
     "prepare": ["prepare", "docs", "--out", "newprep"],
     "config": ["config", "--preset", "tiny"],
+    "export": ["export", "run", "--out", "exported"],
 }
 INPUT_OF = {
     "train": ("docs/00.txt", "docs"),
@@ -89,6 +90,7 @@ INPUT_OF = {
     "diagnose": ("corpus.txt", "run"),
     "plot": (None, "run"),
     "config": (None, None),
+    "export": (None, None),
 }
 
 
@@ -230,6 +232,7 @@ INPUT_LINE = {
     ("plot", "runs"): lambda v: ["plot", v, "--out", "pl"],
     ("sample", "model"): lambda v: ["sample", v, "--prompt", "a", "--max-bytes", "4"],
     ("prepare", "sources"): lambda v: ["prepare", v, "--out", "newprep", "--piece-bytes", "64"],
+    ("export", "model"): lambda v: ["export", v, "--out", "exported"],
 }
 SUFFIX = {
     ("train", "config"): ".toml",

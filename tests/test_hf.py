@@ -158,7 +158,7 @@ def test_export_reads_back_bit_for_bit(base, tmp_path):
     same weights back, bit for bit; an export replaces an export, nothing else."""
     run = base / "run"
     native = AUNet.from_pretrained(run)
-    r = run_cli("export", run, tmp_path / "out", cwd=tmp_path)
+    r = run_cli("export", run, "--out", tmp_path / "out", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     loaded = [AUNet.from_pretrained(tmp_path / "out"), AutoModelForCausalLM.from_pretrained(tmp_path / "out").aunet]
     AutoModelForCausalLM.from_pretrained(tmp_path / "out").save_pretrained(tmp_path / "again")
@@ -182,10 +182,10 @@ def test_bad_input_is_one_line_and_changes_nothing(base, tmp_path):
     (gpt2 / "model.safetensors").write_bytes(b"")
     before = checksums(tmp_path)
     for args, words in (
-        (["export", tmp_path / "notes", tmp_path / "o1"], "neither a model folder"),
-        (["export", gpt2, tmp_path / "o2"], "'gpt2' model"),
-        (["export", base / "run", tmp_path / "notes"], "not a folder this writer made"),
-        (["export", tmp_path / "missing", tmp_path / "o3"], "does not exist"),
+        (["export", tmp_path / "notes", "--out", tmp_path / "o1"], "neither a model folder"),
+        (["export", gpt2, "--out", tmp_path / "o2"], "'gpt2' model"),
+        (["export", base / "run", "--out", tmp_path / "notes"], "not a folder this writer made"),
+        (["export", tmp_path / "missing", "--out", tmp_path / "o3"], "does not exist"),
     ):
         r = run_cli(*args, cwd=tmp_path)
         assert_one_line_error(r.returncode, r.stderr, words, before, checksums(tmp_path))

@@ -228,6 +228,7 @@ MINIMAL = {
     "compare": ["--strategies", "uniform"],
     "prepare": ["s.txt", "--out", "o"],
     "config": [],
+    "export": ["R", "--out", "o"],
 }  # the required arguments of each command, so that one option can be tried
 
 

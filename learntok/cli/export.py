@@ -1,4 +1,4 @@
-"""`learntok export`: a model as a folder `transformers` loads (learntok.hf.export; the `hf` extra)."""
+"""`learntok export RUN --out OUT`: a model as a folder `transformers` loads (learntok.hf.export; the `hf` extra)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ def add_export(sub) -> None:
         "export", help="write a folder transformers' AutoModelForCausalLM loads (and learntok reads back)"
     )
     add_model(p)
-    p.add_argument("out", type=output_folder, metavar="OUT", help="the folder to write (new, empty, or an export)")
+    p.add_argument(
+        "--out", required=True, type=output_folder, metavar="OUT", help="the folder to write (new, empty, or an export)"
+    )
     p.set_defaults(func=cmd_export)
 
 

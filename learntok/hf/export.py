@@ -61,7 +61,7 @@ def write_export(model: AUNet, config: dict, path) -> Path:
 
 
 def export(source, out) -> Path:
-    """`learntok export SOURCE OUT`: a run folder (latest checkpoint), checkpoint or model folder,
+    """`learntok export SOURCE --out OUT`: a run folder (latest checkpoint), checkpoint or model folder,
     or shipped name, written to OUT as `write_export` writes."""
     files = read_model(source)
     return write_export(AUNet.from_files(files), files.config, out)
