@@ -44,13 +44,21 @@ def learntok(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "learntok", *args], check=True)
 
 
+def seeds_of(a: argparse.Namespace, arm: str) -> range:
+    return range(a.few_seeds if arm in a.few else a.seeds)
+
+
 def train(a: argparse.Namespace) -> None:
-    """The runs: `compare` skips finished ones and resumes a stopped one."""
-    learntok(
-        "compare", "--preset", "tiny", "--steps", str(a.steps), "--seeds", str(a.seeds), "--jobs", str(a.jobs),
-        "--eval-bytes", str(a.eval_bytes), "--out", str(a.out), "--strategies", ",".join(a.arms),
-        f"data.source={SOURCES[a.domain]}",
-    )  # fmt: skip
+    """The runs, one `compare` per number of seeds (it skips finished runs and resumes a stopped one)."""
+    groups = {}
+    for arm in a.arms:
+        groups.setdefault(len(seeds_of(a, arm)), []).append(arm)
+    for n, arms in groups.items():
+        learntok(
+            "compare", "--preset", "tiny", "--steps", str(a.steps), "--seeds", str(n), "--jobs", str(a.jobs),
+            "--eval-bytes", str(a.eval_bytes), "--out", str(a.out), "--strategies", ",".join(arms),
+            f"data.source={SOURCES[a.domain]}",
+        )  # fmt: skip
 
 
 def run_dir(out: Path, arm: str, seed: int) -> Path:
@@ -94,10 +102,9 @@ def task_bpb(result: dict, name: str) -> float:
 
 
 def table(a: argparse.Namespace, scores: dict[tuple[str, int], dict]) -> dict:
-    seeds = range(a.seeds)
     arms = {}
     for arm in a.arms:
-        rows = [scores[arm, s] for s in seeds]
+        rows = [scores[arm, s] for s in seeds_of(a, arm)]
         bpb, se = mean_and_se([r["bpb"] for r in rows])
         arms[arm] = {
             "test_bpb": bpb,
@@ -110,7 +117,7 @@ def table(a: argparse.Namespace, scores: dict[tuple[str, int], dict]) -> dict:
         if a.tasks:
             arms[arm]["tasks"] = {t: mean_and_se([r["tasks"][t] for r in rows])[0] for t in TASKS}
     others = [arm for arm in a.arms if arm != "learned"]
-    diffs = {arm: [scores["learned", s]["bpb"] - scores[arm, s]["bpb"] for s in seeds] for arm in others}
+    diffs = {arm: [scores["learned", s]["bpb"] - scores[arm, s]["bpb"] for s in seeds_of(a, arm)] for arm in others}
     pvalues = [paired_t_pvalue(diffs[arm]) for arm in others]
     for arm, p, p_holm in zip(others, pvalues, holm(pvalues)):
         d, se = mean_and_se(diffs[arm])
@@ -120,18 +127,28 @@ def table(a: argparse.Namespace, scores: dict[tuple[str, int], dict]) -> dict:
             "diff": d, "se": se, "ci95": [d - half, d + half], "p": p, "p_holm": p_holm, "reads": reads,
             "per_seed": diffs[arm],
         }  # fmt: skip
-    return {"domain": a.domain, "source": SOURCES[a.domain], "seeds": list(seeds), "steps": a.steps,
+    return {"domain": a.domain, "source": SOURCES[a.domain], "seeds": {arm: list(seeds_of(a, arm)) for arm in a.arms}, "steps": a.steps,
             "eval_bytes": a.eval_bytes, "rate": RATE, "task_limit": a.limit if a.tasks else None, "arms": arms}  # fmt: skip
 
 
 def markdown(result: dict) -> str:
     tasks = list(TASKS) if any("tasks" in v for v in result["arms"].values()) else []
-    head = ["arm", "test bpb (s.e.)", "test rate", "scored", "learned - arm (s.e.)", "95% CI", "p (Holm)", "reads"]
+    head = [
+        "arm",
+        "seeds",
+        "test bpb (s.e.)",
+        "test rate",
+        "scored",
+        "learned - arm (s.e.)",
+        "95% CI",
+        "p (Holm)",
+        "reads",
+    ]
     lines = ["| " + " | ".join(head + [f"{t} bpb" for t in tasks]) + " |", "|" + "---|" * (len(head) + len(tasks))]
     for arm, v in result["arms"].items():
         d = v.get("learned_minus")
         cells = [
-            arm, f"{v['test_bpb']:.4f} ({v['se']:.4f})", f"{v['rate']:.3f}", ", ".join(v["scored"]),
+            arm, str(len(v["per_seed"])), f"{v['test_bpb']:.4f} ({v['se']:.4f})", f"{v['rate']:.3f}", ", ".join(v["scored"]),
             f"{d['diff']:+.4f} ({d['se']:.4f})" if d else "-",
             f"[{d['ci95'][0]:+.4f}, {d['ci95'][1]:+.4f}]" if d else "-",
             f"{d['p']:.4f} ({d['p_holm']:.4f})" if d else "-", f"**{d['reads']}**" if d and d["reads"] != "tie" else (d["reads"] if d else "-"),
@@ -157,7 +174,8 @@ def plot(result: dict, path: Path) -> None:
     ax.set_yticks(range(len(arms)), [f"learned - {arm}" for arm in arms])
     ax.invert_yaxis()
     ax.set_xlabel(f"test bits per byte at rate {RATE}, paired by seed (grey: seeds; bar: 95% CI)")
-    ax.set_title(f"{result['source']}, tiny recipe, {result['steps']} steps, {len(result['seeds'])} seeds")
+    n = sorted({len(s) for s in result["seeds"].values()})
+    ax.set_title(f"{result['source']}, tiny recipe, {result['steps']} steps, {'/'.join(map(str, n))} seeds")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -170,6 +188,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=1500)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--arms", default=",".join(ARMS), help="comma-separated; learned first")
+    p.add_argument("--few", default="", help="comma-separated arms trained at --few-seeds only")
+    p.add_argument("--few-seeds", type=int, default=3)
     p.add_argument("--eval-bytes", type=int, default=524288)
     p.add_argument("--tasks", type=Path, help="folder of the llm-foundry task files (zero-shot columns)")
     p.add_argument("--limit", type=int, default=500, help="first N examples of each task")
@@ -177,12 +197,14 @@ def main() -> None:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--json", type=Path, required=True)
     a = p.parse_args()
-    a.arms = a.arms.split(",")
+    a.arms, a.few = a.arms.split(","), set(filter(None, a.few.split(",")))
+    if "learned" in a.few or a.few_seeds > a.seeds:
+        p.error("--few: the learned arm has every seed of every other arm")
     if a.arms[0] != "learned":
         p.error("--arms: learned comes first")
     if not a.no_train:
         train(a)
-    units = [(arm, s) for arm in a.arms for s in range(a.seeds)]
+    units = [(arm, s) for arm in a.arms for s in seeds_of(a, arm)]
     with ThreadPoolExecutor(a.jobs) as pool:  # each scoring is its own one-thread process
         scores = dict(zip(units, pool.map(lambda u: score(a, *u), units)))
     result = {"command": " ".join(["python", *sys.argv]), **table(a, scores)}
