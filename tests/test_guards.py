@@ -401,7 +401,7 @@ SIZE_ROWS = {
     ),
     "train-batch-beyond-memory": (
         [*TRAIN, "data.source=corpus.txt", "train.batch_size=100000000", "--out", "new"],
-        "needs at least",
+        "rows: give smaller sizes",
     ),
 }
 

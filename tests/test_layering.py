@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "learntok.progress",
             "learntok.display",
             "learntok.parameters",
+            "learntok.shipped",
         ],
     ),
     ("data", ["learntok.data"]),
@@ -77,6 +78,8 @@ LAYERS: list[tuple[str, list[str]]] = [
             "learntok.plan",
         ],
     ),
+    # transformers' classes around the model (the `hf` extra), above the library they wrap
+    ("integrations", ["learntok.hf"]),
     (
         "commands",
         ["learntok.cli", "learntok.__main__", "learntok.lm_eval_adapter"],
@@ -86,8 +89,8 @@ LAYERS: list[tuple[str, list[str]]] = [
 # The sub-packages, bottom to top: the tree shows the layers. The top folder's own modules stand
 # between the model and the command line (TOP_FLOOR), but for its foundations (below them all)
 # and its entry points (__main__, lm_eval_adapter: above them all).
-FOLDERS = ["learntok.data", "learntok.nn", "learntok.boundaries", "learntok.model", "learntok.cli"]
-TOP_FLOOR = FOLDERS.index("learntok.cli") - 0.5
+FOLDERS = ["learntok.data", "learntok.nn", "learntok.boundaries", "learntok.model", "learntok.hf", "learntok.cli"]
+TOP_FLOOR = FOLDERS.index("learntok.hf") - 0.5
 
 # Imports allowed inside functions: optional or heavy dependencies, and torch APIs that older
 # supported torch versions lack (imported only on the path that uses them).
@@ -111,7 +114,11 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+# learntok/pretrained/ holds the shipped checkpoints: data, with transformers' one-line remote-code
+# stubs beside each (not modules of the package)
+MODULES = {
+    module_name(p): p for p in sorted(PACKAGE.rglob("*.py")) if "pretrained" not in p.relative_to(PACKAGE).parts[:1]
+}
 
 
 def layer_of(name: str) -> int:

@@ -36,6 +36,7 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from learntok.data.vocab import BOS, EOS, N_SYMBOLS, PAD, VOCAB_SIZE
 from learntok.hf.config import LearntokConfig
+from learntok.hf.export import write_export
 from learntok.model.aunet import AUNet
 from learntok.model.pretrained import read_model
 from learntok.runtime import PrivateRNG
@@ -164,6 +165,4 @@ class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
 
     def save_pretrained(self, save_directory, *args, **kwargs) -> None:
         """Write a folder both learntok and `transformers` read (learntok.hf.export.write_export)."""
-        from learntok.hf.export import write_export
-
         write_export(self.aunet, self.config.learntok, save_directory)
