@@ -34,6 +34,7 @@ from learntok.distributed import DistEnv, barrier, init_distributed, shutdown
 from learntok.errors import ConfigError
 from learntok.evaluate import EvalOptions, columns, evaluate_bpb
 from learntok.files import inside
+from learntok.data.identity import DATA_IDENTITY, source_identity
 from learntok.finished import marked, read_done, write_done
 from learntok.frontier import check_sweep, write_frontier
 from learntok.jobs import Job, follow_parent, last_line, run_jobs
@@ -194,6 +195,7 @@ def run_variant(
         return read_done(run_dir, run_name(spec, seed), cfg, eval_bytes)
     resume = latest_checkpoint(run_dir) is not None
     barrier(env)  # every rank has looked before rank 0 writes
+    identity = source_identity(cfg.data.source)  # as train records it; read_done checks it on a rerun
     summary = train(cfg, run_dir, resume=resume, progress=progress)
     figures = evaluate_run(run_dir, cfg, eval_bytes, env, progress, run_name(spec, seed))
     record = {
@@ -207,6 +209,7 @@ def run_variant(
         "paper": paper_figure(spec, preset, cfg),
         "eval_bytes": eval_bytes,
         **figures,
+        DATA_IDENTITY: identity,
     }
     if env.is_main:
         append_row(run_dir, "eval", summary["step"], figures)

@@ -20,6 +20,7 @@ from pathlib import Path
 from learntok.config import RunConfig
 from learntok.errors import RunFolderError
 from learntok.files import read_input, write_text_atomic
+from learntok.data.identity import DATA_IDENTITY, check_identity
 from learntok.runfolder import check_same_settings, stored_config
 from learntok.structured import parse_json
 
@@ -97,6 +98,7 @@ def read_done(run_dir: Path, run: str, cfg: RunConfig, eval_bytes: int | None) -
     stored = stored_config(run_dir)
     check_same_run(record, path, stored)
     check_same_settings(run_dir, stored, cfg, "reuse the results of")
+    check_identity(record.get(DATA_IDENTITY), cfg.data.source, "reuse the results of", run_dir)
     return record
 
 

@@ -24,6 +24,7 @@ from learntok.config import OptimConfig, RunConfig, check_memory, to_toml
 from learntok.errors import CheckpointError, ConfigError, TrainingDiverged
 from learntok.data import PAD, ByteData, small_split_warnings
 from learntok.data.dataset import FIT_BYTES
+from learntok.data.identity import DATA_IDENTITY, check_identity, source_identity
 from learntok.distributed import (
     DistEnv,
     all_reduce,
@@ -171,8 +172,11 @@ def _diverged(step: int, last_ckpt: Path | None) -> TrainingDiverged:
     return TrainingDiverged(f"loss became NaN or infinite at step {step}; stopped without saving; {where}")
 
 
-def _start(run_cfg: RunConfig, run_dir: Path, model: nn.Module, optimizer, resume: bool) -> tuple[int, int]:
-    """Fresh run or resume: returns (completed steps, bytes seen) and restores state in place."""
+def _start(
+    run_cfg: RunConfig, run_dir: Path, model: nn.Module, optimizer, resume: bool, identity: dict
+) -> tuple[int, int]:
+    """Fresh run or resume: returns (completed steps, bytes seen) and restores state in place.
+    A resume is refused when its data source now holds other bytes than `identity` recorded."""
     if not resume:
         if latest_checkpoint(run_dir) is not None:
             raise ConfigError(f"run folder {run_dir} already has checkpoints; pass --resume or another --out")
@@ -181,6 +185,7 @@ def _start(run_cfg: RunConfig, run_dir: Path, model: nn.Module, optimizer, resum
     check_resume(run_dir, ckpt.step, run_cfg.train.steps)
     # a resume may run longer (check_resume), never on other data, model or optimizer settings
     check_same_settings(run_dir, RunConfig.from_dict(ckpt.config), run_cfg, "resume", free=("train.steps",))
+    check_identity(ckpt.state.get(DATA_IDENTITY), run_cfg.data.source, "resume", run_dir)
     try:
         load_state(model, optimizer, ckpt.model_state, ckpt.state["optimizer"], run_cfg.system.fsdp)
         set_rng_state(ckpt.state["rng"])
@@ -204,6 +209,7 @@ class Run:
     objective: ObjectiveConfig  # the strategy's own (objective_for)
     tracker: Tracker
     progress: bool  # bars and log lines
+    identity: dict[str, str]  # the data source's (learntok.data.identity), in every checkpoint
 
 
 @dataclass(frozen=True)
@@ -240,7 +246,8 @@ def checkpoint_run(run: Run, step: int, bytes_seen: int) -> Path:
     m, o = checkpoint_views(eng.model, eng.optimizer, cfg.system.fsdp)
     path = run.run_dir / "checkpoints" / f"step_{step:07d}"
     if eng.env.is_main:
-        path = save_checkpoint(run.run_dir, step, m, o, cfg, {"bytes_seen": bytes_seen}, keep=cfg.checkpoint.keep)
+        extra = {"bytes_seen": bytes_seen, DATA_IDENTITY: run.identity}
+        path = save_checkpoint(run.run_dir, step, m, o, cfg, extra, keep=cfg.checkpoint.keep)
     barrier(eng.env)
     return path
 
@@ -341,7 +348,8 @@ def train(
     fitted = {} if resume else fit_strategy(model, data, env)  # e.g. the bpe tokenizer, fitted once
     wrapped = wrap_model(model, env, sc.fsdp)  # before the optimizer: FSDP swaps parameters
     optimizer = build_optimizer(model, run_cfg.optim, env.device)
-    start, bytes_seen = _start(run_cfg, run_dir, model, optimizer, resume)
+    identity = source_identity(run_cfg.data.source)  # recorded in every checkpoint, checked on resume
+    start, bytes_seen = _start(run_cfg, run_dir, model, optimizer, resume, identity)
     barrier(env)  # every rank has read the folder before rank 0 writes
     if env.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -352,7 +360,7 @@ def train(
     if fitted:
         tracker.log("fit", 0, {"bytes_seen": 0, **fitted})
     eng = Engine(model, wrapped, compile_model(wrapped) if sc.compile else wrapped, optimizer, env, amp)
-    run = Run(run_cfg, run_dir, eng, data, objective, tracker, progress)
+    run = Run(run_cfg, run_dir, eng, data, objective, tracker, progress, identity)
     last_ckpt = latest_checkpoint(run_dir) if resume else checkpoint_run(run, 0, 0)
     summary = {"run_dir": str(run_dir), "params": model.num_params(), **fitted}
     try:

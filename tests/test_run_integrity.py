@@ -397,3 +397,121 @@ def test_a_tokenizer_shared_by_threads_gives_each_its_own_rate_and_keeps_the_mod
     assert all(b == alone[rate] for rate, runs in got.items() for b in runs)
     assert alone[0.1] != alone[0.4]
     assert all(torch.equal(v, tok.model.state_dict()[k]) for k, v in knob.items())
+
+
+# ---------------------------------------------------------------- 7. the data a run was trained on
+
+
+def _docs(folder: Path) -> None:
+    folder.mkdir()
+    for i in range(12):
+        (folder / f"{i:02d}.txt").write_text(f"document {i}: " + "some words of text here. " * 40)
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory) -> Path:
+    """Runs trained to step 2 on a text file, a folder and a prepared folder, and a finished
+    comparison on the text file; each case changes a source, runs, and puts it back."""
+    from learntok.data.prepare import prepare
+
+    root = tmp_path_factory.mktemp("sources")
+    (root / "corpus.txt").write_text(corpus_text())
+    _docs(root / "docs")
+    prepare([str(root / "docs")], root / "prep", progress=False)
+    for name, source in (("run-file", "corpus.txt"), ("run-folder", "docs"), ("run-prep", "prep")):
+        args = ["train", "--preset", "tiny", *SMALL, "train.steps=2", f"data.source={source}", "--out", name]
+        r = run_cli(*args, cwd=root)
+        assert r.returncode == 0, r.stderr[-2000:]
+    r = run_cli(*compare_args(), cwd=root)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return root
+
+
+def _same_size_edit(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[0] ^= 1
+    path.write_bytes(bytes(data))
+
+
+def _rewrite_index(root: Path) -> None:
+    index = json.loads((root / "index.json").read_text())
+    (root / "index.json").write_text(json.dumps({**index, "sources": ["elsewhere"]}))
+
+
+RESUME = ["train", "--resume", "train.steps=3", "--out"]
+CHANGES = [
+    ("file-grown", "corpus.txt", lambda t: (t / "corpus.txt").open("a").write(" more"), [*RESUME, "run-file"], "size"),
+    ("file-edited", "corpus.txt", lambda t: _same_size_edit(t / "corpus.txt"), [*RESUME, "run-file"], "content"),
+    (
+        "file-replaced",
+        "corpus.txt",
+        lambda t: (t / "corpus.txt").write_text(corpus_text(200)),
+        [*RESUME, "run-file"],
+        "size",
+    ),
+    ("folder-added", "docs", lambda t: (t / "docs" / "new.txt").write_text("new"), [*RESUME, "run-folder"], "added"),
+    ("folder-removed", "docs", lambda t: (t / "docs" / "03.txt").unlink(), [*RESUME, "run-folder"], "removed"),
+    ("folder-edited", "docs", lambda t: _same_size_edit(t / "docs" / "05.txt"), [*RESUME, "run-folder"], "05.txt"),
+    ("prepared-index", "prep", lambda t: _rewrite_index(t / "prep"), [*RESUME, "run-prep"], "index.json"),
+    ("compare-rerun", "corpus.txt", lambda t: _same_size_edit(t / "corpus.txt"), compare_args(), "corpus.txt"),
+]
+
+
+@pytest.mark.parametrize("name, change, args, words", [pytest.param(*c[1:], id=c[0]) for c in CHANGES])
+def test_a_resume_or_rerun_on_changed_data_is_refused(sources, name, change, args, words):
+    """learntok.data.identity: the source a run recorded (every checkpoint's state.pt, compare's
+    done.json) is checked on resume and on reuse; other bytes at the same path are one line."""
+    saved = sources / "saved"
+    (shutil.copytree if (sources / name).is_dir() else shutil.copy)(sources / name, saved)
+    try:
+        change(sources)
+        before = {k: v for k, v in checksums(sources).items() if k.startswith(("run-", "out/"))}
+        r = run_cli(*args, cwd=sources)
+        after = checksums(sources)
+        assert_one_line_error(r.returncode, r.stderr, (words,), before, after)
+        assert "changed since it was trained" in r.stderr
+    finally:
+        (shutil.rmtree if (sources / name).is_dir() else Path.unlink)(sources / name)
+        saved.rename(sources / name)
+
+
+def test_a_resume_on_the_same_data_or_of_a_run_without_a_record_goes_on(tmp_path):
+    """The same bytes resume; a checkpoint written before runs recorded their data resumes too."""
+    (tmp_path / "corpus.txt").write_text(corpus_text())
+    args = ["train", "--preset", "tiny", *SMALL, "train.steps=2", "data.source=corpus.txt", "--out", "run"]
+    assert run_cli(*args, cwd=tmp_path).returncode == 0
+    r = run_cli("train", "--resume", "train.steps=3", "--out", "run", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    state = tmp_path / "run" / "checkpoints" / "step_0000003" / "state.pt"
+    old = torch.load(state, weights_only=True)
+    assert "corpus.txt" in old["data_identity"]
+    del old["data_identity"]
+    torch.save(old, state)
+    (tmp_path / "corpus.txt").open("a").write(" more text")
+    r = run_cli("train", "--resume", "train.steps=4", "--out", "run", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300), st.binary(max_size=300), st.sampled_from([8, 64, 1 << 20]))
+def test_a_file_identity_changes_with_its_bytes(tmp_path_factory, a, b, whole):
+    """Any two contents of a small file (hashed whole) have other identities, and `changes` names
+    the file; a large one is told apart by its size, head and tail (EDGE_BYTES each)."""
+    from learntok.data import identity
+
+    folder = tmp_path_factory.mktemp("id")
+    old, identity.WHOLE_BYTES, identity.EDGE_BYTES = (identity.WHOLE_BYTES, identity.EDGE_BYTES), whole, 4
+    try:
+        (folder / "f.txt").write_bytes(a)
+        first = identity.source_identity(str(folder / "f.txt"))
+        (folder / "f.txt").write_bytes(b)
+        second = identity.source_identity(str(folder / "f.txt"))
+    finally:
+        identity.WHOLE_BYTES, identity.EDGE_BYTES = old
+    seen = len(b) <= whole or a[:4] != b[:4] or a[-4:] != b[-4:] or len(a) != len(b)
+    if a == b or not seen:
+        assert identity.changes(first, second) == [] or a != b
+    else:
+        assert first != second
+        (change,) = identity.changes(first, second)
+        assert change.startswith("f.txt changed")

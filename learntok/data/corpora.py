@@ -37,7 +37,7 @@ DEBIAN_REFERENCE = (
     "debref-zh",
 )  # scripts/build_debian_reference.py
 BUILTINS = ("shakespeare", "kjv", "python-stdlib", "python-docs", "python-rst", *DEBIAN_REFERENCE)
-_SHIPPED = ("shakespeare", "kjv", "python-rst", *DEBIAN_REFERENCE)  # learntok/corpora/NAME.jsonl.gz
+SHIPPED = ("shakespeare", "kjv", "python-rst", *DEBIAN_REFERENCE)  # learntok/corpora/NAME.jsonl.gz
 _STDLIB_SKIP = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
 _BINARY_PROBE = 8192  # bytes read to decide whether a file is binary (contains a NUL byte)
 # A text file is read in pieces of about this many bytes (cut after a newline): a 1 MB file gives
@@ -69,7 +69,7 @@ def load_named_documents(source: str, text_field: str = "text") -> tuple[list[by
 
 
 def _unnamed_documents(source: str, text_field: str) -> list[bytes]:
-    if source in _SHIPPED:
+    if source in SHIPPED:
         with (resources.files("learntok") / "corpora" / f"{source}.jsonl.gz").open("rb") as f, gzip.open(f) as lines:
             return _jsonl_documents(lines, "text", f"built-in corpus {source!r}")
     if source == "python-stdlib":
