@@ -38,7 +38,7 @@ from learntok.errors import ConfigError
 from learntok.figures import at_rate
 from learntok.objective import boundary_counts, boundary_rates
 from learntok.parameters import wrong_type, wrong_value
-from learntok.runtime import inference
+from learntok.runtime import MODEL_STATE, inference
 
 CALIBRATION_BYTES = 1 << 16  # held-out bytes a calibration reads by default
 TOLERANCE = 0.005  # |reached - target| beyond which `set_rate` reports the target missed
@@ -245,7 +245,15 @@ def set_checked_rate(
     model, target: float, batches: list[torch.Tensor] | None, greedy: bool, seed: int, mode: str
 ) -> RateSetting:
     """`set_rate` once its arguments are checked (`rate_mode`): the condition of a
-    rate-conditioned policy, a rule's exact rate, or an offset calibrated on `batches`."""
+    rate-conditioned policy, a rule's exact rate, or an offset calibrated on `batches`. The knob
+    is set whole under runtime.MODEL_STATE, never seen half set by another thread."""
+    with MODEL_STATE:
+        return _set_checked_rate(model, target, batches, greedy, seed, mode)
+
+
+def _set_checked_rate(
+    model, target: float, batches: list[torch.Tensor] | None, greedy: bool, seed: int, mode: str
+) -> RateSetting:
     strategy, name = model.strategy, model.cfg.boundary
     strategy.rate_control = None  # calibration decides without the controller
     if strategy.condition is not None:

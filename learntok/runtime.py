@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import threading
 
 import numpy as np
 import torch
@@ -121,6 +122,14 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+# The state a block borrows and gives back: a model's rate knob, online control and training flag
+# (boundaries.base.rate_knob_kept, eval_mode, rate.set_rate) and torch's global RNG, which every
+# private stream is swapped into (PrivateRNG.active). Process-wide, as the RNG is; reentrant, as
+# these blocks nest. Every block that changes such state for a while holds it, so a thread never
+# sees another's (generation in one thread, Tokenizer.encode at a rate in another: docs/reliability.md).
+MODEL_STATE = threading.RLock()
+
+
 class PrivateRNG:
     """A seeded random stream of its own, swapped in around each use: reproducible under a seed,
     and the caller's global RNG is untouched, even while the stream is suspended between uses
@@ -128,18 +137,22 @@ class PrivateRNG:
 
     def __init__(self, seed: int | None, device: torch.device | None = None):
         self.devices = [device] if device is not None and device.type == "cuda" else []
-        if seed is None:
-            seed = int(torch.randint(0, 2**62, ()))
+        with MODEL_STATE:
+            if seed is None:
+                seed = int(torch.randint(0, 2**62, ()))
+            self.states = self._seeded(seed)
+
+    def _seeded(self, seed: int) -> list[torch.Tensor]:
         with torch.random.fork_rng(devices=self.devices):
             torch.manual_seed(seed)
-            self.states = self._get()
+            return self._get()
 
     def _get(self) -> list[torch.Tensor]:
         return [torch.get_rng_state()] + [torch.cuda.get_rng_state(d) for d in self.devices]
 
     @contextlib.contextmanager
     def active(self):
-        with torch.random.fork_rng(devices=self.devices):
+        with MODEL_STATE, torch.random.fork_rng(devices=self.devices):
             torch.set_rng_state(self.states[0])
             for d, s in zip(self.devices, self.states[1:]):
                 torch.cuda.set_rng_state(s, d)
@@ -160,7 +173,7 @@ def replayed(snapshot: list[torch.Tensor], device: torch.device | None = None):
     """Run a block from an `rng_snapshot`, so that it draws again what was drawn after the
     snapshot; the RNG is back where it was after the block."""
     cuda = device is not None and device.type == "cuda"
-    with torch.random.fork_rng(devices=[device] if cuda else []):
+    with MODEL_STATE, torch.random.fork_rng(devices=[device] if cuda else []):
         torch.set_rng_state(snapshot[0])
         if cuda:
             torch.cuda.set_rng_state(snapshot[1], device)
@@ -175,13 +188,14 @@ def isolated_rng(seed: int, device: torch.device | None = None):
 
 @contextlib.contextmanager
 def eval_mode(model: torch.nn.Module):
-    """The model in eval mode for the block, its training flag restored after."""
-    was_training = model.training
-    model.eval()
-    try:
-        yield
-    finally:
-        model.train(was_training)
+    """The model in eval mode for the block, its training flag restored after (MODEL_STATE held)."""
+    with MODEL_STATE:
+        was_training = model.training
+        model.eval()
+        try:
+            yield
+        finally:
+            model.train(was_training)
 
 
 @contextlib.contextmanager

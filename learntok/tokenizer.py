@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import threading
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
@@ -31,8 +30,8 @@ from learntok.model.pretrained import save_model
 from learntok.ranges import RATE, SEED, bounds
 from learntok.rate import CALIBRATION_BYTES, RATE_MODES, RateSetting, apply_setting, set_rate_for_run
 from learntok.windows import BATCH_BYTES, WINDOW, Decided, decide, text_rows
+from learntok.runtime import MODEL_STATE
 
-ENCODING = threading.RLock()  # held by every Tokenizer.encode (a process-wide RNG and a model's knob)
 
 RULES = ("greedy", "sampled")
 GREEDY = DEFAULT_BOUNDARIES == "greedy"  # the one default rule (learntok.model.generate.DEFAULT_BOUNDARIES)
@@ -172,8 +171,8 @@ class Tokenizer:
         cuts = [0] * len(datas)
         rows = sorted(text_rows(datas, self.window), key=lambda r: -len(r[2]))  # like lengths batched together
         # one encode at a time: the rate knob and the seeded draws are state of the model and of
-        # torch's global RNG, which two threads would hand to each other (tests/test_run_integrity.py)
-        with ENCODING, self.at_rate(rate, greedy, seed, calibration_text(datas), rate_mode) as setting:
+        # torch's global RNG, which two threads would hand to each other (runtime.MODEL_STATE)
+        with MODEL_STATE, self.at_rate(rate, greedy, seed, calibration_text(datas), rate_mode) as setting:
             for batch in self.decide(rows, greedy, seed):
                 for w in batch.windows:
                     starts[w.key] += w.starts

@@ -399,6 +399,47 @@ def test_a_tokenizer_shared_by_threads_gives_each_its_own_rate_and_keeps_the_mod
     assert all(torch.equal(v, tok.model.state_dict()[k]) for k, v in knob.items())
 
 
+@settings(max_examples=6, deadline=None)
+@given(
+    st.sampled_from(["learned", "entropy", "hnet"]),
+    st.sampled_from([0.1, 0.3]),
+    st.sampled_from(["greedy", "sample"]),
+    st.integers(0, 99),
+)
+def test_generate_and_encode_at_a_rate_in_two_threads_give_what_each_gives_alone(boundary, rate, mode, seed):
+    """Everything that borrows a model's state for a while (a rate and its online control, eval
+    mode, torch's RNG) holds runtime.MODEL_STATE: `generate` in one thread while another encodes
+    at a rate gives, every time, the bytes of each alone, and never fails."""
+    from learntok import Tokenizer
+
+    model = tiny_model(boundary, seed=seed).eval()
+    tok, text, prompt = Tokenizer(model), corpus_text(8), "the quick brown"
+    gen = dict(max_bytes=24, seed=seed, boundaries=mode)
+    made = model.generate(prompt, **gen)
+    cut = tok.encode(text, rate=rate, seed=seed).bytes
+    assert model.generate(prompt, **gen)[0] == made[0]
+    got, errors = {"generate": [], "encode": []}, []
+
+    def work(name, call):
+        try:
+            for _ in range(4):
+                got[name].append(call())
+        except Exception as e:  # reported by the assertion below
+            errors.append(e)
+
+    threads = [
+        threading.Thread(target=work, args=("generate", lambda: model.generate(prompt, **gen))),
+        threading.Thread(target=work, args=("encode", lambda: tok.encode(text, rate=rate, seed=seed).bytes)),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert all(b == made[0] and torch.equal(d, made[1]) for b, d in got["generate"])
+    assert all(b == cut for b in got["encode"])
+
+
 # ---------------------------------------------------------------- 7. the data a run was trained on
 
 

@@ -22,6 +22,7 @@ from learntok.data.vocab import is_byte
 from learntok.errors import ConfigError
 from learntok.nn.config import ModelConfig
 from learntok.nn.pooling import Packing, downsample
+from learntok.runtime import MODEL_STATE
 
 
 @dataclass
@@ -306,17 +307,19 @@ class BoundaryStrategy(nn.Module):
     @contextlib.contextmanager
     def rate_knob_kept(self) -> Iterator[None]:
         """The knob, a rate-conditioned policy's condition and online control restored after the
-        block, whatever it sets."""
-        knob, control = self.rate_knob(), self.rate_control
-        condition = self.condition.rate.clone() if self.condition is not None else None
-        try:
-            yield
-        finally:
-            if knob is not None:
-                self.set_rate_knob(knob)
-            if condition is not None:
-                self.condition.rate.copy_(condition)
-            self.rate_control = control
+        block, whatever it sets; the block holds runtime.MODEL_STATE, so no other thread runs the
+        model at the rate it sets."""
+        with MODEL_STATE:
+            knob, control = self.rate_knob(), self.rate_control
+            condition = self.condition.rate.clone() if self.condition is not None else None
+            try:
+                yield
+            finally:
+                if knob is not None:
+                    self.set_rate_knob(knob)
+                if condition is not None:
+                    self.condition.rate.copy_(condition)
+                self.rate_control = control
 
     def adapt_rate(self, rate: torch.Tensor, gain: float) -> None:
         """Integral control of the boundary rate after an optimizer step (learned policy only)."""

@@ -36,7 +36,7 @@ from learntok.nn.cache import ModelCache, TokenKV
 from learntok.nn.pooling import token_counts, upsample
 import learntok.parameters as check
 from learntok.ranges import INT64, SEED, bounds
-from learntok.runtime import PrivateRNG, eval_mode
+from learntok.runtime import MODEL_STATE, PrivateRNG, eval_mode
 
 BOUNDARY_MODES = ("greedy", "sample")
 # The one default decision rule wherever a text is cut: the tokenizer, `segment`, `sample` and
@@ -217,28 +217,30 @@ def _events(model, prompts: Sequence[torch.Tensor], opts: SamplingOptions) -> It
     for b, p in enumerate(prompts):
         x[b, : p.numel()] = p.to(device)
     rng = PrivateRNG(opts.seed, device)
-    with eval_mode(model):
+    # Each step holds the model's state (eval mode, its knob, the RNG swapped in) and gives it
+    # back, never across a yield: another thread may use the model between two bytes, and its
+    # changes are undone before the next step (runtime.MODEL_STATE).
+    with MODEL_STATE, eval_mode(model), rng.active():
+        state, logits, a = prefill(model, x[:, :L0], greedy=greedy)
+    ones = torch.ones_like(a, dtype=torch.bool)
+    yield _Event(x[:, :L0], a, ones, ~ones, logits)
+    made = torch.zeros(B, dtype=torch.long, device=device)
+    done = torch.zeros(B, dtype=torch.bool, device=device)
+    for t in range(L0, Lmax + max_bytes):
+        in_prompt = t < lens  # (B,)
         with rng.active():
-            state, logits, a = prefill(model, x[:, :L0], greedy=greedy)
-        ones = torch.ones_like(a, dtype=torch.bool)
-        yield _Event(x[:, :L0], a, ones, ~ones, logits)
-        made = torch.zeros(B, dtype=torch.long, device=device)
-        done = torch.zeros(B, dtype=torch.bool, device=device)
-        for t in range(L0, Lmax + max_bytes):
-            in_prompt = t < lens  # (B,)
-            with rng.active():
-                nxt = sample_next(logits, opts.temperature, opts.top_k, opts.top_p)
-            nxt = torch.where(in_prompt, x[:, min(t, Lmax - 1)], nxt)  # (B,)
-            if opts.stop_at_eos:
-                done |= ~in_prompt & (nxt == EOS)
-            gen = ~in_prompt & ~done
-            if not bool((in_prompt | gen).any()):
-                return
-            with rng.active():
-                logits, a = decode_step(model, state, nxt, greedy=greedy)
-            yield _Event(nxt[:, None], a[:, None], (in_prompt | gen)[:, None], gen[:, None], logits)
-            made += gen.long()
-            done |= made >= max_bytes
+            nxt = sample_next(logits, opts.temperature, opts.top_k, opts.top_p)
+        nxt = torch.where(in_prompt, x[:, min(t, Lmax - 1)], nxt)  # (B,)
+        if opts.stop_at_eos:
+            done |= ~in_prompt & (nxt == EOS)
+        gen = ~in_prompt & ~done
+        if not bool((in_prompt | gen).any()):
+            return
+        with MODEL_STATE, eval_mode(model), rng.active():
+            logits, a = decode_step(model, state, nxt, greedy=greedy)
+        yield _Event(nxt[:, None], a[:, None], (in_prompt | gen)[:, None], gen[:, None], logits)
+        made += gen.long()
+        done |= made >= max_bytes
 
 
 def stream(model, prompt, max_bytes: int = 256, include_prompt: bool = False, **options) -> Iterator[Piece]:
