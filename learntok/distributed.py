@@ -16,7 +16,6 @@ the world size, as long as micro_batch_size is the same.
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import dataclass
 
 import torch
@@ -24,7 +23,8 @@ import torch.distributed as dist
 from torch import nn
 
 from learntok.errors import ConfigError
-from learntok.runtime import launch_vars, resolve_device
+from learntok.environment import launch_vars, rendezvous
+from learntok.runtime import resolve_device
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def init_distributed(device_name: str = "auto") -> DistEnv:
         device = torch.device("cuda", local)
         torch.cuda.set_device(device)
     if not dist.is_initialized():
-        check_rendezvous()
+        rendezvous()  # checked: given, and the address resolves
         try:
             dist.init_process_group(
                 "nccl" if device.type == "cuda" else "gloo", device_id=device if device.type == "cuda" else None
@@ -62,17 +62,6 @@ def init_distributed(device_name: str = "auto") -> DistEnv:
                 f"cannot join the process group of WORLD_SIZE={world}: {' '.join(str(e).split())}"
             ) from None
     return DistEnv(rank, world, local, device)
-
-
-def check_rendezvous() -> None:
-    """The env:// rendezvous needs MASTER_ADDR and a MASTER_PORT in 1..65535 (torchrun sets both);
-    without them torch's own error is a traceback."""
-    addr, port = os.environ.get("MASTER_ADDR", "").strip(), os.environ.get("MASTER_PORT", "").strip()
-    if not addr or not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
-        raise ConfigError(
-            f"WORLD_SIZE={os.environ.get('WORLD_SIZE')} without MASTER_ADDR and a MASTER_PORT in 1..65535 "
-            f"(got {addr!r}, {port!r}): start the run with torchrun --nproc-per-node N, or unset WORLD_SIZE"
-        )
 
 
 def shutdown(env: DistEnv) -> None:

@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from learntok.environment import PARENT, parent_pid
 from learntok.errors import DataError
 from learntok.files import open_no_follow
 from learntok.progress import Progress
@@ -34,7 +35,6 @@ from learntok.runfolder import LOG, METRICS, metrics_row
 from learntok.structured import parse_json
 
 POLL_S = 2.0  # seconds between looks at a running child's metrics.jsonl (and, off Linux, at its parent)
-PARENT = "LEARNTOK_JOBS_PARENT"  # a child's environment: its parent's pid (follow_parent)
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
@@ -112,14 +112,14 @@ def follow_parent() -> None:
     Linux: prctl(PR_SET_PDEATHSIG, SIGTERM), the kernel's SIGTERM when the parent's thread that
     started this child ends, kill -9 included; elsewhere a daemon thread checks the parent's pid
     every POLL_S seconds. A parent already gone before this ran ends the child at once."""
-    parent = os.environ.get(PARENT, "")
-    if not parent.isdigit():
+    parent = parent_pid()
+    if parent is None:
         return
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     else:
-        threading.Thread(target=_watch_parent, args=(int(parent),), daemon=True).start()
-    if os.getppid() != int(parent):
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    if os.getppid() != parent:
         os.kill(os.getpid(), signal.SIGTERM)
 
 

@@ -14,12 +14,12 @@ rank 0 shows anything (`runtime.launch_rank`).
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 
 from tqdm import tqdm
 
+from learntok.environment import seconds
 from learntok.runtime import launch_rank
 
 LOG_INTERVAL = 30.0  # seconds between progress lines in a log (not a terminal); TQDM_MININTERVAL overrides
@@ -80,12 +80,12 @@ class Progress(tqdm):
                 file=_Discard(),
                 ascii=True,
                 bar_format=LOG_FORMAT if total is not None else None,
-                mininterval=float(os.environ.get("TQDM_MININTERVAL", LOG_INTERVAL)),
+                mininterval=seconds("TQDM_MININTERVAL", LOG_INTERVAL),
             )
         else:
             kwargs.setdefault("dynamic_ncols", True)
             kwargs["file"] = self._stream
-        kwargs.setdefault("delay", float(os.environ.get("TQDM_DELAY", DELAY)))
+        kwargs.setdefault("delay", seconds("TQDM_DELAY", DELAY))
         super().__init__(
             iterable, desc=desc, total=total, unit=unit, disable=not enabled or launch_rank() != 0, **kwargs
         )

@@ -3,40 +3,17 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 import threading
 
 import numpy as np
 import torch
 
+from learntok.environment import launch_vars
 from learntok.errors import ConfigError
 
 
 DEVICE_TYPES = ("cpu", "cuda", "mps")  # what learntok runs on (torch knows more: meta, xla, ...)
-
-
-MAX_WORLD = 1 << 16  # processes a run may span: a larger WORLD_SIZE is a typo, not a cluster to wait for
-
-
-def launch_vars() -> tuple[int, int, int]:
-    """(rank, world size, local rank) from torchrun's RANK, WORLD_SIZE and LOCAL_RANK (0, 1, 0 when
-    unset), checked once for every reader: whole numbers, 1 <= world <= MAX_WORLD and both ranks in
-    [0, world). A bad value is one ConfigError line, never a traceback or a wait for peers that
-    cannot come."""
-    got = {}
-    for name, default in (("WORLD_SIZE", 1), ("RANK", 0), ("LOCAL_RANK", 0)):
-        text = os.environ.get(name, "").strip()
-        if text and not (text.isascii() and text.isdigit()):
-            raise ConfigError(f"{name}={text!r} is not a whole number (torchrun sets it): unset it to run one process")
-        got[name] = int(text) if text else default
-    world, rank, local = got["WORLD_SIZE"], got["RANK"], got["LOCAL_RANK"]
-    if not 1 <= world <= MAX_WORLD:
-        raise ConfigError(f"WORLD_SIZE={world} must be in 1..{MAX_WORLD}: unset it to run one process")
-    for name, value in (("RANK", rank), ("LOCAL_RANK", local)):
-        if value >= world:
-            raise ConfigError(f"{name}={value} must be below WORLD_SIZE={world} (ranks count from 0)")
-    return rank, world, local
 
 
 def launch_rank() -> int:

@@ -678,3 +678,48 @@ def test_eval_at_a_rate_says_it_calibrated_on_the_split_it_scores(base, tmp_path
     assert r.returncode == 0, r.stderr[-2000:]
     line = next(x for x in r.stdout.splitlines() if x.startswith("rate: target"))
     assert "bytes of the test split scored" in line and "val" not in line, line
+
+
+# ---------------------------------------------------------------- the process's environment
+
+# A bad value of every variable learntok reads (learntok.environment.VARIABLES), and the words
+# its one line holds; the launch variables have more rows in tests/test_run_integrity.py.
+WORLD = {"WORLD_SIZE": "2", "RANK": "0", "MASTER_PORT": "29500"}
+BAD_ENVIRONMENT = {
+    "WORLD_SIZE": [({"WORLD_SIZE": "two"}, "WORLD_SIZE"), ({"WORLD_SIZE": "0"}, "WORLD_SIZE")],
+    "RANK": [({"RANK": "-1"}, "RANK"), ({"WORLD_SIZE": "2", "RANK": "5"}, "RANK")],
+    "LOCAL_RANK": [({"LOCAL_RANK": "x"}, "LOCAL_RANK")],
+    "MASTER_ADDR": [
+        ({**WORLD, "MASTER_ADDR": "no-such-host.invalid"}, "does not resolve"),
+        ({**WORLD, "MASTER_ADDR": "a..b"}, "does not resolve"),
+        ({**WORLD}, "MASTER_ADDR"),
+    ],
+    "MASTER_PORT": [({**WORLD, "MASTER_ADDR": "localhost", "MASTER_PORT": "99999"}, "MASTER_PORT")],
+    "TQDM_MININTERVAL": [({"TQDM_MININTERVAL": "abc"}, "TQDM_MININTERVAL"), ({"TQDM_MININTERVAL": "nan"}, "TQDM")],
+    "TQDM_DELAY": [({"TQDM_DELAY": "-1"}, "TQDM_DELAY"), ({"TQDM_DELAY": "inf"}, "TQDM_DELAY")],
+    "LEARNTOK_JOBS_PARENT": [({"LEARNTOK_JOBS_PARENT": "abc"}, "LEARNTOK_JOBS_PARENT")],
+}
+
+
+def test_every_environment_variable_has_bad_values_in_the_table():
+    from learntok.environment import VARIABLES
+
+    assert set(BAD_ENVIRONMENT) == set(VARIABLES)
+
+
+@pytest.mark.parametrize("command", [["config"], ["diagnose", "run", "--samples", "1", "--batches", "1"]])
+@pytest.mark.parametrize(
+    "env, words",
+    [pytest.param(e, w, id=f"{k}-{i}") for k, rows in BAD_ENVIRONMENT.items() for i, (e, w) in enumerate(rows)],
+)
+def test_a_bad_environment_variable_is_one_line_before_any_work(base, tmp_path, command, env, words, monkeypatch):
+    """learntok.environment.check_environment, at the start of every command: one line, exit 2,
+    at once (a MASTER_ADDR that does not resolve is not waited for)."""
+    shutil.copytree(base / "run", tmp_path / "run")
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TQDM_MININTERVAL", "TQDM_DELAY"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    before = checksums(tmp_path)
+    r = run_cli(*command, cwd=tmp_path, timeout=60)
+    assert_one_line_error(r.returncode, r.stderr, words, before, checksums(tmp_path))

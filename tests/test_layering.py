@@ -23,6 +23,7 @@ LAYERS: list[tuple[str, list[str]]] = [
         "foundations",
         [
             "learntok.errors",
+            "learntok.environment",
             "learntok.files",
             "learntok.runtime",
             "learntok.ranges",

@@ -26,6 +26,7 @@ from learntok.cli.export import add_export
 from learntok.cli.options import add_threads
 from learntok.cli.text import add_sample, add_segment
 from learntok.cli.training import add_compare, add_config, add_prepare, add_train
+from learntok.environment import check_environment
 from learntok.errors import CheckpointError, ConfigError, DataError, OutputError, TrainingDiverged, fault_line
 
 ERROR = "learntok: error: "  # the one prefix of every expected error's line
@@ -163,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(errors="replace")  # a non-UTF-8 terminal shows "?", no crash
     try:
+        check_environment()  # every variable learntok reads, before any work (learntok.environment)
         check_given(args)
         check_outputs(args)
         check_needs(args)
