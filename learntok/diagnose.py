@@ -96,11 +96,11 @@ def diagnose(
     progress: bool = False,
 ) -> dict[str, dict[str, float]]:
     """Per variant: variance, signal, snr (means over batches), variance_vs_raw and cos_to_loo;
-    with `progress`, a progress bar over the batches."""
+    with `progress`, progress over the batches (learntok.progress: the lines train and eval show)."""
     raw, ref = "raw (-CE)", "+ batch loo"  # variance and direction references
     per_batch, means = {n: [] for n in variants}, {n: [] for n in variants}
     with eval_mode(model), isolated_rng(seed):  # no dropout; boundaries are still sampled
-        for x in Progress(batches, desc="diagnose", unit="batch", enabled=progress):
+        for x in Progress(batches, desc="diagnose", total=len(batches), unit="batch", enabled=progress):
             for name, g in policy_gradients(model, x, samples, variants).items():
                 per_batch[name].append(gradient_stats(g))
                 means[name].append(g.mean(0))

@@ -1,6 +1,11 @@
 """`learntok diagnose`: gradient statistics, shared samples across variants, the command's files."""
 
 import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,6 +16,8 @@ from learntok.diagnose import VARIANTS, diagnose, gradient_stats, markdown_table
 from learntok.errors import ConfigError
 
 from conftest import tiny_model
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def batches(n=2):
@@ -54,10 +61,13 @@ def test_diagnose_table_and_no_policy():
         diagnose(tiny_model("uniform").eval(), batches(1), samples=2)
 
 
-def test_run_diagnose_writes_table_json_png(tmp_path):
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A run of two steps of a tiny learned model, trained once for this file."""
     from learntok.train import train
 
-    corpus = tmp_path / "corpus.txt"
+    tmp = tmp_path_factory.mktemp("diagnose")
+    corpus = tmp / "corpus.txt"
     corpus.write_text(" ".join(f"the quick brown fox {i} jumps over the lazy dog." for i in range(200)))
     cfg = load_config(
         overrides=[
@@ -74,9 +84,29 @@ def test_run_diagnose_writes_table_json_png(tmp_path):
             "log.segment_every=0",
         ]
     )
-    train(cfg, tmp_path / "run", progress=False)
-    rep = run_diagnose(tmp_path / "run", batches=1, samples=3, batch_size=4, seq_len=32)
-    out = tmp_path / "run" / "diagnose"
+    train(cfg, tmp / "run", progress=False)
+    return tmp / "run"
+
+
+def test_run_diagnose_writes_table_json_png(run, tmp_path):
+    rep = run_diagnose(run, batches=1, samples=3, batch_size=4, seq_len=32, out=tmp_path / "diagnose")
+    out = tmp_path / "diagnose"
     assert {p.name for p in out.iterdir()} == {"diagnose.md", "diagnose.json", "diagnose.png"}
     assert json.loads((out / "diagnose.json").read_text())["estimators"].keys() == VARIANTS.keys()
     assert (out / "diagnose.png").read_bytes()[:4] == b"\x89PNG" and rep["samples"] == 3
+
+
+def test_diagnose_shows_progress_as_the_other_commands(run, tmp_path):
+    # the same Progress lines as train and eval (learntok.progress), timestamped when stderr is a log
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TQDM_DELAY": "0", "TQDM_MININTERVAL": "0"}
+    argv = ["diagnose", run, "--batches", "2", "--samples", "2", "--batch-size", "2", "--seq-len", "32"]
+    r = subprocess.run(
+        [sys.executable, "-m", "learntok", *map(str, argv), "--out", str(tmp_path / "d"), "--threads", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "\r" not in r.stderr
+    assert re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d diagnose: 100% 2/2 batch \[", r.stderr, re.M), r.stderr
