@@ -2,6 +2,7 @@
 
 from collections import defaultdict
 
+import gzip
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -258,3 +259,33 @@ def test_fit_sample_is_bounded_and_seeded(tmp_path):
     disk = ByteData.from_prepared(str(tmp_path / "p"))
     assert sum(map(len, disk.sample_documents("train", 2000))) == 2000
     assert FIT_BYTES <= 4_000_000 and callable(fit_strategy)
+
+
+BLOB = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR"  # a NUL byte in the first 8 KB: binary
+
+
+@pytest.mark.parametrize(
+    "files, docs, skipped",
+    [
+        pytest.param({"a.txt": b"one", "b/two.md": b"two"}, [b"one", b"two"], None, id="none-binary"),
+        pytest.param({"a.txt": b"one", "b/x.png": BLOB, "c.bin.gz": gzip.compress(BLOB)}, [b"one"], 2, id="some"),
+        pytest.param({"x.png": BLOB, "y/z.bin": BLOB, "empty.txt": b""}, None, 2, id="all-binary"),
+    ],
+)
+def test_a_folder_says_how_many_binary_files_it_skipped(tmp_path, capsys, files, docs, skipped):
+    for name, data in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(data)
+    if docs is None:  # nothing left to read: refused in one line naming the count and an example
+        with pytest.raises(
+            DataError, match=rf"holds no non-empty text files: skipped {skipped} binary files .*e\.g\. x\.png"
+        ):
+            load_documents(str(tmp_path))
+        return
+    assert load_documents(str(tmp_path)) == docs
+    err = capsys.readouterr().err.splitlines()
+    if skipped is None:
+        assert err == []
+    else:
+        example = "b/x.png" if "b/x.png" in files else "x.png"
+        assert len(err) == 1 and f"warning: skipped {skipped} binary files" in err[0] and f"e.g. {example}" in err[0]

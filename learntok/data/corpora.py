@@ -27,6 +27,7 @@ from pathlib import Path
 
 from learntok.errors import DataError, FormatError
 from learntok.files import check_input, memory_budget, open_input, too_large
+from learntok.progress import note
 from learntok.structured import expect, expect_fields, parse_json
 
 DEBIAN_REFERENCE = (
@@ -261,13 +262,17 @@ def check_not_prepared(root: Path) -> None:
 
 
 def _folder_documents(root: Path, text_field: str = "text") -> tuple[list[bytes], list[str]]:
-    """The documents of every regular file below `root` (hidden entries skipped), sorted by path
-    (`file_documents`: binary files give none), each with its file's path relative to `root`."""
+    """The documents of every regular file below `root` (hidden entries skipped), sorted by path,
+    each with its file's path relative to `root`. Binary files (`is_binary`) are skipped, and said
+    in one line on stderr (how many, one example); a folder of binary files alone is refused."""
     check_not_prepared(root)
-    docs, names, limit = [], [], memory_budget()
+    docs, names, binary, limit = [], [], [], memory_budget()
     budget = limit
     for path in files_below(root):
         check_size(path, budget, limit)
+        if file_kind(path) == "text" and _binary_file(path):
+            binary.append(str(path.relative_to(root)))
+            continue
         for doc, _ in file_documents(path, text_field):
             if doc:
                 if len(doc) > budget:
@@ -275,9 +280,19 @@ def _folder_documents(root: Path, text_field: str = "text") -> tuple[list[bytes]
                 docs.append(doc)
                 names.append(str(path.relative_to(root)))
                 budget -= len(doc)
+    example = binary[0] if binary else ""
+    skipped = f"{len(binary)} binary file{'s' * (len(binary) > 1)} (a NUL byte in the first 8 KB; e.g. {example})"
     if not docs:
-        raise DataError(f"folder {root} holds no non-empty text files")
+        raise DataError(f"folder {root} holds no non-empty text files" + (f": skipped {skipped}" if binary else ""))
+    if binary:
+        note(f"warning: skipped {skipped} in folder {root}; read the {len(set(names))} text files")
     return docs, names
+
+
+def _binary_file(path: Path) -> bool:
+    """Whether a text-kind file is binary (`is_binary` on its first bytes, decompressed)."""
+    with open_input(path, "data source") as f:
+        return is_binary(f.read(_BINARY_PROBE))
 
 
 def files_below(root: Path, skip: Collection[str] = (), suffix: str = "") -> list[Path]:
