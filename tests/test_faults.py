@@ -658,3 +658,71 @@ def test_a_checkpoint_given_by_name_is_not_swapped_for_another(work, monkeypatch
     rotate_during(monkeypatch, "read_json", work / "run")
     with pytest.raises(CheckpointError, match="missing"):
         load_run(work / "run" / "checkpoints" / "step_0000003")
+
+
+# A child that makes one step of every output writer fail (learntok.files.write_text_atomic: the
+# write, its flush, the fsync, the close), then runs the command line.
+FAILING_WRITER = """
+import errno, os, sys
+from learntok import cli, files
+
+where, code = sys.argv[1], getattr(errno, sys.argv[2])
+
+
+def fail(*args):
+    raise OSError(code, os.strerror(code))
+
+
+if where == "fsync":
+    os.fsync = fail
+else:
+    opened = files.open_no_follow
+
+    def open_no_follow(path, mode="a"):
+        f = opened(path, mode)
+        if where == "close":
+            real = f.close
+            f.close = lambda: (real(), fail())
+        else:
+            setattr(f, where, fail)
+        return f
+
+    files.open_no_follow = open_no_follow
+sys.exit(cli.main(sys.argv[3:]))
+"""
+EVAL = ["eval", "tiny-shakespeare", "--max-bytes", "4096", "--threads", "1"]  # shipped: nothing to train
+
+
+@pytest.mark.parametrize(
+    "how, words",
+    [
+        pytest.param("--json /dev/full", "cannot write /dev/full: no space left on device", id="json-dev-full"),
+        pytest.param("stdout /dev/full", "no space left on device", id="stdout-dev-full"),
+        pytest.param("write ENOSPC", "no space left on device", id="write"),
+        pytest.param("flush ENOSPC", "no space left on device", id="flush"),
+        pytest.param("fsync ENOSPC", "no space left on device", id="fsync"),
+        pytest.param("fsync EIO", "input/output error", id="fsync-eio"),
+        pytest.param("close EIO", "input/output error", id="close-eio"),
+    ],
+)
+def test_an_output_on_a_full_disk_is_one_line_and_the_old_file_stays(tmp_path, how, words):
+    old = tmp_path / "out.json"
+    old.write_text('{"old": true}\n')
+    where, what = how.split()
+    argv, stdout = [sys.executable, "-m", "learntok", *EVAL, "--json", str(old)], subprocess.DEVNULL
+    if where == "--json":
+        argv[-1] = what
+    elif where == "stdout":
+        stdout = open(what, "w")
+    else:
+        (tmp_path / "fail.py").write_text(FAILING_WRITER)
+        argv = [sys.executable, str(tmp_path / "fail.py"), where, what, *argv[3:]]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TQDM_DELAY": "1000"}
+    r = subprocess.run(argv, env=env, cwd=tmp_path, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120)
+    if stdout is not subprocess.DEVNULL:
+        stdout.close()
+    lines = [line for line in r.stderr.splitlines() if "reference BPE" not in line]
+    assert r.returncode != 0 and len(lines) == 1 and words in lines[0] and "Traceback" not in r.stderr, r.stderr
+    assert old.read_text() == '{"old": true}\n' and sorted(
+        p.name for p in tmp_path.iterdir() if p.name != "fail.py"
+    ) == ["out.json"]
