@@ -233,3 +233,10 @@ def test_quoted_command_names_real_options(page, sub, options):
 def test_quoted_subcommand_help_exits_zero(sub, capsys):
     assert main([sub, "--help"]) == 0
     assert f"learntok {sub}" in capsys.readouterr().out
+
+
+def test_usage_lists_every_environment_variable():
+    from learntok.environment import VARIABLES
+
+    usage = (ROOT / "docs" / "usage.md").read_text()
+    assert [name for name in VARIABLES if f"| `{name}` |" not in usage] == []
