@@ -86,12 +86,14 @@ def choice(where: str, name: str, value: Any, choices: Sequence[str], none: bool
 
 
 def text(where: str, name: str, value: Any) -> bytes:
-    """A text as its bytes: a str (UTF-8) or bytes / bytearray as they are."""
+    """A text as its bytes: a str (UTF-8) or bytes / bytearray as they are. A str with any
+    surrogate (U+D800..U+DFFF, surrogateescape's U+DC80..U+DCFF too) is refused: bytes that are
+    not UTF-8 are given as bytes."""
     if isinstance(value, str):
-        problem = not_unicode(value, escaped_bytes=True)  # the bytes of os.fsdecode stay bytes
+        problem = not_unicode(value)
         if problem:
             raise ValueError(f"{where}: {name} must be Unicode text (a str) or bytes; it is a str with {problem}")
-        return value.encode("utf-8", "surrogateescape")
+        return value.encode("utf-8")
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     raise wrong_type(where, name, "a str or bytes", value)

@@ -29,16 +29,17 @@ def parse_json(text: str | bytes) -> Any:
     return value
 
 
-def not_unicode(text: str, escaped_bytes: bool = False) -> str | None:
+def not_unicode(text: str) -> str | None:
     """Why `text` is no Unicode text (it holds a lone surrogate: the one thing a Python str can
     hold that UTF-8 cannot), in a phrase naming it and where; None if it is text. The one check
     of every text reader (JSON strings here, the API's texts in learntok.parameters, config
-    strings in learntok.fields). `escaped_bytes`: U+DC80..U+DCFF stand for bytes that were not
-    UTF-8 (Python's surrogateescape, as an argument's bytes arrive) and are allowed."""
+    strings in learntok.fields). Every surrogate is refused, U+DC80..U+DCFF too: in a str given
+    to the API they are no bytes (the command line turns an argument's bytes that are not UTF-8
+    into bytes before the API sees them, learntok.cli.values.text_arg)."""
     if text.isascii():
         return None
     try:
-        text.encode("utf-8", "surrogateescape" if escaped_bytes else "strict")
+        text.encode("utf-8")
     except UnicodeEncodeError as e:
         return f"a lone surrogate {text[e.start]!r} at character {e.start}, which is not Unicode text"
     return None

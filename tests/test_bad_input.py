@@ -634,12 +634,49 @@ def test_every_text_reader_takes_unicode_and_refuses_the_rest(s):
         return
     with pytest.raises(FormatError, match="lone surrogate"):
         parse_json(json.dumps({"text": [s]}))
-    escaped = all(0xDC80 <= ord(c) <= 0xDCFF for c in s if 0xD800 <= ord(c) <= 0xDFFF)  # an argument's bytes
-    if escaped:
-        assert parameters.text("f", "text", s) == s.encode("utf-8", "surrogateescape")
-    else:
-        with pytest.raises(ValueError, match=r"^f: text must be Unicode text"):
-            parameters.text("f", "text", s)
+    with pytest.raises(ValueError, match=r"^f: text must be Unicode text"):  # surrogateescape's too
+        parameters.text("f", "text", s)
+
+
+_MODEL = []
+
+
+def _api_model():
+    from conftest import tiny_model
+
+    if not _MODEL:
+        _MODEL.append(tiny_model().eval())
+    return _MODEL[0]
+
+
+# Every API entry point that takes text, given a str with a surrogate (U+D800..U+DFFF, the
+# surrogateescape range U+DC80..U+DCFF too): a ValueError naming the entry point and argument,
+# never a UnicodeEncodeError or a byte made up from the surrogate.
+@settings(max_examples=40, deadline=None)
+@given(
+    st.text(max_size=6),
+    st.one_of(st.integers(0xD800, 0xDFFF), st.integers(0xDC80, 0xDCFF)).map(chr),
+    st.text(max_size=6),
+)
+def test_every_api_text_refuses_a_surrogate(before, surrogate, after):
+    from learntok import Tokenizer
+    from learntok.data import DataConfig, encode
+
+    s = before + surrogate + after
+    model = _api_model()
+    entries = [
+        (lambda: Tokenizer(model).encode(s), r"Tokenizer.encode: text"),
+        (lambda: Tokenizer(model).encode(["ok", s]), r"Tokenizer.encode: text\[1\]"),
+        (lambda: model(s), r"AUNet: x"),
+        (lambda: model.forward(s), r"AUNet: x"),
+        (lambda: encode(s), r"learntok.data.encode: text"),
+        (lambda: model.generate(s, max_bytes=1), r"generate: prompt"),
+        (lambda: DataConfig(source=s), r"DataConfig.source"),
+        (lambda: DataConfig(text_field=s), r"DataConfig.text_field"),
+    ]
+    for call, name in entries:
+        with pytest.raises(ValueError, match=rf"^{name} .*(Unicode|UTF-8) text"):
+            call()
 
 
 def test_tokenizer_encode_names_a_text_that_is_not_unicode():

@@ -23,6 +23,7 @@ from learntok.data.split import SPLITS, small_split, split_named_documents
 from learntok.data.vocab import BOS, EOS, PAD
 from learntok.errors import DataError
 from learntok.files import memory_budget
+from learntok.parameters import config_fields
 from learntok.ranges import FRACTION, SEED, ranged
 
 ALL = "all"  # the split of ByteData.from_config(..., unsplit=True): every document of the source
@@ -43,6 +44,7 @@ class DataConfig:
     packed: bool = False
 
     def __post_init__(self) -> None:
+        config_fields(self)  # each field's type and range, its strings Unicode text (learntok.fields)
         if self.val_fraction + self.test_fraction >= 1:
             raise ValueError(
                 f"data.val_fraction {self.val_fraction} + data.test_fraction {self.test_fraction} must be "

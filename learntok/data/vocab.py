@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from learntok import parameters as check
+
 BOS = 256
 EOS = 257
 PAD = 258
@@ -18,8 +20,9 @@ def is_byte(x):
 
 
 def encode(text: str | bytes, bos: bool = True) -> torch.Tensor:
-    """str | bytes -> LongTensor (T,), BOS first. A str is encoded as UTF-8; bytes are taken as they are."""
-    data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    """str | bytes -> LongTensor (T,), BOS first. A str is encoded as UTF-8 (one with a surrogate
+    is a ValueError: learntok.parameters.text); bytes are taken as they are."""
+    data = check.text("learntok.data.encode", "text", text) if isinstance(text, str) else bytes(text)
     ids = torch.frombuffer(bytearray(data), dtype=torch.uint8).long() if data else torch.zeros(0, dtype=torch.long)
     return torch.cat([torch.tensor([BOS]), ids]) if bos else ids
 

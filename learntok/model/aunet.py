@@ -156,7 +156,7 @@ class AUNet(nn.Module):
         """Byte ids (B, T) as given, or a str (UTF-8) / bytes as one row with BOS first
         (learntok.data.encode), on the model's device."""
         if isinstance(x, (str, bytes)):
-            return encode(x).unsqueeze(0).to(self.embed.weight.device)
+            return encode(check.text("AUNet", "x", x)).unsqueeze(0).to(self.embed.weight.device)
         if not isinstance(x, torch.Tensor) or x.is_floating_point() or x.is_complex():
             raise TypeError(
                 f"AUNet takes byte ids, a LongTensor (B, T) with BOS first "
