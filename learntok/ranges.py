@@ -83,4 +83,8 @@ RATE = bounds(gt=0, lt=1)  # a boundary rate (boundaries per byte): rho*, --rate
 FRACTION = bounds(ge=0, lt=1)  # a split's expected fraction of the documents
 THREADS = bounds(ge=0, le=1024)  # CPU threads for torch (0: its default); torch holds a C int
 REPEATS = bounds(ge=1, le=1024)  # work a command repeats for a figure (K samples, batches): beyond, hours for nothing
+# A sampling temperature: 0 is argmax, and so is any below MIN_TEMPERATURE (its limit); above 1e4
+# the distribution is uniform to float32's precision, and 1e308 would divide the logits by inf (NaN).
+TEMPERATURE = bounds(ge=0, le=1e4)
+MIN_TEMPERATURE = 1e-4  # below it, logits / temperature could overflow float32: argmax instead
 BPE_VOCAB = bounds(ge=1, le=2**20)  # a BPE's tokens: a fit reads a few MB, far fewer merges; the trainer aborts on 1e9

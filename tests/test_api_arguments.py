@@ -88,6 +88,15 @@ ROWS = [
     ),
     (
         "AUNet.generate",
+        "temperature-beyond-float32",
+        lambda p: MODEL.generate("a", temperature=1e308),
+        ValueError,
+        "temperature",
+    ),
+    ("AUNet.generate", "top-p-0", lambda p: MODEL.generate("a", top_p=0.0), ValueError, "top_p"),
+    ("AUNet.generate", "top-k-0", lambda p: MODEL.generate("a", top_k=0), ValueError, "top_k"),
+    (
+        "AUNet.generate",
         "temperature-nan",
         lambda p: MODEL.generate("a", temperature=float("nan")),
         ValueError,

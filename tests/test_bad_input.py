@@ -273,6 +273,13 @@ CASES = [
         lambda t: ["sample", "run", "--prompt", "a", "--temperature", "-1"],
         "--temperature",
     ),
+    (
+        "sample-temperature-beyond-float32",
+        lambda t: ["sample", "run", "--prompt", "a", "--temperature", "1e308"],
+        "--temperature",
+    ),
+    ("sample-top-p-0", lambda t: ["sample", "run", "--prompt", "a", "--top-p", "0"], "--top-p"),
+    ("sample-top-p-above-1", lambda t: ["sample", "run", "--prompt", "a", "--top-p", "1.5"], "--top-p"),
     ("sample-top-k-0", lambda t: ["sample", "run", "--prompt", "a", "--top-k", "0"], "--top-k"),
     ("segment-window-negative", lambda t: ["segment", "run", "text", "--window", "-5"], "--window"),
     ("eval-window-negative", lambda t: ["eval", "run", "--window", "-5"], "--window"),

@@ -35,7 +35,7 @@ from learntok.data.vocab import BOS, EOS, PAD, encode, is_byte
 from learntok.nn.cache import ModelCache, TokenKV
 from learntok.nn.pooling import token_counts, upsample
 import learntok.parameters as check
-from learntok.ranges import INT64, SEED, bounds
+from learntok.ranges import INT64, MIN_TEMPERATURE, SEED, TEMPERATURE, bounds
 from learntok.runtime import MODEL_STATE, PrivateRNG, eval_mode
 
 BOUNDARY_MODES = ("greedy", "sample")
@@ -116,13 +116,14 @@ def sample_next(
     logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None
 ) -> torch.Tensor:
     """Next byte ids (B,) from logits (B, V) over the 256 byte values and EOS (BOS, PAD and the
-    table's padding are never drawn). temperature 0 is argmax; top_k keeps the k likeliest;
+    table's padding are never drawn). temperature 0 is argmax (so is any below
+    learntok.ranges.MIN_TEMPERATURE, its limit; learntok.ranges.TEMPERATURE bounds it above); top_k keeps the k likeliest;
     top_p keeps the smallest set whose probability reaches p (nucleus sampling)."""
     logits = logits.float()
     allowed = is_byte(torch.arange(logits.size(-1), device=logits.device))  # (V,)
     allowed[EOS] = True
     logits = logits.masked_fill(~allowed, float("-inf"))  # (a boolean index would be a host sync)
-    if temperature <= 0:
+    if temperature < MIN_TEMPERATURE:  # 0, or so near it that logits / temperature could overflow
         return logits.argmax(-1)
     logits = logits / temperature
     if top_k is not None and top_k > 0:
@@ -189,7 +190,7 @@ class SamplingOptions:
         given = cls(max_bytes, **options)
         return cls(
             check.number(where, "max_bytes", given.max_bytes, int, bounds(ge=0, le=INT64[1])),
-            check.number(where, "temperature", given.temperature, float, bounds(ge=0)),
+            check.number(where, "temperature", given.temperature, float, TEMPERATURE),
             check.number(where, "top_k", given.top_k, int, bounds(ge=1, le=INT64[1]), none=True),
             check.number(where, "top_p", given.top_p, float, bounds(gt=0, le=1), none=True),
             check.number(where, "seed", given.seed, int, SEED, none=True),
