@@ -32,7 +32,15 @@ VARIABLES = {
 
 
 def _text(name: str) -> str:
-    return os.environ.get(name, "").strip()
+    """The variable's value, stripped ("" when unset). Set but empty (or blank) is a bad value,
+    not "unset": tqdm and torch read it as set and fail on it (float(""))."""
+    text = os.environ.get(name, "").strip()
+    if not text and name in os.environ:
+        raise ConfigError(
+            f"environment variable {name} is set but empty; it must be {VARIABLES[name].split(': ', 1)[1]}: "
+            "give a value or unset it"
+        )
+    return text
 
 
 def _refused(name: str, text: str, fix: str = "unset it") -> ConfigError:
@@ -40,7 +48,7 @@ def _refused(name: str, text: str, fix: str = "unset it") -> ConfigError:
 
 
 def whole(name: str, default: int) -> int:
-    """A whole-number variable (`default` when unset or empty)."""
+    """A whole-number variable (`default` when unset; set but empty is refused)."""
     text = _text(name)
     if text and not (text.isascii() and text.isdigit()):
         raise _refused(name, text)
@@ -48,7 +56,7 @@ def whole(name: str, default: int) -> int:
 
 
 def seconds(name: str, default: float) -> float:
-    """A variable of seconds: a finite number >= 0 (`default` when unset or empty)."""
+    """A variable of seconds: a finite number >= 0 (`default` when unset; set but empty is refused)."""
     text = _text(name)
     if not text:
         return default
@@ -108,6 +116,8 @@ def check_environment() -> None:
     _, world, _ = launch_vars()
     if world > 1:
         rendezvous()
+    for name in ("MASTER_ADDR", "MASTER_PORT"):  # read by torch only in a world above 1, but never right empty
+        _text(name)
     for name in ("TQDM_MININTERVAL", "TQDM_DELAY"):
         seconds(name, 0.0)
     parent_pid()

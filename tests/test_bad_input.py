@@ -743,6 +743,8 @@ BAD_ENVIRONMENT = {
     "TQDM_DELAY": [({"TQDM_DELAY": "-1"}, "TQDM_DELAY"), ({"TQDM_DELAY": "inf"}, "TQDM_DELAY")],
     "LEARNTOK_JOBS_PARENT": [({"LEARNTOK_JOBS_PARENT": "abc"}, "LEARNTOK_JOBS_PARENT")],
 }
+for _name in BAD_ENVIRONMENT:  # set but empty (or blank) is a bad value of every variable, never "unset"
+    BAD_ENVIRONMENT[_name] += [({_name: ""}, f"{_name} is set but empty"), ({_name: " "}, f"{_name} is set but empty")]
 
 
 def test_every_environment_variable_has_bad_values_in_the_table():
@@ -760,7 +762,9 @@ def test_a_bad_environment_variable_is_one_line_before_any_work(base, tmp_path, 
     """learntok.environment.check_environment, at the start of every command: one line, exit 2,
     at once (a MASTER_ADDR that does not resolve is not waited for)."""
     shutil.copytree(base / "run", tmp_path / "run")
-    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TQDM_MININTERVAL", "TQDM_DELAY"):
+    from learntok.environment import VARIABLES
+
+    for name in VARIABLES:
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
