@@ -696,6 +696,47 @@ def test_tokenizer_encode_names_a_text_that_is_not_unicode():
             tok.encode(text)
 
 
+# --help and --version write to stdout as every report does: a full disk is the same one line.
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["train", "--help"]])
+@pytest.mark.parametrize("buffered", [True, False])
+def test_help_and_version_on_a_full_disk_are_one_line(tmp_path, argv, buffered):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "" if buffered else "1"}
+    with open("/dev/full", "w") as full:
+        r = subprocess.run(
+            [sys.executable, "-m", "learntok", *argv], stdout=full, stderr=subprocess.PIPE, text=True, env=env
+        )
+    assert_one_line_error(r.returncode, r.stderr, "no space left on device", {}, {})
+
+
+# Memory that runs out, anywhere in a command (here past torch, in the library's import and the
+# run's start): one line and exit 2, never a MemoryError traceback.
+OUT_OF_MEMORY = """
+import resource, sys
+import torch  # loaded first: the limit falls on what the command allocates after it
+size = int([line for line in open("/proc/self/status") if line.startswith("VmSize")][0].split()[1]) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (size + 20 * 2**20,) * 2)
+from learntok.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_out_of_memory_is_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    argv = [sys.executable, "-c", OUT_OF_MEMORY, "train", "--preset", "tiny", "train.steps=2", "--out", "r"]
+    r = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
+    assert_one_line_error(r.returncode, r.stderr, "out of memory", {}, {})
+
+
 # The process's own edges: a standard stream its parent closed, for every command.
 @pytest.mark.parametrize("command", ["config", "segment", "eval", "sample", "plot", "train"])
 @pytest.mark.parametrize("stream", ["stdout", "stderr"])

@@ -60,6 +60,11 @@ OPTION_NEEDS = {
 class _Parser(argparse.ArgumentParser):
     """Usage mistakes, like every expected error, are one line on stderr and exit 2."""
 
+    def _print_message(self, message: str, file=None) -> None:
+        """As argparse's, but a failed write (--help > /dev/full) is raised, not ignored (main)."""
+        if message:
+            (file or sys.stderr).write(message)
+
     def error(self, message: str):
         command = self.prog.removeprefix("learntok").strip()  # "" for the top level, else the subcommand
         self.exit(2, f"{ERROR}{command + ': ' if command else ''}{message} (see {self.prog} --help)\n")
@@ -130,6 +135,29 @@ def set_threads(n: int) -> None:
         set_torch_threads(n)
 
 
+def flushed_stdout() -> int:
+    """Exit code of --help and --version, whose text argparse wrote to stdout: 0 once it is
+    flushed, else the one line of any other output's fault (a full disk: > /dev/full)."""
+    try:
+        sys.stdout.flush()
+    except OSError as e:
+        return output_fault(e)
+    return 0
+
+
+def output_fault(e: OSError) -> int:
+    """Exit code of a write to stdout that failed: a closed pipe quietly (SIGPIPE's), a fault of
+    the machine its one line (learntok.errors.fault_line) and 2; anything else keeps its traceback."""
+    quiet_stdout()  # the interpreter's own flush at exit would fail again
+    if isinstance(e, BrokenPipeError):
+        return SIGPIPE_EXIT
+    line = fault_line(e)
+    if line is None:
+        raise e
+    print(ERROR + line, file=sys.stderr)
+    return 2
+
+
 def quiet_stdout() -> None:
     """Point stdout at /dev/null: its reader is gone (a pipe closed early), and the interpreter's
     own flush at exit would otherwise report the broken pipe."""
@@ -159,8 +187,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         args = parse_args(argv)
-    except SystemExit as e:  # --help, or a usage error already printed
-        return e.code
+    except SystemExit as e:  # --help, --version, or a usage error already printed
+        return e.code if e.code else flushed_stdout()
+    except OSError as e:  # an unbuffered stdout fails at the write (_Parser._print_message)
+        return output_fault(e)
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(errors="replace")  # a non-UTF-8 terminal shows "?", no crash
     try:
@@ -184,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"learntok: {_stopped(args, 'interrupted')}", file=sys.stderr)
         return SIGINT_EXIT
+    except MemoryError:  # anywhere, the library's import inside a command included (ulimit -v)
+        print(f"{ERROR}{_stopped(args, 'out of memory (a memory limit, ulimit -v?)')}", file=sys.stderr)
+        return 2
     except OSError as e:
         line = fault_line(e)
         if line is None:
