@@ -87,4 +87,6 @@ REPEATS = bounds(ge=1, le=1024)  # work a command repeats for a figure (K sample
 # the distribution is uniform to float32's precision, and 1e308 would divide the logits by inf (NaN).
 TEMPERATURE = bounds(ge=0, le=1e4)
 MIN_TEMPERATURE = 1e-4  # below it, logits / temperature could overflow float32: argmax instead
-BPE_VOCAB = bounds(ge=1, le=2**20)  # a BPE's tokens: a fit reads a few MB, far fewer merges; the trainer aborts on 1e9
+BPE_VOCAB = bounds(
+    ge=256, le=2**20
+)  # the 256 byte values and more; a fit reads a few MB (far fewer merges); the trainer aborts on 1e9

@@ -517,6 +517,12 @@ CASES = [
     ("prepare-text-field-empty", lambda t: ["prepare", "corpus.txt", "--out", "n", "--text-field", ""], "empty"),
     ("eval-samples-huge", lambda t: ["eval", "run", "--samples", "1000000000"], "--samples"),
     ("eval-bpe-vocab-huge", lambda t: ["eval", "run", "--bpe-vocab", "1000000000"], "--bpe-vocab"),
+    ("eval-bpe-vocab-below-the-bytes", lambda t: ["eval", "run", "--bpe-vocab", "1"], "--bpe-vocab"),
+    (
+        "train-bpe-vocab-below-the-bytes",
+        lambda t: [*TRAIN, "model.boundary=bpe", "strategy.vocab_size=255", "--out", "n"],
+        "vocab_size 255",
+    ),
     ("diagnose-samples-huge", lambda t: ["diagnose", "run", "--samples", "1000000000"], "--samples"),
     ("diagnose-batches-huge", lambda t: ["diagnose", "run", "--batches", "1000000000"], "--batches"),
     (

@@ -32,6 +32,10 @@ class PaperBPEConfig:
     vocab_size: int = ranged(0, ge=0, le=BPE_VOCAB.high)
     tokenizer: str = ""  # path of a byte-level BPE tokenizer.json to use instead of fitting ("": fit one)
 
+    def __post_init__(self) -> None:
+        if 0 < self.vocab_size < BPE_VOCAB.low:  # the byte-level alphabet alone is 256 tokens
+            raise ValueError(f"strategy.vocab_size {self.vocab_size} must be 0 (fit it) or at least {BPE_VOCAB.low:g}")
+
 
 def utf8_text(data: bytes) -> tuple[str, list[int]]:
     """The valid UTF-8 text of `data` (invalid bytes left out) and, for each byte of the text's
