@@ -208,6 +208,12 @@ def check_meaning(cfg: RunConfig) -> None:
         )
 
 
+def weight_sizes(m) -> str:
+    """The model keys a weight count is made of, with their values, for a message that names them."""
+    keys = ("d_model", "n_down", "n_mid", "n_up", "mlp_ratio_bytes", "mlp_ratio_tokens", "vocab_size")
+    return ", ".join(f"model.{k} {getattr(m, k):g}" for k in keys)
+
+
 def check_sizes(cfg: RunConfig) -> None:
     """Refuse sizes no run can build: more than MAX_BLOCKS blocks, MAX_WEIGHTS weights or
     MAX_ROWS rows a step (the bounds of `config --plan`, checked for every command)."""
@@ -217,7 +223,7 @@ def check_sizes(cfg: RunConfig) -> None:
         (blocks > MAX_BLOCKS, f"{blocks} blocks (model.n_down + n_mid + n_up), more than {MAX_BLOCKS}"),
         (
             weights > MAX_WEIGHTS,
-            f"about {weights:.3g} weights (model.d_model {m.d_model}), more than {MAX_WEIGHTS:.0e}",
+            f"about {weights:.3g} weights ({weight_sizes(m)}), more than {MAX_WEIGHTS:.0e}",
         ),
         (tc.batch_size > MAX_ROWS, f"train.batch_size {tc.batch_size}, more than {MAX_ROWS} rows"),
     ):
@@ -234,8 +240,7 @@ def check_memory(cfg: RunConfig, device_type: str) -> None:
     need, budget = estimated_weights(cfg.model) * WEIGHT_BYTES, memory_budget()
     if device_type == "cpu" and need > budget:
         raise ConfigError(
-            f"about {estimated_weights(cfg.model):.3g} weights (model.d_model {cfg.model.d_model}, "
-            f"{cfg.model.n_down + cfg.model.n_mid + cfg.model.n_up} blocks) need {need / 2**30:.3g} GiB with their "
+            f"about {estimated_weights(cfg.model):.3g} weights ({weight_sizes(cfg.model)}) need {need / 2**30:.3g} GiB with their "
             f"gradients and AdamW state, more than the {budget / 2**30:.3g} GiB this process can get: give smaller sizes"
         )
 

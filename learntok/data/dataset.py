@@ -30,6 +30,20 @@ ALL = "all"  # the split of ByteData.from_config(..., unsplit=True): every docum
 FIT_BYTES = 4_000_000  # training bytes a fit reads (a strategy's `fit`, the reference BPE): `sample_documents`
 
 
+def path_bytes_only(text: str) -> bool:
+    """Whether `text` is not UTF-8 text only by bytes that os.fsdecode escaped (U+DC80..U+DCFF)."""
+    try:
+        text.encode("utf-8")
+        return False
+    except UnicodeEncodeError:
+        pass
+    try:
+        text.encode("utf-8", "surrogateescape")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
 @dataclass
 class DataConfig:
     # built-in corpus (shakespeare, kjv, python-stdlib, python-docs, python-rst,
@@ -44,7 +58,14 @@ class DataConfig:
     packed: bool = False
 
     def __post_init__(self) -> None:
-        config_fields(self)  # each field's type and range, its strings Unicode text (learntok.fields)
+        # each field's type and range, its strings Unicode text (learntok.fields); but a source that
+        # is a path may hold bytes that are not UTF-8, as os.fsdecode gives them (U+DC80..U+DCFF,
+        # `eval --source` with such a name): it is checked as the path's bytes, never saved as text
+        source = self.source
+        if isinstance(source, str) and path_bytes_only(source):
+            object.__setattr__(self, "source", "path")
+        config_fields(self)
+        object.__setattr__(self, "source", source)
         if self.val_fraction + self.test_fraction >= 1:
             raise ValueError(
                 f"data.val_fraction {self.val_fraction} + data.test_fraction {self.test_fraction} must be "
