@@ -33,6 +33,7 @@ from pathlib import Path
 
 from learntok.eval_metrics import holm, mean_and_se, paired_t_pvalue
 from learntok.evaluate import t95
+from provenance import git_commit
 
 ARMS = ("learned", "uniform", "hnet", "nawrot", "entropy", "whitespace", "bpe-causal")
 NO_RATE_KNOB = {"whitespace"}  # a rule with no threshold: its rate is what the text gives
@@ -137,7 +138,8 @@ def table(a: argparse.Namespace, scores: dict[tuple[str, int], dict]) -> dict:
             "p_holm_over_all": over_all[arm],
             "per_seed": diffs[arm],
         }  # fmt: skip
-    return {"domain": a.domain, "source": SOURCES[a.domain], "seeds": {arm: list(seeds_of(a, arm)) for arm in a.arms}, "steps": a.steps,
+    return {"domain": a.domain, "source": SOURCES[a.domain], "seeds": list(range(a.seeds)),
+        "seeds_by_arm": {arm: list(seeds_of(a, arm)) for arm in a.arms}, "steps": a.steps,
             "eval_bytes": a.eval_bytes, "rate": RATE, "task_limit": a.limit if a.tasks else None, "arms": arms}  # fmt: skip
 
 
@@ -183,8 +185,8 @@ def plot(result: dict, path: Path) -> None:
     ax.axvline(0, color="k", lw=0.8)
     ax.set_yticks(range(len(arms)), [f"learned - {arm}" for arm in arms])
     ax.invert_yaxis()
-    ax.set_xlabel(f"test bits per byte at rate {RATE}, paired by seed (grey: seeds; bar: 95% CI)")
-    n = sorted({len(s) for s in result["seeds"].values()})
+    ax.set_xlabel(f"test bpb at rate {RATE}, paired by seed (grey: seeds; bar: 95% CI)")
+    n = sorted({len(s) for s in result["seeds_by_arm"].values()})
     ax.set_title(f"{result['source']}, tiny recipe, {result['steps']} steps, {'/'.join(map(str, n))} seeds")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -204,6 +206,7 @@ def main() -> None:
     p.add_argument("--tasks", type=Path, help="folder of the llm-foundry task files (zero-shot columns)")
     p.add_argument("--limit", type=int, default=500, help="first N examples of each task")
     p.add_argument("--no-train", action="store_true", help="score the finished runs only")
+    p.add_argument("--commit", default=git_commit(), help="the commit the runs trained on (default: this checkout's)")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--json", type=Path, required=True)
     a = p.parse_args()
@@ -217,7 +220,7 @@ def main() -> None:
     units = [(arm, s) for arm in a.arms for s in seeds_of(a, arm)]
     with ThreadPoolExecutor(a.jobs) as pool:  # each scoring is its own one-thread process
         scores = dict(zip(units, pool.map(lambda u: score(a, *u), units)))
-    result = {"command": " ".join(["python", *sys.argv]), **table(a, scores)}
+    result = {"command": " ".join(["python", *sys.argv]), "commit": a.commit, **table(a, scores)}
     a.json.write_text(json.dumps(result, indent=2) + "\n")
     a.json.with_suffix(".md").write_text(markdown(result))
     plot(result, a.json.with_suffix(".png"))
