@@ -305,6 +305,16 @@ def interrupted(p: subprocess.Popen) -> list[str]:
     return lines
 
 
+@pytest.mark.parametrize("delay", [0.1, 0.3, 0.6, 0.9])
+def test_ctrl_c_while_torch_imports_is_one_line(work, delay):
+    """Ctrl-C in the first second, while the command imports torch: held back until the import
+    ends (cli._interrupt_unless_importing), then the usual one line and exit 130, never torch's
+    own error from a half-made import (or an abort in its C++)."""
+    with start(["train", "--preset", "tiny", *TINY, "data.source=corpus.txt", "--out", f"early{delay}"], work) as p:
+        time.sleep(delay)
+        interrupted(p)
+
+
 def test_ctrl_c_during_train_is_one_line_and_the_run_resumes(work, capsys):
     latest = work / "long" / "checkpoints" / "latest"
     with start(

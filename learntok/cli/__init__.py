@@ -15,10 +15,14 @@ argument's error are done before torch is loaded.
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import io
 import os
+import signal
 import sys
+import threading
+import time
 
 from learntok import __version__
 from learntok.cli.evaluation import add_diagnose, add_eval, add_eval_tasks, add_plot
@@ -180,7 +184,38 @@ def closed_stream() -> str | None:
     return "standard output" if sys.stdout is None else None
 
 
+def _interrupt_unless_importing(signum, frame) -> None:
+    """SIGINT: KeyboardInterrupt, as Python's own handler raises it, except while torch is being
+    imported. An exception raised inside that import leaves torch half made (a later import fails
+    in torch's own words, or the process aborts in its C++), so the interrupt waits for the import
+    to end (`__spec__._initializing`, set by importlib while a module runs) and comes then."""
+    torch = sys.modules.get("torch")
+    spec = getattr(torch, "__spec__", None)
+    if torch is not None and getattr(spec, "_initializing", False):
+        threading.Thread(target=_interrupt_after_import, args=(spec, signum), daemon=True).start()
+        return
+    raise KeyboardInterrupt
+
+
+def _interrupt_after_import(spec, signum: int) -> None:
+    while getattr(spec, "_initializing", False):
+        time.sleep(0.01)
+    _thread.interrupt_main(signum)  # the handler again, now that torch is whole
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command line: one command, its errors in one line and an exit code. Ctrl-C is held
+    back while torch imports (`_interrupt_unless_importing`), from the main thread only."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        return _main(argv)  # a thread has no signals; an ignored Ctrl-C (a background job) stays ignored
+    previous = signal.signal(signal.SIGINT, _interrupt_unless_importing)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _main(argv: list[str] | None = None) -> int:
     closed = closed_stream()
     if closed:
         print(f"{ERROR}{closed} is closed: redirect it instead (> FILE, or > /dev/null to discard it)", file=sys.stderr)
