@@ -192,6 +192,19 @@ def estimated_weights(m: ModelConfig) -> float:
     return blocks * m.d_model**2 * (4 + 3 * max(m.mlp_ratio_bytes, m.mlp_ratio_tokens)) + m.vocab_size * m.d_model
 
 
+def config_warnings(cfg: RunConfig) -> list[str]:
+    """Settings that are valid but most likely not meant, a line each (train prints them at its
+    start): a warm-up longer than the run keeps the learning rate below optim.lr all along."""
+    o, steps = cfg.optim, cfg.train.steps
+    out = []
+    if o.warmup_steps > steps:
+        out.append(
+            f"optim.warmup_steps {o.warmup_steps} is more than train.steps {steps}: the learning rate "
+            f"never reaches optim.lr {o.lr:g} (give fewer warm-up steps, or more steps)"
+        )
+    return out
+
+
 def check_meaning(cfg: RunConfig) -> None:
     """The values of a config that each pass their own range but not together: the one place
     of such invariants across sections (within a section: its __post_init__), run at every

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from learntok.checkpoint import STATE, latest_checkpoint, load_checkpoint, save_checkpoint
-from learntok.config import OptimConfig, RunConfig, check_memory, to_toml
+from learntok.config import OptimConfig, RunConfig, check_memory, config_warnings, to_toml
 from learntok.errors import CheckpointError, ConfigError, TrainingDiverged
 from learntok.data import PAD, ByteData, small_split_warnings
 from learntok.data.dataset import FIT_BYTES
@@ -354,7 +354,7 @@ def train(
     if env.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(run_dir / "config.toml", to_toml(run_cfg))
-        for warning in small_split_warnings(data):
+        for warning in [*small_split_warnings(data), *config_warnings(run_cfg)]:
             note(f"warning: {warning}", progress)
     tracker = Tracker(run_dir, run_cfg.log, run_cfg.to_dict(), start, enabled=env.is_main)
     if fitted:

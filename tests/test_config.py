@@ -139,3 +139,30 @@ def test_the_authors_optimizer_options():
     groups = build_optimizer(model, cfg.optim, __import__("torch").device("cpu")).param_groups
     assert all(g["weight_decay"] == 0.01 for g in groups)
     assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "warned"),
+    [
+        (["train.steps=50"], True),  # the tiny preset warms up over 100 steps
+        (["train.steps=100"], False),
+        (["train.steps=50", "optim.warmup_steps=10"], False),
+        (["train.steps=1500"], False),
+    ],
+)
+def test_a_warm_up_longer_than_the_run_is_a_warning(overrides, warned):
+    from learntok.config import config_warnings
+
+    lines = config_warnings(load_config("tiny", None, overrides))
+    assert bool(lines) == warned
+    assert all("optim.warmup_steps" in line and "train.steps" in line for line in lines)
+
+
+def test_train_prints_the_config_warnings(tmp_path, capsys):
+    from learntok.cli import main
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("hello world, the model cuts its own tokens.\n" * 400)
+    args = ["train", "--preset", "tiny", "--out", str(tmp_path / "r"), f"data.source={corpus}", "train.steps=2"]
+    assert main([*args, "model.d_model=32", "model.n_heads=2", "train.seq_len=32", "train.batch_size=2"]) == 0
+    assert "warning: optim.warmup_steps 100 is more than train.steps 2" in capsys.readouterr().err
