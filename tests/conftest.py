@@ -59,6 +59,23 @@ def write_jsonl(path: Path, records: list[dict]) -> Path:
     return path
 
 
+def write_lm_eval_tasks(folder: Path, rows: list[dict], mc_text: str) -> None:
+    """Two local lm-eval tasks over `rows` ({"q", "choices", "label"}): tiny_mc (multiple choice,
+    `mc_text` the YAML after doc_to_text, its prompt and delimiter) and tiny_roll (each q scored
+    as a rolling text, in bits per byte)."""
+    write_jsonl(folder / "mc.jsonl", rows)
+    common = f"dataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {folder / 'mc.jsonl'}\ntest_split: test\n"
+    (folder / "mc.yaml").write_text(
+        "task: tiny_mc\n" + common + "output_type: multiple_choice\n"
+        f"doc_to_text: {mc_text}doc_to_target: label\n"
+        "doc_to_choice: choices\nmetric_list:\n  - metric: acc\n  - metric: acc_norm\n"
+    )
+    (folder / "roll.yaml").write_text(
+        "task: tiny_roll\n" + common + "output_type: loglikelihood_rolling\n"
+        'doc_to_text: ""\ndoc_to_target: "{{q}}"\nmetric_list:\n  - metric: bits_per_byte\n'
+    )
+
+
 def corpus_text(n: int = 300) -> str:
     """A small plain-text corpus: n short sentences (about 50 bytes each)."""
     return " ".join(f"the quick brown fox {i} jumps over the lazy dog." for i in range(n))

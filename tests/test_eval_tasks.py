@@ -13,7 +13,7 @@ import torch
 from learntok.errors import TaskError
 from learntok.eval_tasks import _rows, evaluate_task, join, read_task, rolling_windows, run_tasks, score_requests
 
-from conftest import tiny_model, write_jsonl
+from conftest import tiny_model, write_jsonl, write_lm_eval_tasks
 
 MC = [
     {"query": "Question: what is red?\n", "choices": ["an apple", "the sky"], "gold": 0},
@@ -111,22 +111,13 @@ def test_lm_eval_adapter_offline(tmp_path, monkeypatch):
     tiny_model().save_pretrained(tmp_path / "m")
     d = tmp_path / "tasks"
     d.mkdir()
-    write_jsonl(
-        d / "mc.jsonl",
+    write_lm_eval_tasks(
+        d,
         [
             {"q": "what is red?", "choices": ["an apple", "the sky"], "label": 0},
             {"q": "two plus two", "choices": ["four", "five"], "label": 1},
         ],
-    )
-    common = f"dataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {d / 'mc.jsonl'}\ntest_split: test\n"
-    (d / "mc.yaml").write_text(
-        "task: tiny_mc\n" + common + "output_type: multiple_choice\n"
-        'doc_to_text: "Question: {{q}}\\nAnswer:"\ndoc_to_target: label\n'
-        "doc_to_choice: choices\nmetric_list:\n  - metric: acc\n  - metric: acc_norm\n"
-    )
-    (d / "roll.yaml").write_text(
-        "task: tiny_roll\n" + common + "output_type: loglikelihood_rolling\n"
-        'doc_to_text: ""\ndoc_to_target: "{{q}}"\nmetric_list:\n  - metric: bits_per_byte\n'
+        '"Question: {{q}}\\nAnswer:"\n',
     )
     res = lm_eval.simple_evaluate(
         model="learntok",

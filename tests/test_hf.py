@@ -19,7 +19,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import ROOT, assert_one_line_error, checksums, run_cli, write_jsonl
+from conftest import ROOT, assert_one_line_error, checksums, run_cli, write_lm_eval_tasks
 
 transformers = pytest.importorskip("transformers")
 from learntok import AUNet, Tokenizer  # noqa: E402
@@ -212,22 +212,13 @@ def test_lm_eval_hf_backend_gives_the_adapters_figures(base, tmp_path, monkeypat
     export(base / "run", tmp_path / "hf-model")
     d = tmp_path / "tasks"
     d.mkdir()
-    write_jsonl(
-        d / "mc.jsonl",
+    write_lm_eval_tasks(
+        d,
         [
             {"q": f"a line of text number {i}", "choices": [f" {i}.", f" {i + 3}!", " text"], "label": i % 3}
             for i in range(6)
         ],
-    )
-    common = f"dataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {d / 'mc.jsonl'}\ntest_split: test\n"
-    (d / "mc.yaml").write_text(
-        "task: tiny_mc\n" + common + "output_type: multiple_choice\n"
-        'doc_to_text: "{{q}}"\ntarget_delimiter: ""\ndoc_to_target: label\n'
-        "doc_to_choice: choices\nmetric_list:\n  - metric: acc\n  - metric: acc_norm\n"
-    )
-    (d / "roll.yaml").write_text(
-        "task: tiny_roll\n" + common + "output_type: loglikelihood_rolling\n"
-        'doc_to_text: ""\ndoc_to_target: "{{q}}"\nmetric_list:\n  - metric: bits_per_byte\n'
+        '"{{q}}"\ntarget_delimiter: ""\n',
     )
     results = {}
     for name, model, args in (
