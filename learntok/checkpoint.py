@@ -43,6 +43,7 @@ from learntok.runtime import rng_state
 from learntok.structured import expect
 
 STATE = "state.pt"
+EMA = "ema"  # a checkpoint's model folder of the weights' moving average (optim.ema), beside its own
 STATE_KEYS = ("step", "optimizer", "rng")  # what every state.pt holds (save_checkpoint)
 
 # Optimizer steps a learned boundary policy needs before its boundaries settle (its validation
@@ -120,14 +121,19 @@ def save_checkpoint(
     run_cfg,
     extra: dict[str, Any] | None = None,
     keep: int = 3,
+    average: torch.nn.Module | None = None,
 ) -> Path:
     """Write RUN/checkpoints/step_{step:07d} atomically, point `latest` at it, keep the newest
-    `keep` checkpoints. The RNG states are captured here, so call it at a step boundary."""
+    `keep` checkpoints. The RNG states are captured here, so call it at a step boundary.
+    `average` (the weights' moving average) is written inside it as a model folder, `EMA`."""
     ckpts = Path(run_dir) / "checkpoints"
     target = ckpts / f"step_{step:07d}"
     tmp = atomic_dir(target)
     try:
         write_model_files(model, tmp, run_cfg.to_dict())
+        if average is not None:
+            (tmp / EMA).mkdir()
+            write_model_files(average, tmp / EMA, run_cfg.to_dict())
         state = {"step": step, "optimizer": optimizer.state_dict(), "rng": rng_state(), **(extra or {})}
         save_torch(state, tmp / STATE)
         commit(tmp, target)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from learntok.boundaries import strategy_names
 from learntok.boundaries.options import option_types
-from learntok.checkpoint import latest_checkpoint, load_run
+from learntok.checkpoint import EMA, latest_checkpoint, load_run
 from learntok.compare_report import (
     annotate,
     compare_command,
@@ -131,6 +131,12 @@ def evaluate_run(
         r = evaluate_bpb(model, data, split, dataclasses.replace(opts, progress=bar), env)
         names = ("bpb", "doc_bpb", "doc_se", "docs", "bytes", "split_bytes", "boundary_rate", "whitespace_rate")
         out.update(columns(r, names, f"{split}_", split_bytes=data.n_bytes(split)))
+    average = latest_checkpoint(run_dir) / EMA
+    if average.is_dir():  # optim.ema: the weights' moving average, scored on the same test windows
+        model, _ = load_run(average, env.device)
+        bar = f"{name or run_dir.name} test (ema)" if progress else None
+        r = evaluate_bpb(model, data, "test", dataclasses.replace(opts, progress=bar), env)
+        out.update(columns(r, ("bpb", "doc_se", "boundary_rate"), "ema_test_"))
     return out
 
 

@@ -76,6 +76,10 @@ class OptimConfig:
     grad_clip: float = ranged(1.0, ge=0)  # max global gradient norm (0 = no clipping)
     # learning-rate multiplier of the learned policy's parameters (strategies with a score-function policy only)
     policy_lr_mult: float = ranged(1.0, ge=0)
+    # decay of an exponential moving average of the weights (and the rate controller's state),
+    # updated after every step and saved beside each checkpoint as a model folder
+    # (checkpoints/step_N/ema) for evaluation; 0: none
+    ema: float = ranged(0.0, ge=0, lt=1)
 
 
 @dataclass
@@ -218,6 +222,11 @@ def check_meaning(cfg: RunConfig) -> None:
             f"model.rows_per_rate {m.rows_per_rate} does not divide the {rows} rows of a micro-batch "
             f"(train.micro_batch_size or train.batch_size): the last group of rows would share a target "
             f"with fewer rows than the batch baseline compares"
+        )
+    if cfg.optim.ema and cfg.system.fsdp:
+        raise ConfigError(
+            f"optim.ema {cfg.optim.ema:g} with system.fsdp: the weights' average is kept unsharded, "
+            f"beside a plain or DDP model only; set optim.ema=0 or system.fsdp=false"
         )
 
 

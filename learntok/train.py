@@ -18,8 +18,9 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
-from learntok.checkpoint import STATE, latest_checkpoint, load_checkpoint, save_checkpoint
+from learntok.checkpoint import EMA, STATE, latest_checkpoint, load_checkpoint, save_checkpoint
 from learntok.config import OptimConfig, RunConfig, check_memory, config_warnings, to_toml
 from learntok.errors import CheckpointError, ConfigError, TrainingDiverged
 from learntok.data import PAD, ByteData, small_split_warnings
@@ -41,6 +42,7 @@ from learntok.distributed import (
     wrap_model,
 )
 from learntok.model.aunet import AUNet
+from learntok.model.pretrained import WEIGHTS, read_weights
 from learntok.evaluate import position_bytes
 from learntok.files import open_no_follow, write_text_atomic
 from learntok.objective import ObjectiveConfig, loss, objective_for, rate_gain_at
@@ -102,6 +104,16 @@ class Engine:
     optimizer: torch.optim.Optimizer
     env: DistEnv
     amp: torch.dtype | None  # autocast dtype (None: fp32)
+    ema: AveragedModel | None = None  # the weights' moving average (optim.ema), updated after each step
+
+
+def weight_average(model: AUNet, decay: float) -> AveragedModel | None:
+    """The exponential moving average of `model`'s parameters and buffers (the rate controller's
+    bias is one) at `decay`, for evaluation: torch's AveragedModel, whose first update copies the
+    weights; None when decay is 0."""
+    if not decay:
+        return None
+    return AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay), use_buffers=True)
 
 
 def train_step(
@@ -153,6 +165,8 @@ def train_step(
             if sums is not None:
                 sums.copy_(all_reduce(sums, env))
         model.strategy.adapt_rate(rate, gain)
+    if eng.ema is not None:
+        eng.ema.update_parameters(model)
     return step_metrics
 
 
@@ -173,10 +187,17 @@ def _diverged(step: int, last_ckpt: Path | None) -> TrainingDiverged:
 
 
 def _start(
-    run_cfg: RunConfig, run_dir: Path, model: nn.Module, optimizer, resume: bool, identity: dict
+    run_cfg: RunConfig,
+    run_dir: Path,
+    model: nn.Module,
+    optimizer,
+    resume: bool,
+    identity: dict,
+    ema: AveragedModel | None = None,
 ) -> tuple[int, int]:
-    """Fresh run or resume: returns (completed steps, bytes seen) and restores state in place.
-    A resume is refused when its data source now holds other bytes than `identity` recorded."""
+    """Fresh run or resume: returns (completed steps, bytes seen) and restores state in place
+    (the weights' average `ema` too). A resume is refused when its data source now holds other
+    bytes than `identity` recorded."""
     if not resume:
         if latest_checkpoint(run_dir) is not None:
             raise ConfigError(f"run folder {run_dir} already has checkpoints; pass --resume or another --out")
@@ -189,6 +210,9 @@ def _start(
     try:
         load_state(model, optimizer, ckpt.model_state, ckpt.state["optimizer"], run_cfg.system.fsdp)
         set_rng_state(ckpt.state["rng"])
+        if ema is not None:
+            ema.module.load_state_dict(read_weights(ckpt.path / EMA / WEIGHTS, "cpu"))
+            ema.n_averaged.fill_(ckpt.state["ema_updates"])
     except (KeyError, ValueError, TypeError, RuntimeError, AttributeError) as e:  # a state.pt of another shape
         raise CheckpointError(
             f"cannot resume from {ckpt.path}: its {STATE} does not fit this run "
@@ -247,7 +271,11 @@ def checkpoint_run(run: Run, step: int, bytes_seen: int) -> Path:
     path = run.run_dir / "checkpoints" / f"step_{step:07d}"
     if eng.env.is_main:
         extra = {"bytes_seen": bytes_seen, DATA_IDENTITY: run.identity}
-        path = save_checkpoint(run.run_dir, step, m, o, cfg, extra, keep=cfg.checkpoint.keep)
+        average = None
+        if eng.ema is not None:
+            extra["ema_updates"] = int(eng.ema.n_averaged)
+            average = eng.ema.module
+        path = save_checkpoint(run.run_dir, step, m, o, cfg, extra, keep=cfg.checkpoint.keep, average=average)
     barrier(eng.env)
     return path
 
@@ -349,7 +377,8 @@ def train(
     wrapped = wrap_model(model, env, sc.fsdp)  # before the optimizer: FSDP swaps parameters
     optimizer = build_optimizer(model, run_cfg.optim, env.device)
     identity = source_identity(run_cfg.data.source)  # recorded in every checkpoint, checked on resume
-    start, bytes_seen = _start(run_cfg, run_dir, model, optimizer, resume, identity)
+    ema = weight_average(model, run_cfg.optim.ema)
+    start, bytes_seen = _start(run_cfg, run_dir, model, optimizer, resume, identity, ema)
     barrier(env)  # every rank has read the folder before rank 0 writes
     if env.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -359,7 +388,7 @@ def train(
     tracker = Tracker(run_dir, run_cfg.log, run_cfg.to_dict(), start, enabled=env.is_main)
     if fitted:
         tracker.log("fit", 0, {"bytes_seen": 0, **fitted})
-    eng = Engine(model, wrapped, compile_model(wrapped) if sc.compile else wrapped, optimizer, env, amp)
+    eng = Engine(model, wrapped, compile_model(wrapped) if sc.compile else wrapped, optimizer, env, amp, ema)
     run = Run(run_cfg, run_dir, eng, data, objective, tracker, progress, identity)
     last_ckpt = latest_checkpoint(run_dir) if resume else checkpoint_run(run, 0, 0)
     summary = {"run_dir": str(run_dir), "params": model.num_params(), **fitted}

@@ -21,6 +21,7 @@ import torch
 
 from learntok import AUNet, ModelConfig
 from learntok.boundaries.options import kept_options
+from learntok.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 if os.environ.get("PYTEST_XDIST_WORKER"):  # a worker per core (scripts/test.sh): one thread each, or they thrash
@@ -87,6 +88,31 @@ def corpus_file(tmp_path) -> Path:
     path = tmp_path / "corpus.txt"
     path.write_text(corpus_text())
     return path
+
+
+@pytest.fixture
+def train_cfg(corpus_file):
+    """A run config of a few seconds on `corpus_file`: 8 steps, a checkpoint, a validation and
+    segmentations every 4; `train_cfg(*overrides)`."""
+    return lambda *overrides: load_config(
+        overrides=[
+            "model.d_model=32",
+            "model.n_heads=2",
+            "model.n_mid=1",
+            f"data.source={corpus_file}",
+            "system.device=cpu",
+            "train.seq_len=48",
+            "train.batch_size=4",
+            "train.steps=8",
+            "optim.warmup_steps=2",
+            "log.log_every=1",
+            "log.eval_every=4",
+            "log.eval_bytes=512",
+            "checkpoint.every=4",
+            "log.segment_every=4",
+            *overrides,
+        ]
+    )
 
 
 # ---------------------------------------------------------------- the command line, as a user meets it

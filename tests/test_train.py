@@ -16,26 +16,8 @@ from learntok.train_report import validate
 
 
 @pytest.fixture
-def cfg(corpus_file):
-    return lambda *overrides: load_config(
-        overrides=[
-            "model.d_model=32",
-            "model.n_heads=2",
-            "model.n_mid=1",
-            f"data.source={corpus_file}",
-            "system.device=cpu",
-            "train.seq_len=48",
-            "train.batch_size=4",
-            "train.steps=8",
-            "optim.warmup_steps=2",
-            "log.log_every=1",
-            "log.eval_every=4",
-            "log.eval_bytes=512",
-            "checkpoint.every=4",
-            "log.segment_every=4",
-            *overrides,
-        ]
-    )
+def cfg(train_cfg):
+    return lambda *overrides: train_cfg(*overrides)
 
 
 def _losses(run_dir):

@@ -20,12 +20,17 @@ trained and its rows say so. Each difference is learned minus the arm, paired by
 standard error over seeds and the paired t-test's p-value. learned - uniform is the primary
 comparison (tested alone); the others are Holm-corrected among themselves; a row reads "lower" /
 "higher" when its (corrected) p is below 0.05, else "tie". Holm over every arm is recorded too.
+
+Seed spread: `--ema DECAY` trains every arm with a moving average of its weights beside the last
+iterate (`optim.ema`); `--weights ema` scores the average instead, from the same runs, so that the
+spread of two arms that learn nothing (`frozen` - `uniform`, in "spread") can be read both ways.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -62,12 +67,20 @@ def train(a: argparse.Namespace) -> None:
         learntok(
             "compare", "--preset", "tiny", "--steps", str(a.steps), "--seeds", str(n), "--jobs", str(a.jobs),
             "--eval-bytes", str(a.eval_bytes), "--out", str(a.out), "--strategies", ",".join(arms),
-            f"data.source={SOURCES[a.domain]}",
+            f"data.source={SOURCES[a.domain]}", *([f"optim.ema={a.ema}"] if a.ema else []),
         )  # fmt: skip
 
 
 def run_dir(out: Path, arm: str, seed: int) -> Path:
     return out / arm / f"seed{seed}"
+
+
+def scored_model(a: argparse.Namespace, arm: str, seed: int) -> Path:
+    """What is scored: the run (its last weights) or its last checkpoint's weight average."""
+    run = run_dir(a.out, arm, seed)
+    if a.weights == "last":
+        return run
+    return run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip() / "ema"
 
 
 def cached(path: Path, *command: str) -> dict:
@@ -82,19 +95,21 @@ def score(a: argparse.Namespace, arm: str, seed: int) -> dict:
     """Test bpb and rate of one run at rho*: compare's own figures when its rate is within the
     tolerance, else the same windows scored at rho* by online control."""
     done = json.loads((run_dir(a.out, arm, seed) / "done.json").read_text())
-    row = {"bpb": done["test_bpb"], "rate": done["test_boundary_rate"], "trained_rate": done["test_boundary_rate"]}
-    row["scored"] = "as trained"
+    key = "" if a.weights == "last" else "ema_"
+    row = {"bpb": done[f"{key}test_bpb"], "rate": done[f"{key}test_boundary_rate"]}
+    row.update(trained_rate=row["rate"], scored="as trained")
+    model, tag = scored_model(a, arm, seed), "" if a.weights == "last" else "-ema"
     if abs(row["rate"] - RATE) > TOLERANCE and arm not in NO_RATE_KNOB:
         r = cached(
-            a.out / "at-rate" / f"{arm}-seed{seed}.json",
-            "eval", str(run_dir(a.out, arm, seed)), "--split", "test", "--max-bytes", str(a.eval_bytes),
+            a.out / "at-rate" / f"{arm}-seed{seed}{tag}.json",
+            "eval", str(model), "--split", "test", "--max-bytes", str(a.eval_bytes),
             "--seed", str(seed), "--rate", str(RATE), "--rate-mode", "online",
         )  # fmt: skip
         row.update(bpb=r["bpb"], rate=r["boundary_rate"], scored="online control")
     if a.tasks:
         r = cached(
-            a.out / "tasks" / f"{arm}-seed{seed}.json",
-            "eval-tasks", str(run_dir(a.out, arm, seed)), "--seed", str(seed), "--limit", str(a.limit),
+            a.out / "tasks" / f"{arm}-seed{seed}{tag}.json",
+            "eval-tasks", str(model), "--seed", str(seed), "--limit", str(a.limit),
             *[x for name in TASKS for x in ("--task", str(a.tasks / TASKS[name]))],
         )  # fmt: skip
         row["tasks"] = {name: task_bpb(r, name) for name in TASKS}
@@ -138,7 +153,14 @@ def table(a: argparse.Namespace, scores: dict[tuple[str, int], dict]) -> dict:
             "p_holm_over_all": over_all[arm],
             "per_seed": diffs[arm],
         }  # fmt: skip
-    return {"domain": a.domain, "source": SOURCES[a.domain], "seeds": list(range(a.seeds)),
+    spread = {}  # two arms paired by seed: arm - uniform, and its standard deviation over seeds
+    for arm in others if PRIMARY in a.arms else []:
+        if arm != PRIMARY:
+            both = [s for s in seeds_of(a, arm) if s in seeds_of(a, PRIMARY)]
+            d = [scores[arm, s]["bpb"] - scores[PRIMARY, s]["bpb"] for s in both]
+            spread[f"{arm} - {PRIMARY}"] = {"per_seed": d, "sd": statistics.stdev(d) if len(d) > 1 else None}
+    return {"domain": a.domain, "source": SOURCES[a.domain], "weights": a.weights, "ema": a.ema, "spread": spread,
+            "seeds": list(range(a.seeds)),
         "seeds_by_arm": {arm: list(seeds_of(a, arm)) for arm in a.arms}, "steps": a.steps,
             "eval_bytes": a.eval_bytes, "rate": RATE, "task_limit": a.limit if a.tasks else None, "arms": arms}  # fmt: skip
 
@@ -206,6 +228,10 @@ def main() -> None:
     p.add_argument("--tasks", type=Path, help="folder of the llm-foundry task files (zero-shot columns)")
     p.add_argument("--limit", type=int, default=500, help="first N examples of each task")
     p.add_argument("--no-train", action="store_true", help="score the finished runs only")
+    p.add_argument(
+        "--ema", type=float, default=0.0, help="train with optim.ema=DECAY (a weight average beside the last weights)"
+    )
+    p.add_argument("--weights", choices=("last", "ema"), default="last", help="score the last weights or their average")
     p.add_argument("--commit", default=git_commit(), help="the commit the runs trained on (default: this checkout's)")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--json", type=Path, required=True)
