@@ -32,10 +32,10 @@ import math
 import numpy as np
 import torch
 
-from learntok.checkpoint import load_run
+from learntok.run.checkpoint import load_run
 from learntok.data import ByteData
 from learntok.data.vocab import PAD
-from learntok.objective import token_ce
+from learntok.model.objective import token_ce
 
 
 def cut_batches(x: torch.Tensor, other: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

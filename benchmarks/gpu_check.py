@@ -9,7 +9,7 @@
 of `--steps` steps after warm-up: bytes/s, MFU against the dense bf16 peak (`--peak-tflops`,
 989 for an H200 SXM; FLOPs counted analytically by benchmarks/throughput.flops_per_byte) and
 peak memory (CUDA: max_memory_allocated; CPU: the process's peak resident set). Presets in
-`--compile-presets` are also timed under torch.compile (learntok.distributed.compile_model),
+`--compile-presets` are also timed under torch.compile (learntok.run.distributed.compile_model),
 whose warm-up includes the compilation and one recompile for the token count.
 `--toy` shrinks every preset to a toy width and depth (CI on CPU). Writes DIR/throughput.json.
 
@@ -39,15 +39,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from throughput import flops_per_byte, timed  # the sibling benchmark script
 
 from learntok import AUNet, ModelConfig, ObjectiveConfig
-from learntok.checkpoint import load_checkpoint
-from learntok.config import RunConfig, load_config
+from learntok.run.checkpoint import load_checkpoint
+from learntok.run.config import RunConfig, load_config
 from learntok.data import ByteData
-from learntok.distributed import compile_model, init_distributed
-from learntok.errors import CheckpointError, ConfigError, DataError, TrainingDiverged
-from learntok.objective import loss, objective_for
-from learntok.plots import read_metrics
-from learntok.runtime import resolve_dtype, seed_everything
-from learntok.train import Engine, build_optimizer, fit_strategy, lr_at, rank_batches, train, train_step
+from learntok.run.distributed import compile_model, init_distributed
+from learntok.util.errors import CheckpointError, ConfigError, DataError, TrainingDiverged
+from learntok.model.objective import loss, objective_for
+from learntok.run.plots import read_metrics
+from learntok.util.runtime import resolve_dtype, seed_everything
+from learntok.train.loop import fit_strategy, train
+from learntok.train.step import Engine, build_optimizer, lr_at, rank_batches, train_step
 
 SHAPES = {"40M": (16, 4096), "147M": (8, 4096)}  # (B, T) per step on one GPU
 TOY = dict(d_model=32, n_heads=2, n_down=1, n_mid=1, n_up=1, attn_window=16)

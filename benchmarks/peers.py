@@ -25,7 +25,7 @@ not charged to the budget; `--plot` draws them). Every model trains with the sam
 (the `tiny` preset's: betas, weight decay on matrices, gradient clipping at 1) at the same
 learning rate, linear warm-up over `--warmup` steps (20), then constant; `--lrs 1e-3,2e-3,4e-3`
 sweeps it (every model at each, and the best per model printed as `--lr-of m=lr,...`, which
-then gives each model its own). learntok trains with its own step (learntok.train.train_step:
+then gives each model its own). learntok trains with its own step (learntok.train.step.train_step:
 both heads, the policy's learning-rate multiplier, the rate controller), at its `tiny` recipe.
 
 The default models (docs/benchmarks.md's comparison, about 4M parameters):
@@ -53,6 +53,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -60,11 +61,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "docs" / "results"))
 
 from learntok import AUNet, ModelConfig  # noqa: E402
-from learntok.config import RunConfig, load_config  # noqa: E402
+from learntok.run.config import RunConfig, load_config  # noqa: E402
 from learntok.data import PAD, VOCAB_SIZE, ByteData, DataConfig  # noqa: E402
-from learntok.distributed import DistEnv  # noqa: E402
-from learntok.objective import LN2, loss  # noqa: E402
-from learntok.train import Engine, build_optimizer, train_step  # noqa: E402
+from learntok.run.distributed import DistEnv  # noqa: E402
+from learntok.model.objective import loss  # noqa: E402
+from learntok.model.metrics import LN2  # noqa: E402
+from learntok.train.step import Engine, build_optimizer, train_step  # noqa: E402
+from learntok.util.runtime import autocast  # noqa: E402
 from provenance import git_commit  # noqa: E402
 
 MODELS = (
@@ -219,15 +222,23 @@ def width_for(kind: str, target: float, T: int, rate: float) -> int:
 
 
 def step_fn(
-    model: nn.Module, data: ByteData, B: int, T: int, cfg: RunConfig, seed: int = 0, schedule: str = "constant"
+    model: nn.Module,
+    data: ByteData,
+    B: int,
+    T: int,
+    cfg: RunConfig,
+    seed: int = 0,
+    schedule: str = "constant",
+    amp: torch.dtype | None = None,
 ):
     """A closure running training step `i` on window batch i; returns the step's bits per byte.
     Every model gets the same AdamW (cfg.optim: betas, weight decay on matrices, gradient clipping)
     at the same learning rate, linear warm-up over cfg.optim.warmup_steps, then constant (or, with
     `schedule` "cosine", a cosine over the fraction `frac` of the budget spent, to min_lr_ratio). learntok
-    runs its own training step (learntok.train.train_step: both heads, the policy's learning-rate
+    runs its own training step (learntok.train.step.train_step: both heads, the policy's learning-rate
     multiplier and the rate controller); a peer runs its cross-entropy plus its own extra loss.
-    `seed` picks the stream of training windows: every model of one seed sees the same batches."""
+    `seed` picks the stream of training windows: every model of one seed sees the same batches.
+    `amp`: the autocast dtype of every model's forward (bf16, or None for fp32), weights in fp32."""
     oc, cpu = cfg.optim, torch.device("cpu")
 
     def lr(i: int, frac: float) -> float:
@@ -237,7 +248,7 @@ def step_fn(
         return peak
 
     if isinstance(model, AUNet):
-        eng = Engine(model, model, model, build_optimizer(model, oc, cpu), DistEnv(0, 1, 0, cpu), None)
+        eng = Engine(model, model, model, build_optimizer(model, oc, cpu), DistEnv(0, 1, 0, cpu), amp)
 
         def step(i: int, frac: float = 0.0) -> float:
             batch = [data.train_batch(i, B, T, seed=seed)]
@@ -253,7 +264,8 @@ def step_fn(
     def run(i: int, frac: float = 0.0) -> float:
         for g in opt.param_groups:
             g["lr"] = lr(i, frac)
-        total, bpb = peer_loss(model, data.train_batch(i, B, T, seed=seed))
+        with autocast(cpu, amp):
+            total, bpb = peer_loss(model, data.train_batch(i, B, T, seed=seed))
         opt.zero_grad(set_to_none=True)
         total.backward()
         if oc.grad_clip > 0:
@@ -285,9 +297,30 @@ def val_bpb(model: nn.Module, data: ByteData, B: int, T: int, max_bytes: int) ->
     return nats / (n * LN2)
 
 
+DTYPES = {"fp32": None, "bf16": torch.bfloat16}
+
+
+def matmul_peak(dtype: str, sizes=(1024, 2048, 4096), reps: int = 5) -> float:
+    """The machine's matmul peak in FLOP/s at this process's threads: the best of square matmuls
+    (n x n by n x n, 2 n^3 FLOPs) in `dtype` (bf16 goes through the CPU's matrix units, AMX, where
+    it has them), after one warm-up each."""
+    best = 0.0
+    for n in sizes:
+        a, b = (torch.randn(n, n).to(DTYPES[dtype] or torch.float32) for _ in range(2))
+        a @ b
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            a @ b
+            best = max(best, 2 * n**3 / (time.perf_counter() - t0))
+    return best
+
+
 def worker(job: dict) -> dict:
-    """One model, one shape, in this process: throughput (job['steps']) or time to quality (job['minutes'])."""
+    """One model, one shape, in this process: throughput (job['steps']) or time to quality
+    (job['minutes']); or the matmul peak (job['peak'], a dtype)."""
     torch.set_num_threads(job["threads"])
+    if job.get("peak"):
+        return {**job, "flops_per_s": matmul_peak(job["peak"])}
     torch.manual_seed(job.get("seed", 0))
     B, T = job["B"], job["T"]
     kind, layout = split_model(job["model"])
@@ -321,17 +354,20 @@ def worker(job: dict) -> dict:
             train_bpb_last=statistics.fmean(bpb[-20:]) if bpb else None,
         )
         return out
-    run = step_fn(model, data, B, T, harness_config(kind, layout, 1e-4, 0))
+    run = step_fn(model, data, B, T, harness_config(kind, layout, 1e-4, 0), amp=DTYPES[job.get("dtype", "fp32")])
     for i in range(2):
         run(i)
+    with FlopCounterMode(display=False) as counted:  # the FLOPs the step's matmuls and attention run
+        run(2)
     wall, cpu = [], []
-    for i in range(2, 2 + job["steps"]):
+    for i in range(3, 3 + job["steps"]):
         t0, c0 = time.perf_counter(), time.process_time()
         run(i)
         wall.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
     step, cpu_step = statistics.median(wall), statistics.median(cpu)
     out.update(step_s=step, bytes_per_s=B * (T - 1) / step, cpu_s=cpu_step, bytes_per_cpu_s=B * (T - 1) / cpu_step)
+    out.update(step_flops=counted.get_total_flops(), flops_per_s=counted.get_total_flops() / step)
     return out
 
 
@@ -373,6 +409,7 @@ def median_round(results: list[dict]) -> dict:
         "cpu_s": cpu,
         "bytes_per_cpu_s": n / cpu,
         "round_step_s": [r["step_s"] for r in ok],
+        **({"flops_per_s": ok[0]["step_flops"] / step} if "step_flops" in ok[0] else {}),
     }
 
 
@@ -412,6 +449,24 @@ def ratios(rows: list[dict], shape_list, key: str = "bytes_per_s") -> str:
                 f"T = {T}, B = {B}: step time learned / uniform at 0.2 = "
                 f"{at['learntok-uniform-0.2'] / at['learntok-learned-0.2']:.3f}x"
             )
+    return "\n".join(lines)
+
+
+def mfu_table(rows: list[dict], shape_list, peaks: dict[str, float]) -> str:
+    """Every model's counted FLOPs per second (FlopCounterMode over one training step: the matmuls
+    and attention it ran, forward and backward) against the matmul peak of its precision."""
+    lines = [
+        "| model | precision | T x B | GFLOP a step | GFLOP/s | MFU (of the precision's peak) |",
+        "|---|---|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        if "flops_per_s" not in r:
+            continue
+        d = r.get("dtype", "fp32")
+        lines.append(
+            f"| {r['model']} | {d} | {r['T']} x {r['B']} | {r['step_flops'] / 1e9:.2f} | "
+            f"{r['flops_per_s'] / 1e9:.1f} | {100 * r['flops_per_s'] / peaks[d]:.1f}% |"
+        )
     return "\n".join(lines)
 
 
@@ -570,6 +625,12 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=20, help="time to quality: linear warm-up steps, then constant")
     p.add_argument("--curve-every", type=float, default=0.0, help="time to quality: val bpb every this many minutes")
     p.add_argument("--plot", default=None, help="time to quality: write the learning curves to this PNG")
+    p.add_argument(
+        "--dtypes",
+        default="fp32",
+        help="throughput: precisions, each model at each (fp32, bf16: autocast, weights fp32), with each "
+        "one's matmul peak and every model's MFU against it",
+    )
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--source", default="shakespeare")
     p.add_argument("--learntok-layout", default=None, help="learntok's down-mid-up blocks, e.g. 2-3-2 (default 1-4-1)")
@@ -605,17 +666,20 @@ def main() -> None:
             rows = [finish_job(j, p) for j, p in zip(jobs, procs)]
         else:
             rows = [run_job(j) for j in jobs]
+    dtypes = args.dtypes.split(",")
+    peaks = {} if args.minutes else {d: run_job({"peak": d, "threads": args.threads})["flops_per_s"] for d in dtypes}
     for T, B in [] if args.minutes else shape_list:
-        rounds = {m: [] for m in models}
+        rounds = {(m, d): [] for d in dtypes for m in models}
         for _ in range(args.rounds):  # round-robin: load changes hit every model alike
-            for m, done in rounds.items():
+            for (m, d), done in rounds.items():
                 prev = done[-1] if done else {}
-                r = run_job({**base, "model": m, "T": T, "B": B, "width": prev.get("width"), "lr": lrs[m][0]})
+                job = {**base, "model": m, "T": T, "B": B, "width": prev.get("width"), "lr": lrs[m][0], "dtype": d}
+                r = run_job(job)
                 print(json.dumps(r), file=sys.stderr, flush=True)
                 done.append(r)
         rows += [median_round(rs) for rs in rounds.values()]
     load = os.getloadavg()
-    print(f"torch {torch.__version__}, {args.threads} threads, fp32 CPU, load average {load[0]:.1f} at the end\n")
+    print(f"torch {torch.__version__}, {args.threads} threads, CPU, load average {load[0]:.1f} at the end\n")
     if args.minutes:
         for T, B in shape_list:
             print(
@@ -628,16 +692,21 @@ def main() -> None:
         if args.plot:
             plot_curves(rows, args.plot)
     else:
-        for key in ("bytes_per_s", "bytes_per_cpu_s"):
-            print(throughput_table(rows, shape_list, key) + "\n")
-            print(ratios(rows, shape_list, key) + "\n")
+        for d in dtypes:
+            at = [r for r in rows if r.get("dtype", "fp32") == d]
+            print(f"{d}: matmul peak {peaks[d] / 1e9:.1f} GFLOP/s at {args.threads} threads\n")
+            for key in ("bytes_per_s", "bytes_per_cpu_s"):
+                print(throughput_table(at, shape_list, key) + "\n")
+                print(ratios(at, shape_list, key) + "\n")
+        print(mfu_table(rows, shape_list, peaks) + "\n")
     if args.json:
         record = {
             "command": " ".join(["python", *sys.argv]),
             "commit": git_commit(),
             "seeds": [int(v) for v in args.seeds.split(",")],
         }
-        Path(args.json).write_text(json.dumps({**record, "rows": rows, "args": vars(args), "load": load}, indent=2))
+        out = {**record, "rows": rows, "args": vars(args), "load": load, "peaks": peaks}
+        Path(args.json).write_text(json.dumps(out, indent=2))
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from learntok import AUNet, ModelConfig, ObjectiveConfig
 from learntok.boundaries.learned import sample_reference, sample_scan
 from learntok.boundaries.options import kept_options
 from learntok.model.aunet import token_level_padded
-from learntok.objective import loss
+from learntok.model.objective import loss
 
 
 def make_model(w: int, d: int, heads: int, layers: tuple[int, int, int], boundary: str = "learned") -> AUNet:

@@ -15,8 +15,8 @@ Each level is timed on its own on the inputs the real step feeds it (captured fr
 pass): its forward with autograd recording, and its forward + backward with a fixed random
 upstream gradient; backward is their difference. The loss is timed on leaf logits (both heads'
 cross-entropies and the policy terms); the optimizer is gradient clipping and AdamW over every
-parameter (learntok.train.build_optimizer, as training builds it). Every closure is interleaved
-rep by rep and medians reported, with the real step beside them (learntok.train.train_step:
+parameter (learntok.train.step.build_optimizer, as training builds it). Every closure is interleaved
+rep by rep and medians reported, with the real step beside them (learntok.train.step.train_step:
 forward, loss, backward, clipping, AdamW, the rate controller) and its three phases timed in one
 plain step: the sum of the levels should come near it (the rest is autograd bookkeeping and the
 glue between levels). `--token-level padded` runs the mid blocks on rows padded to the largest
@@ -40,12 +40,12 @@ from peers import LEARNTOK, NAMED_LAYOUTS, learntok_recipe  # the sibling benchm
 from throughput import batch, timed
 
 from learntok import AUNet
-from learntok.config import RunConfig
-from learntok.distributed import DistEnv
+from learntok.run.config import RunConfig
+from learntok.run.distributed import DistEnv
 from learntok.model.aunet import token_level_padded
 from learntok.nn.pooling import pack_rows, upsample
-from learntok.objective import loss
-from learntok.train import Engine, build_optimizer, train_step
+from learntok.model.objective import loss
+from learntok.train.step import Engine, build_optimizer, train_step
 
 SIZES = {
     "tiny": dict(d_model=128, n_heads=4, n_down=1, n_mid=2, n_up=1),

@@ -5,7 +5,7 @@ the functions and methods of the named modules are swapped for that commit's, st
                                  [--batch 8 --seq 1024] [--rate 0.2] [--reps 20] [--json out.json]
 
 The model and the step are benchmarks/peers.py's learntok (its `tiny` recipe at the size's width
-and layout, learntok.train.train_step). Each arm has its own copy of the model, built alike, and
+and layout, learntok.train.step.train_step). Each arm has its own copy of the model, built alike, and
 its own optimizer; after one warm-up step each, the arms alternate (base, new, base, new, ...)
 and the median CPU time (time.process_time) of each is reported with their ratio, so load
 changes on a shared machine hit both alike. The base commit's module text is read with
@@ -33,8 +33,8 @@ from profile_levels import CPU, recipe  # the sibling benchmark scripts
 from throughput import batch, timed
 
 from learntok import AUNet
-from learntok.distributed import DistEnv
-from learntok.train import Engine, build_optimizer, train_step
+from learntok.run.distributed import DistEnv
+from learntok.train.step import Engine, build_optimizer, train_step
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,7 +6,7 @@ boundaries, the U-Net against a plain byte-level transformer, and step time agai
 A step is forward + loss + backward + AdamW, in fp32 on the CPU (bf16 autocast on CUDA).
 Variants that are compared are timed interleaved (a, b, a, b, ...) and the median is
 reported, so background load hits both alike. Model FLOPs are counted analytically
-(`learntok.plan.flops_per_byte`): 6 x (matmul parameters) per position at each level (bytes for the
+(`learntok.train.plan.flops_per_byte`): 6 x (matmul parameters) per position at each level (bytes for the
 encoder, decoder and heads; tokens, at rate rho*, for the mid blocks) plus attention,
 12 x D x (keys attended) per position and layer (forward 4 D per key, backward twice that).
 MFU is against the peak of this machine measured as the FLOP/s of a large fp32 matmul.
@@ -24,10 +24,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from learntok import AUNet, ModelConfig, ObjectiveConfig
-from learntok.config import load_config
+from learntok.run.config import load_config
 from learntok.nn.layers import RMSNorm, Stack
-from learntok.objective import loss
-from learntok.plan import attended, flops_per_byte
+from learntok.model.objective import loss
+from learntok.model.flops import attended, flops_per_byte
 
 
 def block_params(d: int, ratio: float) -> int:

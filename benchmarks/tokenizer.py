@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from learntok import AUNet, Tokenizer
-from learntok.config import load_config
+from learntok.run.config import load_config
 
 CORPUS = Path(__file__).resolve().parents[1] / "learntok" / "corpora" / "shakespeare.jsonl.gz"
 

@@ -12,9 +12,9 @@ _EXPORTS = {
     "AUNet": "learntok.model.aunet",
     "ModelOutput": "learntok.model.aunet",
     "ModelConfig": "learntok.nn.config",
-    "ObjectiveConfig": "learntok.objective",
-    "Encoding": "learntok.tokenizer",
-    "Tokenizer": "learntok.tokenizer",
+    "ObjectiveConfig": "learntok.model.objective",
+    "Encoding": "learntok.text.tokenizer",
+    "Tokenizer": "learntok.text.tokenizer",
 }
 
 __all__ = ["AUNet", "Encoding", "ModelConfig", "ModelOutput", "ObjectiveConfig", "Tokenizer"]

@@ -21,7 +21,7 @@ import torch
 
 from learntok import AUNet, ModelConfig
 from learntok.boundaries.options import kept_options
-from learntok.config import load_config
+from learntok.run.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 if os.environ.get("PYTEST_XDIST_WORKER"):  # a worker per core (scripts/test.sh): one thread each, or they thrash

@@ -1,4 +1,4 @@
-"""Every public entry point of `learntok.__all__` checks its arguments (learntok.parameters): a
+"""Every public entry point of `learntok.__all__` checks its arguments (learntok.util.checks): a
 wrong one raises TypeError or ValueError naming the parameter and what to pass, never an error
 from deep inside. One table over every public callable x wrong arguments; the callables are
 enumerated from `learntok.__all__`, so an export (or a public method) added later without a
@@ -14,7 +14,7 @@ import torch
 import learntok
 from learntok import AUNet, Encoding, ModelConfig, ModelOutput, ObjectiveConfig, Tokenizer
 from learntok.data import encode
-from learntok.errors import OutputError
+from learntok.util.errors import OutputError
 from conftest import checksums, tiny_model
 
 MODEL = tiny_model().eval()

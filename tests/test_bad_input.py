@@ -632,9 +632,9 @@ def test_every_text_option_given_empty_is_one_line(workdir, capsys, command, opt
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF, blacklist_categories=())))
 def test_every_text_reader_takes_unicode_and_refuses_the_rest(s):
-    from learntok import parameters
-    from learntok.errors import FormatError
-    from learntok.structured import parse_json
+    from learntok.util import unicode as parameters
+    from learntok.util.errors import FormatError
+    from learntok.util.json_toml import parse_json
 
     try:
         s.encode("utf-8")
@@ -776,7 +776,7 @@ def test_eval_at_a_rate_says_it_calibrated_on_the_split_it_scores(base, tmp_path
 
 # ---------------------------------------------------------------- the process's environment
 
-# A bad value of every variable learntok reads (learntok.environment.VARIABLES), and the words
+# A bad value of every variable learntok reads (learntok.util.environment.VARIABLES), and the words
 # its one line holds; the launch variables have more rows in tests/test_run_integrity.py.
 WORLD = {"WORLD_SIZE": "2", "RANK": "0", "MASTER_PORT": "29500"}
 BAD_ENVIRONMENT = {
@@ -798,7 +798,7 @@ for _name in BAD_ENVIRONMENT:  # set but empty (or blank) is a bad value of ever
 
 
 def test_every_environment_variable_has_bad_values_in_the_table():
-    from learntok.environment import VARIABLES
+    from learntok.util.environment import VARIABLES
 
     assert set(BAD_ENVIRONMENT) == set(VARIABLES)
 
@@ -809,10 +809,10 @@ def test_every_environment_variable_has_bad_values_in_the_table():
     [pytest.param(e, w, id=f"{k}-{i}") for k, rows in BAD_ENVIRONMENT.items() for i, (e, w) in enumerate(rows)],
 )
 def test_a_bad_environment_variable_is_one_line_before_any_work(base, tmp_path, command, env, words, monkeypatch):
-    """learntok.environment.check_environment, at the start of every command: one line, exit 2,
+    """learntok.util.environment.check_environment, at the start of every command: one line, exit 2,
     at once (a MASTER_ADDR that does not resolve is not waited for)."""
     shutil.copytree(base / "run", tmp_path / "run")
-    from learntok.environment import VARIABLES
+    from learntok.util.environment import VARIABLES
 
     for name in VARIABLES:
         monkeypatch.delenv(name, raising=False)

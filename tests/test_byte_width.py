@@ -11,7 +11,7 @@ from learntok import AUNet, ModelConfig
 from learntok.boundaries import strategy_names
 from learntok.data import encode
 from learntok.model.generate import SamplingOptions, _events, prompt_ids
-from learntok.plan import model_flops
+from learntok.model.flops import model_flops
 
 from conftest import TINY, tiny_model
 

@@ -3,13 +3,13 @@
 import pytest
 import torch
 
-from learntok.checkpoint import load_checkpoint, save_checkpoint
-from learntok.config import RunConfig, load_config
-from learntok.errors import CheckpointError
+from learntok.run.checkpoint import load_checkpoint, save_checkpoint
+from learntok.run.config import RunConfig, load_config
+from learntok.util.errors import CheckpointError
 from learntok.model.aunet import AUNet
-from learntok.objective import loss
-from learntok.runtime import seed_everything, set_rng_state
-from learntok.train import build_optimizer
+from learntok.model.objective import loss
+from learntok.util.runtime import seed_everything, set_rng_state
+from learntok.train.step import build_optimizer
 
 CFG = load_config(overrides=["model.d_model=32", "model.n_heads=2", "model.n_mid=1", "system.device=cpu"])
 

@@ -98,7 +98,7 @@ def test_in_process_errors(tmp_path, capsys):
 )
 def test_an_error_line_has_one_prefix(monkeypatch, capsys, message):
     from learntok.cli import evaluation
-    from learntok.errors import ConfigError
+    from learntok.util.errors import ConfigError
 
     def fail(args):
         raise ConfigError(message)
@@ -110,10 +110,10 @@ def test_an_error_line_has_one_prefix(monkeypatch, capsys, message):
 
 
 def test_segment_helpers():
-    from learntok.display import display_chunks, render_terminal
+    from learntok.text.display import display_chunks, render_terminal
     from learntok.model.aunet import AUNet
     from learntok.nn.config import ModelConfig
-    from learntok.segment import segment_text
+    from learntok.text.windows import segment_text
 
     assert [c.data for c in display_chunks(b"ab cd!", [0, 2, 4, 5])] == [b"ab", b" c", b"d", b"!"]
     assert (
@@ -153,3 +153,40 @@ def test_the_package_exports_lazily():
     assert set(learntok.__all__) <= set(dir(learntok))
     with pytest.raises(AttributeError):
         learntok.Nothing
+
+
+OUTPUT_WORDS = ("--json", "--html", "--out", "--output", "--save", "--png")
+
+
+def undeclared_outputs(parser) -> list[str]:
+    """Options of every subcommand that name or describe a file written (by their flag, or a help
+    that starts "write" / "also write" / "output") without an output type (learntok.util.files:
+    output_file, output_folder): such an option would skip the check of every output path."""
+    import argparse
+
+    from learntok.util.files import OUTPUT_TYPES
+
+    wrong = []
+    for sub in (a for a in parser._actions if isinstance(a, argparse._SubParsersAction)):
+        for name, command in sub.choices.items():
+            for a in command._actions:
+                says = (a.help or "").lower().startswith(("write", "also write", "output"))
+                if (says or set(a.option_strings) & set(OUTPUT_WORDS)) and a.type not in OUTPUT_TYPES:
+                    wrong.append(f"{name} {'/'.join(a.option_strings) or a.dest}")
+    return wrong
+
+
+def test_every_output_option_is_declared_as_one():
+    from learntok.cli import build_parser
+
+    assert undeclared_outputs(build_parser()) == []
+
+
+def test_an_output_option_typed_as_text_is_caught():
+    from learntok.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    sub.choices["eval"].add_argument("--png", type=str, help="a chart")
+    sub.choices["plot"].add_argument("--table", type=str, help="write the table to this file")
+    assert undeclared_outputs(parser) == ["eval --png", "plot --table"]

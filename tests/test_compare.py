@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from learntok.compare import compare, parse_variant, variants_from_args
-from learntok.compare_report import format_table
-from learntok.errors import ConfigError
+from learntok.compare.runner import compare, parse_variant, variants_from_args
+from learntok.compare.report import format_table
+from learntok.util.errors import ConfigError
 
 TINY = [
     "model.d_model=32",
@@ -97,7 +97,7 @@ def test_compare_runs_variants_in_parallel_one_thread_each(tmp_path):
     """--jobs 2: each variant trains in its own process with system.threads=1 (recorded in its
     config), and the table equals a sequential comparison's."""
     from learntok.cli import main
-    from learntok.config import load_config
+    from learntok.run.config import load_config
 
     args = [
         "compare",
@@ -118,7 +118,7 @@ def test_compare_runs_variants_in_parallel_one_thread_each(tmp_path):
 
 def test_threads_option_is_recorded_and_checked(tmp_path, capsys):
     from learntok.cli import main
-    from learntok.config import load_config
+    from learntok.run.config import load_config
 
     assert main(["train", "--out", str(tmp_path / "r"), "--threads", "1", *TINY]) == 0
     assert load_config(file=tmp_path / "r" / "config.toml").system.threads == 1
@@ -127,7 +127,7 @@ def test_threads_option_is_recorded_and_checked(tmp_path, capsys):
 
 
 def test_a_shared_strategy_option_goes_to_the_variants_that_have_it():
-    from learntok.compare import check_strategy_options, variant_config
+    from learntok.compare.runner import check_strategy_options, variant_config
 
     shared = [*TINY, "strategy.temperature=0.5"]
     assert variant_config("nawrot", "tiny", shared).model.strategy["temperature"] == 0.5
@@ -138,7 +138,7 @@ def test_a_shared_strategy_option_goes_to_the_variants_that_have_it():
 
 
 def test_parse_seeds():
-    from learntok.compare import parse_seeds
+    from learntok.compare.runner import parse_seeds
 
     assert parse_seeds("3") == [0, 1, 2] and parse_seeds("0,4,5") == [0, 4, 5] and parse_seeds("7,") == [7]
     for bad in ("", "x", "0", "1,1", "-1,2", "2.5", "1,,2", ",1", ",", "1, ,2"):
@@ -147,7 +147,7 @@ def test_parse_seeds():
 
 
 def test_seed_summary_pairs_by_seed():
-    from learntok.compare_report import seed_summary
+    from learntok.compare.report import seed_summary
 
     def rec(v, s, bpb):
         return {
@@ -214,8 +214,8 @@ def test_compare_seeds_layout_and_resume(tmp_path):
 
 
 def test_paper_figures_only_beside_comparable_runs():
-    from learntok.compare_report import paper_figure
-    from learntok.config import load_config
+    from learntok.compare.report import paper_figure
+    from learntok.run.config import load_config
 
     small = load_config("tiny", None, [])
     assert paper_figure("learned", "tiny", small) is None

@@ -9,13 +9,13 @@ import math
 import numpy as np
 import pytest
 
-from learntok import evaluate
-from learntok.checkpoint import load_run
-from learntok.compare_runs import compare_runs, format_runs
-from learntok.config import load_config
+from learntok.evaluation import evaluate as evaluate
+from learntok.run.checkpoint import load_run
+from learntok.compare.runs import compare_runs, format_runs
+from learntok.run.config import load_config
 from learntok.data import ByteData
-from learntok.evaluate import EvalOptions, EvalRequest, format_report, run_eval, window_nats
-from learntok.train import train
+from learntok.evaluation.evaluate import EvalOptions, EvalRequest, format_report, run_eval, window_nats
+from learntok.train.loop import train
 
 from conftest import assert_one_line_error, checksums, run_cli
 from test_compare import TINY
@@ -231,7 +231,7 @@ def test_a_model_folder_scores_at_its_training_length(runs, tmp_path):
 
 @pytest.mark.parametrize("value", [1, "64", 2.5, True, -3])
 def test_a_bad_recorded_training_length_is_refused(runs, tmp_path, value):
-    from learntok.errors import CheckpointError
+    from learntok.util.errors import CheckpointError
 
     model, _ = load_run(runs["learned"])
     model.save_pretrained(tmp_path / "model")

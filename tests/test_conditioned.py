@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from learntok.boundaries.learned import CONDITION_BINS
 from learntok.data import encode
-from learntok.objective import batch_baseline, rate_loss
-from learntok.rate import decided_rate, set_rate, strategy_inputs, text_batches
+from learntok.model.objective import batch_baseline, rate_loss
+from learntok.run.rate import decided_rate, set_rate, strategy_inputs, text_batches
 
 from conftest import shakespeare, tiny_model
 
@@ -110,7 +110,7 @@ def inputs_model():
 
 
 def test_a_conditioned_run_trains_evaluates_and_segments_at_any_rate(tmp_path, capsys):
-    from learntok.checkpoint import load_run
+    from learntok.run.checkpoint import load_run
     from learntok.cli import main
     from tests.test_compare import TINY
 
@@ -151,7 +151,7 @@ def test_a_conditioned_run_trains_evaluates_and_segments_at_any_rate(tmp_path, c
 def test_the_page_slider_sets_the_condition():
     """A conditioned model is told its rate through the offset alone, so the page's slider at d
     is the model conditioned on the rate the page shows for d."""
-    from learntok.page import condition_grid, decide_from_terms
+    from learntok.text.page import condition_grid, decide_from_terms
     from tests.test_page import page_view
 
     model = conditioned(w=8).eval()

@@ -6,9 +6,9 @@ import tomllib
 
 import pytest
 
-from learntok.config import RunConfig, load_config, preset_names, save_config, to_toml
-from learntok.errors import ConfigError
-from learntok.train import lr_at
+from learntok.run.config import RunConfig, load_config, preset_names, save_config, to_toml
+from learntok.util.errors import ConfigError
+from learntok.train.step import lr_at
 
 
 def test_defaults_preset_overrides_layer_in_order(tmp_path):
@@ -122,7 +122,7 @@ def test_budget_in_bytes_gives_the_steps():
 def test_the_authors_optimizer_options():
     """warmup_start (LinearLR start_factor) and decay_all (AdamW on every parameter), as the paper presets use them."""
     from learntok import AUNet
-    from learntok.train import build_optimizer
+    from learntok.train.step import build_optimizer
 
     cfg = load_config(
         "tiny",
@@ -151,7 +151,7 @@ def test_the_authors_optimizer_options():
     ],
 )
 def test_a_warm_up_longer_than_the_run_is_a_warning(overrides, warned):
-    from learntok.config import config_warnings
+    from learntok.run.config import config_warnings
 
     lines = config_warnings(load_config("tiny", None, overrides))
     assert bool(lines) == warned

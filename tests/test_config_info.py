@@ -14,8 +14,8 @@ import pytest
 import learntok
 from learntok.boundaries import strategy_class, strategy_names
 from learntok.cli import main
-from learntok.config import SECTIONS, STRATEGY, load_config, preset_names
-from learntok.config_info import all_keys, field_help, resolve
+from learntok.run.config import SECTIONS, STRATEGY, load_config, preset_names
+from learntok.run.config_info import all_keys, field_help, resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from learntok import Tokenizer
-from learntok import boundary_quality as bq
+from learntok.evaluation import boundary_quality as bq
 from learntok.data import encode
-from learntok.display import Chunk, chunk_starts, display_chunks, whole_character_shares
+from learntok.text.display import Chunk, chunk_starts, display_chunks, whole_character_shares
 from learntok.nn.pooling import downsample
-from learntok.sample import ChunkWriter
+from learntok.text.sample import ChunkWriter
 from conftest import tiny_model
 
 SCRIPTS = {  # five scripts, each with a multi-byte character class of its own

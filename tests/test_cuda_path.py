@@ -18,15 +18,15 @@ import torch
 
 import learntok.model.generate as generate_module
 from learntok.boundaries import strategy_class, strategy_names
-from learntok.config import RunConfig, load_config
+from learntok.run.config import RunConfig, load_config
 from learntok.data import ByteData
-from learntok.distributed import DistEnv, init_distributed, wrap_model
-from learntok.errors import ConfigError
-from learntok.evaluate import EvalOptions, evaluate_bpb
+from learntok.run.distributed import DistEnv, init_distributed, wrap_model
+from learntok.util.errors import ConfigError
+from learntok.evaluation.evaluate import EvalOptions, evaluate_bpb
 from learntok.model.aunet import AUNet
-from learntok.runtime import resolve_device, resolve_dtype
-from learntok.train import Engine, build_optimizer, fit_strategy, lr_at, rank_batches, train_step
-from learntok.train_report import MetricWindow
+from learntok.util.runtime import resolve_device, resolve_dtype
+from learntok.train.loop import Engine, build_optimizer, fit_strategy, lr_at, rank_batches, train_step
+from learntok.train.report import MetricWindow
 
 from conftest import shakespeare
 from fake_cuda import DEVICE, HostValues, fake_cuda

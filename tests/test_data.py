@@ -11,7 +11,7 @@ import torch
 
 from learntok.data import BOS, EOS, PAD, ByteData, DataConfig, decode, encode, load_documents, split_documents
 from learntok.data.split import cut_document
-from learntok.errors import DataError
+from learntok.util.errors import DataError
 
 from conftest import write_jsonl
 
@@ -246,7 +246,7 @@ def test_fit_sample_is_bounded_and_seeded(tmp_path):
     whole split (which may be many GB), from memory or from a prepared folder alike."""
     from learntok.data.prepare import PrepareOptions, prepare
     from learntok.data.dataset import FIT_BYTES
-    from learntok.train import fit_strategy
+    from learntok.train.loop import fit_strategy
 
     docs = [f"document {i} ".encode() * (i % 7 + 1) for i in range(500)]
     data = ByteData({"train": docs})

@@ -10,10 +10,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from learntok.config import load_config
+from learntok.run.config import load_config
 from learntok.data import ByteData
-from learntok.diagnose import VARIANTS, diagnose, gradient_stats, markdown_table, policy_gradients, run_diagnose
-from learntok.errors import ConfigError
+from learntok.evaluation.diagnose import (
+    VARIANTS,
+    diagnose,
+    gradient_stats,
+    markdown_table,
+    policy_gradients,
+    run_diagnose,
+)
+from learntok.util.errors import ConfigError
 
 from conftest import tiny_model
 
@@ -64,7 +71,7 @@ def test_diagnose_table_and_no_policy():
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """A run of two steps of a tiny learned model, trained once for this file."""
-    from learntok.train import train
+    from learntok.train.loop import train
 
     tmp = tmp_path_factory.mktemp("diagnose")
     corpus = tmp / "corpus.txt"
@@ -97,7 +104,7 @@ def test_run_diagnose_writes_table_json_png(run, tmp_path):
 
 
 def test_diagnose_shows_progress_as_the_other_commands(run, tmp_path):
-    # the same Progress lines as train and eval (learntok.progress), timestamped when stderr is a log
+    # the same Progress lines as train and eval (learntok.util.progress), timestamped when stderr is a log
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TQDM_DELAY": "0", "TQDM_MININTERVAL": "0"}
     argv = ["diagnose", run, "--batches", "2", "--samples", "2", "--batch-size", "2", "--seq-len", "32"]
     r = subprocess.run(

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from learntok.display import (
+from learntok.text.display import (
     SPLIT_END,
     SPLIT_START,
     ChunkStream,

@@ -11,12 +11,13 @@ import pytest
 import torch
 
 from learntok import AUNet, ModelConfig, ObjectiveConfig
-from learntok.checkpoint import load_checkpoint
-from learntok.config import load_config
-from learntok.distributed import DistEnv, compile_model, micro_plan, slot_seed
-from learntok.errors import ConfigError
-from learntok.objective import loss
-from learntok.train import Engine, train, train_step
+from learntok.run.checkpoint import load_checkpoint
+from learntok.run.config import load_config
+from learntok.run.distributed import DistEnv, compile_model, micro_plan, slot_seed
+from learntok.util.errors import ConfigError
+from learntok.model.objective import loss
+from learntok.train.loop import train
+from learntok.train.step import Engine, train_step
 
 OVERRIDES = [
     "model.d_model=32",
@@ -99,8 +100,8 @@ def test_train_step_accumulation_matches_one_batch_without_policy_gradient():
 
 LAUNCH = """
 import sys
-from learntok.config import load_config
-from learntok.train import train
+from learntok.run.config import load_config
+from learntok.train.loop import train
 train(load_config(overrides=sys.argv[2:]), sys.argv[1], until=4, progress=False)
 """
 

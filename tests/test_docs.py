@@ -236,7 +236,7 @@ def test_quoted_subcommand_help_exits_zero(sub, capsys):
 
 
 def test_usage_lists_every_environment_variable():
-    from learntok.environment import VARIABLES
+    from learntok.util.environment import VARIABLES
 
     usage = (ROOT / "docs" / "usage.md").read_text()
     assert [name for name in VARIABLES if f"| `{name}` |" not in usage] == []

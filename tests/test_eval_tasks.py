@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from learntok.errors import TaskError
-from learntok.eval_tasks import _rows, evaluate_task, join, read_task, rolling_windows, run_tasks, score_requests
+from learntok.util.errors import TaskError
+from learntok.evaluation.tasks import _rows, evaluate_task, join, read_task, rolling_windows, run_tasks, score_requests
 
 from conftest import tiny_model, write_jsonl, write_lm_eval_tasks
 
@@ -106,7 +106,7 @@ def test_lm_eval_adapter_offline(tmp_path, monkeypatch):
     lm_eval = pytest.importorskip("lm_eval")
     from lm_eval.tasks import TaskManager
 
-    import learntok.lm_eval_adapter  # noqa: F401  (registers the model type)
+    import learntok.evaluation.lm_eval_adapter  # noqa: F401  (registers the model type)
 
     tiny_model().save_pretrained(tmp_path / "m")
     d = tmp_path / "tasks"

@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from learntok import boundary_quality as bq
-from learntok.checkpoint import load_run
+from learntok.evaluation import boundary_quality as bq
+from learntok.run.checkpoint import load_run
 from learntok.model.pretrained import check_format
 from learntok.data import ByteData, encode
-from learntok.errors import CheckpointError
-from learntok.evaluate import EvalOptions, EvalRequest, evaluate_bpb, logmeanexp_bound, mean_and_se, run_eval
-from learntok.objective import is_whitespace
+from learntok.util.errors import CheckpointError
+from learntok.evaluation.evaluate import EvalOptions, EvalRequest, evaluate_bpb, logmeanexp_bound, run_eval
+from learntok.evaluation.statistics import mean_and_se
+from learntok.model.metrics import is_whitespace
 
 from conftest import tiny_model
 
@@ -184,8 +185,8 @@ def test_incompatible_checkpoint_says_so(tmp_path):
 def test_command_line_eval_eval_tasks_diagnose_plot(tmp_path, capsys):
     """One tiny run, then every evaluation subcommand through learntok.cli.main."""
     from learntok.cli import main
-    from learntok.config import load_config
-    from learntok.train import train
+    from learntok.run.config import load_config
+    from learntok.train.loop import train
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(" ".join(f"the quick brown fox {i} jumps over the lazy dog." for i in range(200)))
@@ -239,8 +240,8 @@ def test_device_histogram_matches_the_plain_reference():
 
 def test_sharded_evaluation_adds_up_to_one_process(monkeypatch):
     """Rank r of world 2 scores batches r, r + 2, ...: the sums over ranks give the one-process figures."""
-    import learntok.evaluate as ev
-    from learntok.distributed import DistEnv
+    import learntok.evaluation.evaluate as ev
+    from learntok.run.distributed import DistEnv
 
     model, cpu = tiny_model().eval(), torch.device("cpu")
     opts = EvalOptions(1, 32, samples=2, seed=3, per_document=True, quality=True)

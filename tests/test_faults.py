@@ -25,16 +25,16 @@ from pathlib import Path
 import pytest
 import torch
 
-import learntok.checkpoint as checkpoint
+import learntok.run.checkpoint as checkpoint
 import learntok.model.pretrained as pretrained
 from learntok import cli
-from learntok.checkpoint import STATE, STATE_KEYS, latest_checkpoint, load_checkpoint, load_run
+from learntok.run.checkpoint import STATE, STATE_KEYS, latest_checkpoint, load_checkpoint, load_run
 from learntok.cli.values import text_arg
-from learntok.errors import CheckpointError
+from learntok.util.errors import CheckpointError
 
 from conftest import ROOT, TINY_RUN as TINY, checksums
-from learntok import files
-from learntok.files import INPUT_TYPES, OUTPUT_TYPES, output_folder
+from learntok.util import files as files
+from learntok.util.files import INPUT_TYPES, OUTPUT_TYPES, output_folder
 from test_values import MINIMAL
 
 NOT_UTF8 = "caf\udce9"  # how Python holds the argument bytes b"caf\xe9"
@@ -670,11 +670,12 @@ def test_a_checkpoint_given_by_name_is_not_swapped_for_another(work, monkeypatch
         load_run(work / "run" / "checkpoints" / "step_0000003")
 
 
-# A child that makes one step of every output writer fail (learntok.files.write_text_atomic: the
-# write, its flush, the fsync, the close), then runs the command line.
+# A child that makes one step of the output writer fail (learntok.util.files.OutputFile: the write,
+# its flush, the fsync, the close), then runs the command line.
 FAILING_WRITER = """
 import errno, os, sys
-from learntok import cli, files
+from learntok import cli
+from learntok.util import files as files
 
 where, code = sys.argv[1], getattr(errno, sys.argv[2])
 
@@ -736,3 +737,25 @@ def test_an_output_on_a_full_disk_is_one_line_and_the_old_file_stays(tmp_path, h
     assert old.read_text() == '{"old": true}\n' and sorted(
         p.name for p in tmp_path.iterdir() if p.name != "fail.py"
     ) == ["out.json"]
+
+
+def test_ctrl_c_while_the_command_line_imports_is_one_line(monkeypatch, capsys):
+    """Both ways in (`python -m learntok` and the `learntok` script, which pyproject points at
+    the same `run`): a Ctrl-C before the command line has loaded is the usual line and 130."""
+    import builtins
+    import tomllib
+
+    import learntok.__main__ as entry
+
+    scripts = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["learntok"] == "learntok.__main__:run"
+    real_import = builtins.__import__
+
+    def interrupted(name, *args, **kwargs):
+        if name == "learntok.cli":
+            raise KeyboardInterrupt
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", interrupted)
+    assert entry.run() == cli.SIGINT_EXIT
+    assert capsys.readouterr().err == "learntok: interrupted\n"

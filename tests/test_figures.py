@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from learntok.compare import split_warnings
-from learntok.compare_report import format_seed_table, format_table, paper_figure, seed_summary
-from learntok.config import load_config
-from learntok.errors import ConfigError
-from learntok.figures import RATE_SLACK, at_rate, covers, rate_cell, settings_label, unequal_rate
-from learntok.frontier import frontier_markdown
-from learntok.train_report import validation_line
+from learntok.compare.runner import split_warnings
+from learntok.compare.report import format_seed_table, format_table, paper_figure, seed_summary
+from learntok.run.config import load_config
+from learntok.util.errors import ConfigError
+from learntok.run.config_info import settings_label
+from learntok.run.labels import RATE_SLACK, at_rate, covers, rate_cell, unequal_rate
+from learntok.compare.frontier import frontier_markdown
+from learntok.train.report import validation_line
 
 from conftest import assert_one_line_error, checksums, run_cli
 

@@ -14,7 +14,7 @@ from learntok import AUNet
 from learntok.boundaries import learned
 from learntok.boundaries.base import BoundaryStrategy, RateControl, strategy_class, strategy_names
 from learntok.data import BOS, EOS, encode
-from learntok.display import escape_controls
+from learntok.text.display import escape_controls
 from learntok.model.generate import (
     SamplingOptions,
     _events,
@@ -24,7 +24,7 @@ from learntok.model.generate import (
     prompt_ids,
     sample_next,
 )
-from learntok.sample import ChunkWriter, shown_after
+from learntok.text.sample import ChunkWriter, shown_after
 
 from conftest import tiny_model
 

@@ -25,8 +25,8 @@ import torch
 from conftest import ROOT, TINY_RUN, assert_one_line_error, checksums, cli_in_process
 from learntok.cli import build_parser
 from learntok.cli.options import device_arg
-from learntok.errors import DataError
-from learntok.files import INPUT_TYPES, OUTPUT_TYPES, output_folder
+from learntok.util.errors import DataError
+from learntok.util.files import INPUT_TYPES, OUTPUT_TYPES, output_folder
 
 TRAIN = ["train", *TINY_RUN, "train.steps=1"]
 
@@ -512,8 +512,8 @@ def test_plot_reads_the_metrics_as_the_trainer_does_wherever_a_kill_cuts_them(wo
     """Cut RUN/metrics.jsonl at every byte (what kill -9 mid-write may leave): the one reader
     (runfolder.metric_rows, which resume and `plot` share) returns exactly the rows of the
     whole lines, and `plot` draws the run."""
-    from learntok.plots import plot_runs, read_metrics
-    from learntok.runfolder import metric_rows
+    from learntok.run.plots import plot_runs, read_metrics
+    from learntok.run.folder import metric_rows
 
     path = workdir / "run" / "metrics.jsonl"
     data = path.read_bytes()
@@ -546,8 +546,8 @@ def test_a_bad_metrics_line_before_the_last_is_an_error_naming_it(workdir, capsy
 
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monkeypatch):
-    from learntok.errors import OutputError
-    from learntok.files import write_output
+    from learntok.util.errors import OutputError
+    from learntok.util.files import write_output
 
     target = tmp_path / "report.json"
     target.write_text("old")

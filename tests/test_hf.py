@@ -24,9 +24,9 @@ from conftest import ROOT, assert_one_line_error, checksums, run_cli, write_lm_e
 transformers = pytest.importorskip("transformers")
 from learntok import AUNet, Tokenizer  # noqa: E402
 from learntok.data.vocab import PAD  # noqa: E402
-from learntok.errors import CheckpointError  # noqa: E402
+from learntok.util.errors import CheckpointError  # noqa: E402
 from learntok.hf import LearntokByteTokenizer, LearntokForCausalLM, export  # noqa: E402  (registers the Auto classes)
-from learntok.shipped import shipped_names  # noqa: E402
+from learntok.util.shipped import shipped_names  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
 TEXTS = ["ROMEO.\nWhat say you to this", "a line of text number 7.", "Déjà vu, 中文"]
@@ -76,10 +76,10 @@ def test_a_row_without_bos_is_read_after_one(base):
 @pytest.mark.parametrize("rule", ["greedy", "sample"])
 def test_the_loss_is_learntok_evals_bits_per_byte(base, rule):
     """Summed over the test split's windows, loss / ln 2 per byte equals `learntok eval --split test`
-    under the same boundary rule (sampled: batch i draws from seed + i, as learntok.evaluate does)."""
-    from learntok.checkpoint import load_run
+    under the same boundary rule (sampled: batch i draws from seed + i, as learntok.evaluation.evaluate does)."""
+    from learntok.run.checkpoint import load_run
     from learntok.data import ByteData
-    from learntok.evaluate import EvalRequest, run_eval
+    from learntok.evaluation.evaluate import EvalRequest, run_eval
 
     run = base / "run"
     want = run_eval(EvalRequest(run, "test", greedy=rule == "greedy", batch_size=4, max_bytes=600, seed=3))
@@ -207,7 +207,7 @@ def test_lm_eval_hf_backend_gives_the_adapters_figures(base, tmp_path, monkeypat
     pytest.importorskip("lm_eval.models.huggingface")  # the `hf` backend (it needs accelerate)
     from lm_eval.tasks import TaskManager
 
-    import learntok.lm_eval_adapter  # noqa: F401  (registers the adapter)
+    import learntok.evaluation.lm_eval_adapter  # noqa: F401  (registers the adapter)
 
     export(base / "run", tmp_path / "hf-model")
     d = tmp_path / "tasks"

@@ -1,12 +1,13 @@
-"""Imports flow one way (commands -> library -> model -> strategies -> model parts -> data): read
-every module's imports with `ast` and check them against a table of layers. A module may import
-its own layer or any layer below; never one above. Folders match floors: each sub-package is one
-layer, and no module imports from a folder above its own (the package's top folder is above every
-sub-package, but for its foundations). No two modules import each other (no cycles at all), and
-in-function imports are for optional or heavy dependencies only (the cli package is exempt: it
-imports the library inside each command, so that parsing and argument errors do not load torch).
-errors.py, at the bottom, imports nothing of learntok. docs/architecture.md lists every module of
-the tree on the floor this table gives it."""
+"""Imports flow one way (commands -> comparison -> training -> evaluation -> text -> run -> model
+-> strategies -> model parts -> data -> foundations): read every module's imports with `ast` and
+check them against a table of layers. Folders are floors: each sub-package is one layer, and a
+module may import its own layer or any layer below, never one above. No two modules import each
+other (no cycles at all), the longest chain of module-level imports is at most MAX_CHAIN modules,
+the top folder holds at most TOP_MODULES modules, and in-function imports are for optional or
+heavy dependencies only (the cli package is exempt: it imports the library inside each command,
+so that parsing and argument errors do not load torch). util/errors.py, at the bottom, imports
+nothing of learntok. docs/architecture.md lists every module of the tree on the floor this table
+gives it."""
 
 import ast
 import re
@@ -17,81 +18,29 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "learntok"
 
-# Bottom to top. A module name or a package prefix ("learntok.data" covers learntok.data.*).
+# Bottom to top. A module name or a package prefix ("learntok.data" covers learntok.data.*). Each
+# floor is one folder of the tree (the package's top folder holds the facade and __main__ only).
 LAYERS: list[tuple[str, list[str]]] = [
-    (
-        "foundations",
-        [
-            "learntok.errors",
-            "learntok.environment",
-            "learntok.files",
-            "learntok.runtime",
-            "learntok.ranges",
-            "learntok.structured",
-            "learntok.fields",
-            "learntok.progress",
-            "learntok.display",
-            "learntok.parameters",
-            "learntok.shipped",
-        ],
-    ),
+    ("foundations", ["learntok.util"]),
     ("data", ["learntok.data"]),
     ("model parts", ["learntok.nn"]),
     ("boundary strategies", ["learntok.boundaries"]),
     ("model", ["learntok.model"]),
-    ("objective", ["learntok.objective"]),
-    # The run config composes the component configs below it (model, strategies, objective, data).
-    ("run config", ["learntok.config", "learntok.config_info"]),
-    (
-        "run services",
-        [
-            "learntok.checkpoint",
-            "learntok.runfolder",
-            "learntok.tracking",
-            "learntok.rate",
-            "learntok.figures",
-            "learntok.distributed",
-            "learntok.boundary_quality",
-            "learntok.plots",
-            "learntok.finished",
-        ],
-    ),
-    (
-        "library",
-        [
-            "learntok.evaluate",
-            "learntok.eval_metrics",
-            "learntok.windows",
-            "learntok.page",
-            "learntok.tokenizer",
-            "learntok.segment",
-            "learntok.train_report",
-            "learntok.train",
-            "learntok.eval_tasks",
-            "learntok.jobs",
-            "learntok.diagnose",
-            "learntok.sample",
-            "learntok.frontier",
-            "learntok.compare",
-            "learntok.compare_report",
-            "learntok.compare_runs",
-            "learntok.fake_step",
-            "learntok.plan",
-        ],
-    ),
+    # a run composes the component configs below it (model, strategies, objective, data)
+    ("run", ["learntok.run"]),
+    ("text", ["learntok.text"]),
+    ("evaluation", ["learntok.evaluation"]),
+    ("training", ["learntok.train"]),
+    ("comparison", ["learntok.compare"]),
     # transformers' classes around the model (the `hf` extra), above the library they wrap
     ("integrations", ["learntok.hf"]),
-    (
-        "commands",
-        ["learntok.cli", "learntok.__main__", "learntok.lm_eval_adapter"],
-    ),
+    ("commands", ["learntok.cli", "learntok.__main__"]),
 ]
 
-# The sub-packages, bottom to top: the tree shows the layers. The top folder's own modules stand
-# between the model and the command line (TOP_FLOOR), but for its foundations (below them all)
-# and its entry points (__main__, lm_eval_adapter: above them all).
-FOLDERS = ["learntok.data", "learntok.nn", "learntok.boundaries", "learntok.model", "learntok.hf", "learntok.cli"]
-TOP_FLOOR = FOLDERS.index("learntok.hf") - 0.5
+# The sub-packages, bottom to top: the tree shows the layers.
+FOLDERS = [entries[0] for _, entries in LAYERS[:-1]] + ["learntok.cli"]
+TOP_MODULES = 6  # at most this many modules in the top folder (the facade and __main__ today)
+MAX_CHAIN = 13  # the longest chain of imports, in modules
 
 # Imports allowed inside functions: optional or heavy dependencies, and torch APIs that older
 # supported torch versions lack (imported only on the path that uses them).
@@ -107,7 +56,7 @@ LAZY_OK = (
     "torch.utils.tensorboard",
     "wandb",
 )
-LAZY_EXEMPT = ("learntok.cli",)  # the package: it loads the library (torch) only in a command
+LAZY_EXEMPT = ("learntok.cli", "learntok.__main__")  # they load the library (torch) only in a command
 
 
 def module_name(path: Path) -> str:
@@ -192,7 +141,7 @@ def test_the_layer_table_lists_each_entry_once_and_only_real_modules():
 @pytest.mark.parametrize(
     "extra, fault",
     [
-        ("learntok.errors", "learntok.errors is listed more than once"),
+        ("learntok.util", "learntok.util is listed more than once"),
         ("learntok.gone", "learntok.gone names no module"),
     ],
 )
@@ -232,8 +181,8 @@ def test_the_architecture_page_check_can_fail():
     assert "learntok/new.py is not in the table" in "\n".join(
         page_faults(page, {**MODULES, "learntok.new": PACKAGE / "new.py"})
     )
-    moved = page.replace("| `files.py` | foundations |", "| `files.py` | library |")
-    assert "learntok/files.py in 'library'" in "\n".join(page_faults(moved, MODULES))
+    moved = page.replace("| `util/files.py` | foundations |", "| `util/files.py` | training |")
+    assert "learntok/util/files.py in 'training'" in "\n".join(page_faults(moved, MODULES))
     assert "lists learntok/cli/__init__.py, which is not" in "\n".join(
         page_faults(page, {k: v for k, v in MODULES.items() if k != "learntok.cli"})
     )
@@ -251,15 +200,12 @@ def test_no_module_imports_a_layer_above_it():
 
 
 def folder_floor(name: str) -> float:
-    """The floor of module `name`'s folder: its sub-package's index in FOLDERS; of the top
-    folder's modules, a foundation is below them all (-1), a command above them all, any other at
-    TOP_FLOOR."""
+    """The floor of module `name`'s folder: its sub-package's index in FOLDERS; the top folder's
+    __main__ is above them all."""
     for i, folder in enumerate(FOLDERS):
         if name == folder or name.startswith(folder + "."):
             return i
-    if layer_of(name) == 0:
-        return -1
-    return len(FOLDERS) if LAYERS[layer_of(name)][0] == "commands" else TOP_FLOOR
+    return len(FOLDERS)
 
 
 def test_each_folder_is_one_layer():
@@ -338,7 +284,7 @@ def test_the_package_root_gives_modules_only_its_version():
     "source, message",
     [
         ("def f():\n    import json\n", "import json"),
-        ("def f():\n    from learntok.checkpoint import load_run\n", "import learntok.checkpoint"),
+        ("def f():\n    from learntok.run.checkpoint import load_run\n", "import learntok.run.checkpoint"),
     ],
 )
 def test_the_lazy_import_check_can_fail(tmp_path, monkeypatch, source, message):
@@ -356,27 +302,28 @@ def test_the_layer_check_can_fail(monkeypatch):
         sys.modules[__name__],
         "imports",
         lambda name: (
-            real(name) + ([("learntok.checkpoint", ["load_run"], 1, False)] if name == "learntok.model.aunet" else [])
+            real(name)
+            + ([("learntok.run.checkpoint", ["load_run"], 1, False)] if name == "learntok.model.aunet" else [])
         ),
     )
-    with pytest.raises(AssertionError, match="learntok.model.aunet .* imports learntok.checkpoint"):
+    with pytest.raises(AssertionError, match="learntok.model.aunet .* imports learntok.run.checkpoint"):
         test_no_module_imports_a_layer_above_it()
     with pytest.raises(AssertionError, match="import cycle"):
         test_no_import_cycles()
-    with pytest.raises(AssertionError, match="learntok.model.aunet imports learntok.checkpoint"):
+    with pytest.raises(AssertionError, match="learntok.model.aunet imports learntok.run.checkpoint"):
         test_no_folder_imports_a_folder_above_it()
 
 
 def test_errors_imports_nothing_of_learntok_and_nothing_heavy():
-    # every module takes its error classes from learntok.errors, so it stays at the very bottom
-    wrong = [m for m, _, _, _ in imports("learntok.errors") if m.split(".")[0] in ("learntok", "torch", "numpy")]
-    assert not wrong, "learntok/errors.py imports " + ", ".join(wrong)
+    # every module takes its error classes from learntok.util.errors, so it stays at the very bottom
+    wrong = [m for m, _, _, _ in imports("learntok.util.errors") if m.split(".")[0] in ("learntok", "torch", "numpy")]
+    assert not wrong, "learntok/util/errors.py imports " + ", ".join(wrong)
 
 
 def test_every_error_class_is_defined_in_errors_and_imported_from_there():
     import builtins
 
-    from learntok import errors
+    from learntok.util import errors as errors
 
     ours = {n for n, v in vars(errors).items() if isinstance(v, type) and issubclass(v, BaseException)}
     exceptions = ours | {n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)}
@@ -384,15 +331,58 @@ def test_every_error_class_is_defined_in_errors_and_imported_from_there():
         f"{name} imports {n} from {module}"
         for name in MODULES
         for module, names, _, _ in imports(name)
-        if module.startswith("learntok") and module != "learntok.errors"
+        if module.startswith("learntok") and module != "learntok.util.errors"
         for n in names
         if n in ours
     ]
     wrong += [
         f"{name} defines {node.name}"
         for name in MODULES
-        if name != "learntok.errors"
+        if name != "learntok.util.errors"
         for node in ast.walk(ast.parse(MODULES[name].read_text(encoding="utf-8")))
         if isinstance(node, ast.ClassDef) and any(getattr(b, "id", None) in exceptions for b in node.bases)
     ]
-    assert not wrong, "error classes live in learntok/errors.py:\n" + "\n".join(wrong)
+    assert not wrong, "error classes live in learntok/util/errors.py:\n" + "\n".join(wrong)
+
+
+def longest_chain(graph: dict[str, set[str]]) -> list[str]:
+    """The longest chain of imports in `graph` (module -> modules it imports), top first."""
+    depth: dict[str, int] = {}
+
+    def of(name: str) -> int:
+        if name not in depth:
+            depth[name] = 1 + max((of(m) for m in graph[name]), default=0)
+        return depth[name]
+
+    node = max(graph, key=of)
+    chain = [node]
+    while graph[node]:
+        node = max(graph[node], key=of)
+        chain.append(node)
+    return chain
+
+
+def module_level_edges() -> dict[str, set[str]]:
+    """edges() without the imports inside functions (the command line's, which load the library
+    only when a command runs)."""
+    graph = {name: set() for name in MODULES}
+    for name in MODULES:
+        for module, names, _, lazy in imports(name):
+            if module.startswith("learntok") and not lazy:
+                graph[name].update(t for t in internal_targets(module, names) if t != name)
+    return graph
+
+
+def test_the_import_chain_is_at_most_max_chain_modules_deep():
+    chain = longest_chain(module_level_edges())
+    assert len(chain) <= MAX_CHAIN, f"{len(chain)} modules deep: " + " -> ".join(chain)
+
+
+def test_the_chain_check_can_fail():
+    graph = {f"m{i}": {f"m{i + 1}"} for i in range(MAX_CHAIN)} | {f"m{MAX_CHAIN}": set()}
+    assert len(longest_chain(graph)) == MAX_CHAIN + 1
+
+
+def test_the_top_folder_holds_few_modules():
+    top = [name for name, path in MODULES.items() if path.parent == PACKAGE]
+    assert len(top) <= TOP_MODULES, f"{len(top)} modules in learntok/: {sorted(top)}"

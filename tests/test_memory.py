@@ -17,7 +17,7 @@ import resource, sys, torch
 from learntok.model.generate import generate
 from learntok.model.aunet import AUNet
 from learntok.nn.config import ModelConfig
-from learntok.segment import segment_text
+from learntok.text.windows import segment_text
 
 torch.manual_seed(0)
 model = AUNet(ModelConfig(d_model=32, n_heads=2, attn_window=64, strategy={"window": 1})).eval()

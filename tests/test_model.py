@@ -150,7 +150,7 @@ def test_token_positions_are_integer_byte_offsets():
 
 def test_gradients_reach_policy_and_backbone():
     from learntok import ObjectiveConfig
-    from learntok.objective import loss
+    from learntok.model.objective import loss
 
     model = tiny_model()
     x = torch.stack([encode(shakespeare(48))] * 4)

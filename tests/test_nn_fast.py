@@ -19,7 +19,7 @@ from learntok.nn.layers import (
     rope_angles,
     window_mask,
 )
-from learntok.objective import ObjectiveConfig, loss
+from learntok.model.objective import ObjectiveConfig, loss
 
 from conftest import tiny_model
 

@@ -15,11 +15,11 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-import learntok.evaluate as evaluate
-import learntok.eval_tasks as eval_tasks
+import learntok.evaluation.evaluate as evaluate
+import learntok.evaluation.tasks as eval_tasks
 from conftest import assert_one_line_error, checksums, cli_in_process, run_cli
 from learntok import AUNet, Tokenizer
-from learntok.errors import NotFiniteError
+from learntok.util.errors import NotFiniteError
 
 CKPT = "run/checkpoints/step_0000003"
 VALUES = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}

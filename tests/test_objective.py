@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from learntok import AUNet, ModelConfig, ObjectiveConfig
 from learntok.data import encode
-from learntok.objective import batch_baseline, discount, discount_reference, loss, token_ce
+from learntok.model.objective import batch_baseline, discount, discount_reference, loss, token_ce
 
 
 @settings(max_examples=40, deadline=None)
@@ -171,7 +171,7 @@ def test_early_mix_is_the_authors_convex_combination():
 def test_early_exit_weight_per_strategy():
     """early_for = "policy" (the paper presets): strategies without a policy train at an early-exit
     weight of 0, as the authors' baselines do; the learned policy keeps lambda_early."""
-    from learntok.objective import ObjectiveConfig, objective_for
+    from learntok.model.objective import ObjectiveConfig, objective_for
 
     cfg = ObjectiveConfig(lambda_early=0.1, early_for="policy")
     assert objective_for(cfg, has_policy=True).lambda_early == 0.1

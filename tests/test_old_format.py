@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from learntok.checkpoint import load_run
-from learntok.compare import parse_variant
-from learntok.config import load_config
+from learntok.run.checkpoint import load_run
+from learntok.compare.runner import parse_variant
+from learntok.run.config import load_config
 from learntok.data import ByteData
-from learntok.evaluate import EvalOptions, evaluate_bpb
+from learntok.evaluation.evaluate import EvalOptions, evaluate_bpb
 
 OLD = Path(__file__).resolve().parent / "data" / "old-format"
 EXPECTED = json.loads((OLD / "expected.json").read_text())

@@ -120,7 +120,7 @@ def test_every_strategy_declares_its_online_gain_in_its_knobs_units(name, unit):
     threshold rules, 1 for the learned policy's logit). From an offset fitted on the text it only
     follows drift (GENTLE_GAIN, no warm-up); with no text to fit on it must find the offset within
     a row (gain 1, warm-up gain four times that), and apply_setting rebuilds the same one."""
-    from learntok.rate import GENTLE_GAIN, apply_setting, set_rate
+    from learntok.run.rate import GENTLE_GAIN, apply_setting, set_rate
     from tests.test_rate import VAL_TEXT, tiny
 
     model = tiny(name)

@@ -14,7 +14,7 @@ from learntok.boundaries.base import strategy_names
 from learntok.model.aunet import token_level_padded
 from learntok.nn.layers import packed_attention
 from learntok.nn.pooling import downsample, pack_rows
-from learntok.objective import loss
+from learntok.model.objective import loss
 
 from conftest import tiny_config
 

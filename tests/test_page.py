@@ -14,9 +14,9 @@ import subprocess
 import pytest
 
 from learntok.cli import main
-from learntok.display import display_chunks
-from learntok.page import PageCollector, chunk_starts, decide_from_terms, render_html
-from learntok.windows import decide, text_rows
+from learntok.text.display import display_chunks
+from learntok.text.page import PageCollector, chunk_starts, decide_from_terms, render_html
+from learntok.text.windows import decide, text_rows
 from tests.test_display import SCRIPTS
 from tests.test_rate import tiny
 from tests.test_strategies import shakespeare

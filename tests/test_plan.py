@@ -9,11 +9,12 @@ import pytest
 import torch
 
 from learntok.cli import main
-from learntok.config import load_config, preset_names
-from learntok.distributed import micro_plan
-from learntok.errors import ConfigError
-from learntok.fake_step import MemoryTally, StepFigures, measure_step, meta_model, prepared_step, run_step
-from learntok.plan import WORLDS, GiB, model_flops, per_gpu_peak, runs_at
+from learntok.run.config import load_config, preset_names
+from learntok.run.distributed import micro_plan
+from learntok.util.errors import ConfigError
+from learntok.model.flops import meta_model, model_flops
+from learntok.train.fake_step import MemoryTally, StepFigures, measure_step, prepared_step, run_step
+from learntok.train.plan import WORLDS, GiB, per_gpu_peak, runs_at
 
 
 def allocator_peak(cfg, micro: int, accum: int, tmp_path) -> int:

@@ -2,8 +2,8 @@
 
 import pytest
 
-from learntok.errors import DataError
-from learntok.plots import plot_diagnose, plot_runs, read_metrics, series
+from learntok.util.errors import DataError
+from learntok.run.plots import plot_diagnose, plot_runs, read_metrics, series
 
 from conftest import write_jsonl
 

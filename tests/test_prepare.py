@@ -13,7 +13,7 @@ from learntok.cli import main
 from learntok.data import ByteData, DataConfig, small_split_warnings
 from learntok.data.prepare import PrepareOptions, prepare
 from learntok.data.shards import ShardedBytes, open_split, read_index
-from learntok.errors import DataError
+from learntok.util.errors import DataError
 
 from conftest import write_jsonl
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from learntok.progress import Progress, note
+from learntok.util.progress import Progress, note
 
 from test_compare import TINY
 
@@ -109,7 +109,7 @@ def test_a_failed_variant_names_its_log(tmp_path):
 
 @pytest.mark.parametrize("command", ["eval", "segment"])
 def test_eval_and_segment_hint_that_a_short_learned_run_has_not_settled(tmp_path, command):
-    from learntok.checkpoint import SETTLE_STEPS
+    from learntok.run.checkpoint import SETTLE_STEPS
     from learntok.cli import main
 
     for name, boundary in (("learned", "learned"), ("fixed", "fixed")):
@@ -130,7 +130,7 @@ def test_on_a_terminal_it_is_a_bar_that_redraws_in_place():
     import termios
 
     code = (
-        "import time\nfrom learntok.progress import Progress, note\n"
+        "import time\nfrom learntok.util.progress import Progress, note\n"
         "for i in Progress(range(3), desc='work', total=3, unit='step'):\n    time.sleep(0.05)\nnote('done')\n"
     )
     leader, follower = pty.openpty()

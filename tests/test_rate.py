@@ -12,10 +12,10 @@ from torch import nn
 from learntok import AUNet
 from learntok.boundaries.common import bisect_rate, bresenham, whitespace_boundaries
 from learntok.boundaries.whitespace import whitespace_at_rate, whitespace_step
-from learntok.compare import parse_variant, variants_from_args
+from learntok.compare.runner import parse_variant, variants_from_args
 from learntok.data import encode
-from learntok.errors import ConfigError
-from learntok.rate import calibrate, measured_rate, set_rate, strategy_inputs, text_batches
+from learntok.util.errors import ConfigError
+from learntok.run.rate import calibrate, measured_rate, set_rate, strategy_inputs, text_batches
 from tests.test_strategies import TRAIN_TEXT, shakespeare
 
 from conftest import tiny_config
@@ -201,11 +201,11 @@ def test_compare_variants_at_rates():
 def test_compare_at_rates_writes_the_frontier_and_the_sweep(tmp_path):
     import json
 
-    from learntok.compare import compare
-    from learntok.evaluate import window_nats
-    from learntok.checkpoint import load_run
+    from learntok.compare.runner import compare
+    from learntok.evaluation.evaluate import window_nats
+    from learntok.run.checkpoint import load_run
     from learntok.data import ByteData
-    from learntok.evaluate import EvalOptions, evaluate_bpb
+    from learntok.evaluation.evaluate import EvalOptions, evaluate_bpb
     from tests.test_compare import TINY
 
     variants = variants_from_args("learned,uniform", False, "0.2,0.33")
@@ -235,7 +235,7 @@ def test_the_frontier_over_seeds_pairs_each_run_with_its_own_config(tmp_path):
     uniform is its own reference (difference 0) at each rate."""
     import json
 
-    from learntok.compare import compare
+    from learntok.compare.runner import compare
     from tests.test_compare import TINY
 
     variants = variants_from_args("learned,uniform", False, "0.2,0.33")
@@ -259,9 +259,9 @@ def test_the_frontier_over_seeds_pairs_each_run_with_its_own_config(tmp_path):
 )
 def test_frontier_rows_over_seeds_read_as_compare_reads_them(diffs, tie, word):
     """The frontier over seeds marks a tie exactly where compare's table over seeds does (one
-    function, learntok.evaluate.over_seeds), and its test bpb carries the s.e. over seeds."""
-    from learntok.compare_report import seed_summary
-    from learntok.frontier import frontier_markdown, seed_rows
+    function, learntok.evaluation.statistics.over_seeds), and its test bpb carries the s.e. over seeds."""
+    from learntok.compare.report import seed_summary
+    from learntok.compare.frontier import frontier_markdown, seed_rows
 
     base = {"family": "learned", "target_rate": 0.2, "flops_per_byte": 1.0}
     rows = [

@@ -13,9 +13,9 @@ from conftest import tiny_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from learntok.config import read_preset
+from learntok.run.config import read_preset
 from learntok.data.vocab import BOS
-from learntok.objective import ObjectiveConfig, rate_gain_at
+from learntok.model.objective import ObjectiveConfig, rate_gain_at
 
 PRESET = read_preset("tiny")["objective"]
 MAX_PUSH = 0.015  # logits per step; the Debian Reference runs measured 0.008-0.013 at 300 steps
@@ -75,7 +75,7 @@ def test_train_runs_the_settling_phase(tmp_path):
     settling phase alone, and not at all without one."""
     from conftest import TINY_RUN
 
-    from learntok.checkpoint import load_run
+    from learntok.run.checkpoint import load_run
     from learntok.cli import main
 
     def bias(*overrides):

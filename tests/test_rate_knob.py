@@ -9,8 +9,8 @@ import torch
 
 from learntok.boundaries import strategy_names
 from learntok.boundaries.base import OffsetKnob, RateControl, RuleKnob
-from learntok.errors import ConfigError
-from learntok.rate import apply_setting, rate_mode, set_rate
+from learntok.util.errors import ConfigError
+from learntok.run.rate import apply_setting, rate_mode, set_rate
 
 from conftest import tiny_model
 

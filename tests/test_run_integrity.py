@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 from conftest import ROOT, TINY_RUN, assert_one_line_error, checksums, corpus_text, run_cli, tiny_model
 from learntok.data.dataset import anchored_source
-from learntok.errors import ConfigError, OutputError
-from learntok.files import inside, open_no_follow
+from learntok.util.errors import ConfigError, OutputError
+from learntok.util.files import inside, open_no_follow
 from tests.test_compare import TINY
 
 SMALL = [o for o in TINY if not o.startswith(("train.steps", "data.source"))]

@@ -13,16 +13,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from learntok import eval_metrics, evaluate
-from learntok.checkpoint import SETTLE_STEPS, RunRef, load_run_folder, locate_run, short_run_hint
+from learntok.evaluation import metrics as eval_metrics
+
+from learntok.evaluation import evaluate as evaluate
+from learntok.run.checkpoint import SETTLE_STEPS, RunRef, load_run_folder, locate_run, short_run_hint
 from learntok.cli import main
-from learntok.config import load_config
+from learntok.run.config import load_config
 from learntok.data import ByteData
-from learntok.eval_metrics import METRICS, EvalOptions, Metric, columns
-from learntok.evaluate import EvalRequest, evaluate_request, format_report
+from learntok.evaluation.metrics import METRICS, EvalOptions, Metric, columns
+from learntok.evaluation.evaluate import EvalRequest, evaluate_request, format_report
 from learntok.model import pretrained
-from learntok.runtime import resolve_dtype
-from learntok.train import train
+from learntok.util.runtime import resolve_dtype
+from learntok.train.loop import train
 
 from test_compare import TINY
 

@@ -1,4 +1,4 @@
-"""Run-folder ownership and crash safety (docs/reliability.md, learntok.runfolder): one writer per folder,
+"""Run-folder ownership and crash safety (docs/reliability.md, learntok.run.folder): one writer per folder,
 never into a folder that is not a run, and a kill -9 at any point leaves nothing damaged: the
 resumed run ends with the same metrics, segments and weights as an uninterrupted one."""
 
@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from learntok.checkpoint import load_checkpoint
-from learntok.config import load_config
-from learntok.errors import RunFolderError
-from learntok.runfolder import claim, release, trim_logs
+from learntok.run.checkpoint import load_checkpoint
+from learntok.run.config import load_config
+from learntok.util.errors import RunFolderError
+from learntok.run.folder import claim, release, trim_logs
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = [
@@ -41,8 +41,8 @@ TIMING = {"bytes_per_s", "time"}  # the figures a rerun cannot repeat
 KILLER = r"""
 import json, os, signal, sys
 import torch
-import learntok.checkpoint as ckpt
-import learntok.tracking as tracking
+import learntok.run.checkpoint as ckpt
+import learntok.run.tracking as tracking
 from learntok.cli import main
 
 point, at, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]

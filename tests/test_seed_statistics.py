@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from learntok.eval_metrics import holm, paired_t_pvalue, t_pvalue
-from learntok.evaluate import T95
+from learntok.evaluation.statistics import holm, paired_t_pvalue, t_pvalue
+from learntok.evaluation.statistics import T95
 
 
 @pytest.mark.parametrize("dof", range(1, len(T95) + 1))

@@ -18,12 +18,12 @@ from learntok.boundaries.common import whitespace_boundaries
 from learntok.boundaries.entropy import EntropyBoundaries
 from learntok.boundaries.nawrot import binomial_log_prob, mean_pool, mean_pool_reference, relaxed_bernoulli
 from learntok.boundaries.hnet import ema_reference, ema_scan, ratio_loss
-from learntok.config import load_config
+from learntok.run.config import load_config
 from learntok.data import BOS, EOS, PAD, encode
 from learntok.data.vocab import is_byte
-from learntok.errors import ConfigError
+from learntok.util.errors import ConfigError
 from learntok.model.generate import generate
-from learntok.objective import loss
+from learntok.model.objective import loss
 
 from conftest import shakespeare, tiny_model
 

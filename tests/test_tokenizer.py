@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from learntok import AUNet, Encoding, Tokenizer
 from learntok.cli import main
 from learntok.data import encode
-from learntok.windows import decide, text_rows
+from learntok.text.windows import decide, text_rows
 from conftest import corpus_text, tiny_model
 from tests.test_compare import TINY
 from tests.test_display import SCRIPTS
@@ -130,7 +130,7 @@ def test_rate_calibrates_for_the_rule_in_use_and_restores_the_knob(monkeypatch):
         assert abs(cuts / len(text.encode()) - 0.4) < 0.03, greedy
         assert float(model.strategy.rate_offset) == before  # the knob is back where it was
     calls = []
-    monkeypatch.setattr("learntok.tokenizer.set_rate_for_run", lambda *a: calls.append(a))
+    monkeypatch.setattr("learntok.text.tokenizer.set_rate_for_run", lambda *a: calls.append(a))
     tok.encode(text, rate=0.4, greedy=True, seed=0)  # remembered: no second calibration
     assert calls == []
 
@@ -283,7 +283,7 @@ def test_one_default_rule_for_the_api_segment_sample_and_generate(tmp_path, caps
 
     from learntok.cli import build_parser
     from learntok.model.generate import DEFAULT_BOUNDARIES, SamplingOptions
-    from learntok.sample import sample
+    from learntok.text.sample import sample
 
     assert DEFAULT_BOUNDARIES == "greedy"
     for fn in (Tokenizer.encode, Tokenizer.encode_batch):
@@ -353,7 +353,7 @@ def test_the_documented_signatures_are_the_codes():
     ],
 )
 def test_a_rate_not_held_on_a_text_is_said(knob, target, reached, noted):
-    from learntok.rate import RateSetting
+    from learntok.run.rate import RateSetting
 
     setting = RateSetting("learned", target, knob, 0.0, target, 1000)
     note = setting.held_on(reached)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from learntok.config import load_config
-from learntok.plots import read_metrics
-from learntok.train import train
+from learntok.run.config import load_config
+from learntok.run.plots import read_metrics
+from learntok.train.loop import train
 
 from test_compare import TINY
 
@@ -116,9 +116,9 @@ def test_wandb_offline_logs_without_network_and_leaves_the_run_unchanged(tmp_pat
 def test_the_wandb_hint_is_the_readmes_install_command(monkeypatch):
     import re
 
-    from learntok.config import LogConfig
-    from learntok.errors import ConfigError
-    from learntok.tracking import check_trackers
+    from learntok.run.config import LogConfig
+    from learntok.util.errors import ConfigError
+    from learntok.run.tracking import check_trackers
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     command = re.search(r"`(pip install [^`]*wandb[^`]*)`", readme)[1]

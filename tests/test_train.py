@@ -5,14 +5,15 @@ import json
 import pytest
 import torch
 
-import learntok.train as train_mod
-from learntok.checkpoint import load_checkpoint
-from learntok.config import load_config
+import learntok.train.step as step_mod
+from learntok.run.checkpoint import load_checkpoint
+from learntok.run.config import load_config
 from learntok.data import ByteData
-from learntok.errors import ConfigError, TrainingDiverged
+from learntok.util.errors import ConfigError, TrainingDiverged
 from learntok.model.aunet import AUNet
-from learntok.train import build_optimizer, train
-from learntok.train_report import validate
+from learntok.train.loop import train
+from learntok.train.step import build_optimizer
+from learntok.train.report import validate
 
 
 @pytest.fixture
@@ -55,14 +56,14 @@ def test_resume_reproduces_an_uninterrupted_run_exactly(cfg, tmp_path):
 
 
 def test_nan_loss_stops_and_names_the_last_good_checkpoint(cfg, tmp_path, monkeypatch):
-    calls, real_loss = [], train_mod.loss
+    calls, real_loss = [], step_mod.loss
 
     def poisoned(out, x, objective):  # NaN at the 6th step
         total, metrics = real_loss(out, x, objective)
         calls.append(1)
         return (total * float("nan") if len(calls) == 6 else total), metrics
 
-    monkeypatch.setattr(train_mod, "loss", poisoned)
+    monkeypatch.setattr(step_mod, "loss", poisoned)
     run = tmp_path / "run"
     with pytest.raises(TrainingDiverged, match=r"step 6.*step_0000004"):
         train(cfg("log.log_every=2"), run, progress=False)

@@ -19,9 +19,9 @@ import pytest
 import torch
 
 from conftest import TINY_RUN, assert_one_line_error, checksums, cli_in_process, run_cli
-from learntok.checkpoint import STATE, latest_checkpoint, load_checkpoint
-from learntok.errors import CheckpointError, FormatError
-from learntok.structured import expect, expect_fields, type_found
+from learntok.run.checkpoint import STATE, latest_checkpoint, load_checkpoint
+from learntok.util.errors import CheckpointError, FormatError
+from learntok.util.json_toml import expect, expect_fields, type_found
 
 CKPT = "run/checkpoints/step_0000003"
 TRAIN = ["train", "--preset", "tiny", *TINY_RUN, "train.steps=1"]

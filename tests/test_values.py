@@ -1,5 +1,5 @@
 """Every value a user gives is checked by kind (docs/reliability.md, "Values"): each numeric
-config field declares its range where it is defined (learntok.ranges) and the loader checks
+config field declares its range where it is defined (learntok.util.ranges) and the loader checks
 every key at start-up; each numeric command-line option is a ranged argparse type; JSON and TOML
 are parsed one way, so a file nested 200,000 deep is one line, not a RecursionError.
 
@@ -21,15 +21,15 @@ from hypothesis import strategies as st
 
 from learntok import cli
 from learntok.boundaries import strategy_class, strategy_names
-from learntok.config import SECTIONS, STRATEGY, RunConfig, load_config, read_file
+from learntok.run.config import SECTIONS, STRATEGY, RunConfig, load_config, read_file
 from learntok.data.corpora import json_records
 from learntok.data.shards import read_index
-from learntok.errors import CheckpointError, ConfigError, DataError
-from learntok.jobs import last_line
+from learntok.util.errors import CheckpointError, ConfigError, DataError
+from learntok.compare.jobs import last_line
 from learntok.model.pretrained import read_config
-from learntok.plots import read_metrics
-from learntok.ranges import INT64, Range, field_range
-from learntok.runfolder import trim_logs
+from learntok.run.plots import read_metrics
+from learntok.util.ranges import INT64, Range, field_range
+from learntok.run.folder import trim_logs
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -64,7 +64,7 @@ def test_every_numeric_config_field_declares_its_range():
         for f, tp in ((f, typing.get_type_hints(cls)[f.name]) for f in dataclasses.fields(cls))
         if numeric(tp) and field_range(f) is None
     ]
-    assert not missing, "declare a range (learntok.ranges.ranged) for: " + ", ".join(missing)
+    assert not missing, "declare a range (learntok.util.ranges.ranged) for: " + ", ".join(missing)
 
 
 def test_every_default_is_inside_its_range():
@@ -322,7 +322,7 @@ def test_usage_lines_say_learntok_once(capsys):
 
 
 def test_a_failed_variant_of_compare_jobs_says_learntok_once(tmp_path):
-    """compare --jobs relays a child's last line (learntok.jobs.last_line): without its own
+    """compare --jobs relays a child's last line (learntok.compare.jobs.last_line): without its own
     prefix, which the parent adds."""
     log = tmp_path / "train.log"
     log.write_text("step 1\nlearntok: error: train.steps 0 must be >= 1\n\n")

@@ -4,14 +4,14 @@ model folder beside each checkpoint, restored exactly on resume, and scored by c
 import pytest
 import torch
 
-import learntok.train as train_mod
-from learntok.checkpoint import EMA, load_checkpoint, load_run
-from learntok.compare import evaluate_run
-from learntok.config import load_config
-from learntok.distributed import DistEnv
-from learntok.errors import ConfigError
+import learntok.train.loop as train_mod
+from learntok.run.checkpoint import EMA, load_checkpoint, load_run
+from learntok.compare.runner import evaluate_run
+from learntok.run.config import load_config
+from learntok.run.distributed import DistEnv
+from learntok.util.errors import ConfigError
 from learntok.model.pretrained import WEIGHTS, read_weights
-from learntok.train import train
+from learntok.train.loop import train
 
 DECAY = 0.75
 ENV = DistEnv(0, 1, 0, torch.device("cpu"))

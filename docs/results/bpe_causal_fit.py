@@ -16,7 +16,7 @@ from collections import Counter
 from provenance import git_commit
 
 from learntok.boundaries import bpe_causal as bc
-from learntok.config import load_config
+from learntok.run.config import load_config
 from learntok.data.dataset import FIT_BYTES, ByteData
 
 

@@ -1,6 +1,6 @@
 """Where a run's chunks sit on characters: per run, the share of chunks that are whole characters
 and where their boundary bytes fall inside characters, per script class
-(`learntok.display.whole_character_shares`), on the first 20 KB of the run's test split, cut by
+(`learntok.text.display.whole_character_shares`), on the first 20 KB of the run's test split, cut by
 `learntok.Tokenizer` (sampled cuts, seed 0, as training decides; and greedy).
 Usage: python docs/results/char_shares.py OUT.json RUN [RUN ...]"""
 
@@ -13,7 +13,7 @@ from learntok import Tokenizer
 from provenance import git_commit
 
 from learntok.data import ByteData
-from learntok.display import whole_character_shares
+from learntok.text.display import whole_character_shares
 
 torch.set_num_threads(1)
 N_BYTES = 20_000

@@ -5,10 +5,10 @@ import io
 import json
 import sys
 import torch
-from learntok.checkpoint import load_run
+from learntok.run.checkpoint import load_run
 from learntok.model.generate import SamplingOptions
-from learntok.rate import set_rate_for_run
-from learntok.sample import sample
+from learntok.run.rate import set_rate_for_run
+from learntok.text.sample import sample
 
 torch.set_num_threads(1)
 run = sys.argv[1]

@@ -22,7 +22,7 @@ import argparse
 import json
 from pathlib import Path
 
-from learntok.evaluate import over_seeds, verdict
+from learntok.evaluation.statistics import over_seeds, verdict
 
 SEEDS = (0, 1, 2)
 RATES = (0.1, 0.2)  # 0.33 was not trained at 1,500 steps: it did not fit the session (one-vs-many-tiny.md)

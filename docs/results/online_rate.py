@@ -14,11 +14,11 @@ import time
 import torch
 
 from learntok.boundaries.base import RateControl
-from learntok.checkpoint import load_run
+from learntok.run.checkpoint import load_run
 from learntok.data import ByteData, DataConfig
 from learntok.data.corpora import BUILTINS
-from learntok.evaluate import EvalOptions, evaluate_bpb
-from learntok.rate import calibrate_inputs, held_out_batches, strategy_inputs
+from learntok.evaluation.evaluate import EvalOptions, evaluate_bpb
+from learntok.run.rate import calibrate_inputs, held_out_batches, strategy_inputs
 
 torch.set_num_threads(1)
 RATES = (0.1, 0.15, 0.2, 0.25, 0.3, 0.35)

@@ -14,7 +14,7 @@ out. `--domain prose` is built-in Shakespeare, `code` the interpreter's standard
 backbone at a seed (tests/test_identical_init.py) on the same batches.
 
 Equal rate: an arm whose rate on the scored test bytes is more than 0.01 from rho* (the rule of
-every table, `learntok.figures.at_rate`) is scored again at rho* by online control (`learntok eval
+every table, `learntok.run.labels.at_rate`) is scored again at rho* by online control (`learntok eval
 --rate`, docs/rate.md) on the same windows; an arm with no rate knob (`whitespace`) stays as
 trained and its rows say so. Each difference is learned minus the arm, paired by seed, with its
 standard error over seeds and the paired t-test's p-value. learned - uniform is the primary
@@ -36,8 +36,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from learntok.eval_metrics import holm, mean_and_se, paired_t_pvalue
-from learntok.evaluate import t95
+from learntok.evaluation.statistics import holm, mean_and_se, paired_t_pvalue
+from learntok.evaluation.statistics import t95
 from provenance import git_commit
 
 ARMS = ("learned", "uniform", "hnet", "nawrot", "entropy", "whitespace", "bpe-causal")

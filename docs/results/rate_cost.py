@@ -4,7 +4,7 @@ run reaches on that text by itself and at 0.2, held three ways:
 - "released online": the offset calibrated on the run's val split, then the strong controller
   (gain 1 with a warm-up of 4 over 32 bytes: `RateControl.for_rule`), as `--rate` did before;
 - "online" (`--rate R`, the default): the offset calibrated on the text's own first 64 KB, then
-  online control at GENTLE_GAIN (learntok.rate.set_rate);
+  online control at GENTLE_GAIN (learntok.run.rate.set_rate);
 - "calibrated" (`--rate R --rate-mode calibrated`): that offset, fixed.
 Every cell is `evaluate_bpb` on the first 64 KB of the text (sampled cuts, seed 0), as
 `learntok eval RUN --source TEXT --split test --max-bytes 65536 --rate R` scores it.
@@ -18,10 +18,10 @@ import torch
 
 from provenance import git_commit
 
-from learntok.checkpoint import load_run
+from learntok.run.checkpoint import load_run
 from learntok.data import ByteData
-from learntok.evaluate import EvalOptions, evaluate_bpb
-from learntok.rate import RateControl, held_out_batches, set_rate
+from learntok.evaluation.evaluate import EvalOptions, evaluate_bpb
+from learntok.run.rate import RateControl, held_out_batches, set_rate
 
 torch.set_num_threads(1)
 MAX_BYTES = 1 << 16

@@ -9,7 +9,7 @@ rate is drawn once a seed. Run from the repo root once the runs are in RUNS:
 import sys
 from pathlib import Path
 
-from learntok.plots import pyplot, read_metrics, series
+from learntok.run.plots import pyplot, read_metrics, series
 
 PAPER = "learned+objective.gamma=0.99+strategy.window=8+objective.lambda_pi=0.01+objective.rate_gain=0+objective.rate_settle_gain=0+optim.policy_lr_mult=1"
 ARMS = {  # arm folder (compare's variant name) -> label

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from provenance import git_commit
 
-from learntok.config import load_config
+from learntok.run.config import load_config
 from learntok.data.dataset import ByteData
 
 SEGMENT_CORPORA = ("shakespeare", "kjv", "python-rst", "debref-fr", "debref-zh")

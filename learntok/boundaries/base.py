@@ -19,10 +19,10 @@ import torch
 from torch import nn
 
 from learntok.data.vocab import is_byte
-from learntok.errors import ConfigError
+from learntok.util.errors import ConfigError
 from learntok.nn.config import ModelConfig
 from learntok.nn.pooling import Packing, downsample
-from learntok.runtime import MODEL_STATE
+from learntok.util.runtime import MODEL_STATE
 
 
 @dataclass
@@ -160,7 +160,7 @@ class BoundaryStrategy(nn.Module):
     causal: bool = True  # a[t] reads bytes <= t only (False: it sees the whole sequence; no generation)
     reads_early_head: bool = False  # decides from the early-exit head's logits, so that head must train
     Config: type = StrategyConfig  # the strategy's own options ([strategy] section), set by `register`
-    # Inference-time rate control (learntok.rate, docs/rate.md): the knob is read and set through
+    # Inference-time rate control (learntok.run.rate, docs/rate.md): the knob is read and set through
     # `rate_knob` / `set_rate_knob` (RuleKnob, OffsetKnob); the base class has none (bpe's rate is
     # its vocabulary).
     knob_name: str | None = None  # what the knob is, in messages and RateSetting.knob: "rule", "offset"
@@ -173,7 +173,7 @@ class BoundaryStrategy(nn.Module):
     rate_gain_unit: float = 1.0
     samples: bool = False  # its decisions are drawn unless `greedy` (else deterministic)
     conditionable: bool = False  # it can be trained rate-conditioned (model.rate_conditioned, docs/rate.md)
-    rate_control: RateControl | None = None  # online rate control at inference (set by learntok.rate; None: off)
+    rate_control: RateControl | None = None  # online rate control at inference (set by learntok.run.rate; None: off)
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -290,7 +290,7 @@ class BoundaryStrategy(nn.Module):
         c = self.rate_control
         return {} if c is None else {"control": c.update(state["control"], a, (is_byte(x) & (t >= 1)).float())}
 
-    # The rate knob (learntok.rate): strategies with one override the first three (RuleKnob, OffsetKnob).
+    # The rate knob (learntok.run.rate): strategies with one override the first three (RuleKnob, OffsetKnob).
     def rate_knob(self) -> float | None:
         """The knob's current setting (a rule's rate, an offset); None: the strategy has no knob."""
         return None
@@ -355,7 +355,7 @@ class RuleKnob:
 class OffsetKnob:
     """The knob of a strategy whose rate rises with a scalar offset: `rate_offset` (a 0-d tensor;
     a logit offset, a threshold), calibrated for a target by bisection in `rate_offset_range`
-    (learntok.rate.calibrate). A mixin, before the strategy's base class."""
+    (learntok.run.rate.calibrate). A mixin, before the strategy's base class."""
 
     knob_name = "offset"
     rate_offset: torch.Tensor  # () the knob; raising it raises the rate

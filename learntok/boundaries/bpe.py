@@ -22,8 +22,8 @@ import torch
 from learntok.boundaries.base import register
 from learntok.boundaries.tokenizer import MAX_VOCAB, RATE_TOLERANCE, TokenizerStrategy, bisect_merges
 from learntok.data.vocab import is_byte
-from learntok.errors import ConfigError
-from learntok.ranges import BPE_VOCAB, ranged
+from learntok.util.errors import ConfigError
+from learntok.util.ranges import BPE_VOCAB, ranged
 
 
 @dataclass

@@ -13,7 +13,7 @@ import torch
 from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, OffsetKnob, register
 from learntok.boundaries.common import controlled_scan, decision_mask, fixed_output
 from learntok.data.vocab import is_byte
-from learntok.ranges import ranged
+from learntok.util.ranges import ranged
 
 
 def next_byte_entropy(early_logits: torch.Tensor) -> torch.Tensor:
@@ -43,7 +43,7 @@ class EntropyBoundaries(OffsetKnob, BoundaryStrategy):
     only. The threshold tracks the (1 - rho*) quantile of H causally, by feedback on the realised
     rate after each training forward (`update_threshold`); a forward decides with the threshold
     from earlier batches. No gradient. Why feedback rather than an EMA of quantiles:
-    docs/strategies.md ("entropy"). Inference-time rate control (learntok.rate): `rate_offset`
+    docs/strategies.md ("entropy"). Inference-time rate control (learntok.run.rate): `rate_offset`
     (nats, 0 unless calibrated, not saved) lowers the threshold, H[t-1] > thr - offset; online
     rate control (`rate_control`) moves it further, byte by byte, with the decisions made."""
 

@@ -17,7 +17,7 @@ class FixedBoundaries(RuleKnob, StatelessStrategy):
     """Boundaries at the byte positions t (BOS = 0) where floor(rho* t) steps up (`bresenham`):
     every k-th byte when rho* = 1/k (the classic fixed stride), strides floor(1/rho*) and
     ceil(1/rho*) mixed to give exactly floor(rho* t) boundaries in the first t bytes otherwise.
-    `rule_rate` is rho* unless set at inference (learntok.rate)."""
+    `rule_rate` is rho* unless set at inference (learntok.run.rate)."""
 
     def __init__(self, cfg):
         super().__init__(cfg)

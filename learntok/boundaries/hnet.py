@@ -21,7 +21,7 @@ from torch import nn
 from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, OffsetKnob, register
 from learntok.boundaries.common import controlled_scan, decision_mask
 from learntok.nn.config import ModelConfig
-from learntok.ranges import ranged
+from learntok.util.ranges import ranged
 
 
 def straight_through_one(c: torch.Tensor) -> torch.Tensor:
@@ -89,7 +89,7 @@ class HNetRouting(OffsetKnob, BoundaryStrategy):
     Confidence: byte t's upsampled vector is multiplied by c[t] = p[t] (boundary) or 1 - p[t]
     (not) through a straight-through one. Aux loss: the ratio loss toward 1/rho*.
 
-    Inference-time rate control (learntok.rate): `rate_offset` (logit units, 0 unless
+    Inference-time rate control (learntok.run.rate): `rate_offset` (logit units, 0 unless
     calibrated, not saved) moves the routing threshold: boundary iff logit(p) + offset > 0,
     i.e. p > sigmoid(-offset) (0.5 at offset 0, H-Net's rule); online rate control
     (`rate_control`) moves the offset further, byte by byte, with the decisions made."""

@@ -28,7 +28,7 @@ from torch import nn
 from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, OffsetKnob, PolicyTerms, register
 from learntok.boundaries.common import controlled_scan, decision_mask, target_logit
 from learntok.nn.config import ModelConfig
-from learntok.ranges import ranged
+from learntok.util.ranges import ranged
 
 
 def softcap(z: torch.Tensor, cap: float) -> torch.Tensor:
@@ -297,7 +297,7 @@ class LearnedPolicy(OffsetKnob, BoundaryStrategy):
 
     @property
     def rate_offset(self) -> torch.Tensor:
-        """The knob of inference-time rate control (learntok.rate): the controller's own bias,
+        """The knob of inference-time rate control (learntok.run.rate): the controller's own bias,
         added to every logit. Raising it raises the rate."""
         return self.rate_bias
 

@@ -24,7 +24,7 @@ from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, OffsetKno
 from learntok.boundaries.common import decision_mask, target_logit
 from learntok.nn.config import ModelConfig
 from learntok.nn.pooling import downsample
-from learntok.ranges import ranged
+from learntok.util.ranges import ranged
 
 
 def binomial_log_prob(k: torch.Tensor, n: torch.Tensor, p: float) -> torch.Tensor:
@@ -95,7 +95,7 @@ class DynamicPooling(OffsetKnob, BoundaryStrategy):
     the straight-through decisions in the pooling matrix, binomial prior. Greedy: a[t] = l[t] > 0.
     log_prob is 0 (no score-function term); logits are reported detached, so the objective's
     L_rate does not act on them: the prior holds the rate. Inference-time rate control
-    (learntok.rate): `rate_offset` (logit units, 0 unless calibrated; not saved) is added to the
+    (learntok.run.rate): `rate_offset` (logit units, 0 unless calibrated; not saved) is added to the
     predictor's logit."""
 
     rate_offset_range = (-12.0, 12.0)  # logit units, added to the predictor's logit

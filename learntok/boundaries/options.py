@@ -11,8 +11,8 @@ import dataclasses
 from typing import Any
 
 from learntok.boundaries.base import strategy_class, strategy_names
-from learntok.errors import ConfigError
-from learntok.fields import check_fields, field_types
+from learntok.util.errors import ConfigError
+from learntok.util.typed_fields import check_fields, field_types
 
 STRATEGY = "strategy"  # the section of the chosen strategy's own options (model.boundary's config class)
 

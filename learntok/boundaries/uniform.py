@@ -17,7 +17,7 @@ class UniformBoundaries(RuleKnob, StatelessStrategy):
     """floor(rho* n + u) boundaries (u uniform in [0, 1): rho* n rounded at random, so exactly
     rho* n in expectation) at random positions among the n real bytes after BOS of each
     sequence; BOS is always a boundary on top. The control for the learned policy: same rate, no information.
-    `rule_rate` is rho* unless set at inference (learntok.rate). Prescribed boundaries pass through."""
+    `rule_rate` is rho* unless set at inference (learntok.run.rate). Prescribed boundaries pass through."""
 
     def __init__(self, cfg):
         super().__init__(cfg)

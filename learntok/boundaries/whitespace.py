@@ -83,7 +83,7 @@ class WhitespaceBoundaries(OffsetKnob, BoundaryStrategy):
     words above r_ws, short words merged into the next below it. The knob is saved with the
     weights (checkpoints from before it load with theta = 0, the plain rule)."""
 
-    rate_offset_range = (-0.999, 1.0)  # theta's bracket for bisection (learntok.rate)
+    rate_offset_range = (-0.999, 1.0)  # theta's bracket for bisection (learntok.run.rate)
 
     def __init__(self, cfg):
         super().__init__(cfg)

@@ -30,12 +30,12 @@ from learntok.cli.export import add_export
 from learntok.cli.options import add_threads
 from learntok.cli.text import add_sample, add_segment
 from learntok.cli.training import add_compare, add_config, add_prepare, add_train
-from learntok.environment import check_environment
-from learntok.errors import CheckpointError, ConfigError, DataError, OutputError, TrainingDiverged, fault_line
+from learntok.util.environment import check_environment
+from learntok.util.errors import CheckpointError, ConfigError, DataError, OutputError, TrainingDiverged, fault_line
 
 ERROR = "learntok: error: "  # the one prefix of every expected error's line
 SIGINT_EXIT, SIGPIPE_EXIT = 130, 141  # 128 + the signal, as the shell reports a kill
-# the mistakes a user makes (learntok.errors): one line, exit 2; anything else keeps its traceback
+# the mistakes a user makes (learntok.util.errors): one line, exit 2; anything else keeps its traceback
 EXPECTED = (ConfigError, DataError, CheckpointError, OutputError, TrainingDiverged, FileNotFoundError)
 
 COMMANDS = [
@@ -134,7 +134,7 @@ def check_outputs(args) -> None:
 def set_threads(n: int) -> None:
     """--threads: torch's CPU threads (0, the default, leaves torch's own and does not load it)."""
     if n:
-        from learntok.runtime import set_threads as set_torch_threads
+        from learntok.util.runtime import set_threads as set_torch_threads
 
         set_torch_threads(n)
 
@@ -151,7 +151,7 @@ def flushed_stdout() -> int:
 
 def output_fault(e: OSError) -> int:
     """Exit code of a write to stdout that failed: a closed pipe quietly (SIGPIPE's), a fault of
-    the machine its one line (learntok.errors.fault_line) and 2; anything else keeps its traceback."""
+    the machine its one line (learntok.util.errors.fault_line) and 2; anything else keeps its traceback."""
     quiet_stdout()  # the interpreter's own flush at exit would fail again
     if isinstance(e, BrokenPipeError):
         return SIGPIPE_EXIT
@@ -211,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGINT, _interrupt_unless_importing)
     try:
         return _main(argv)
+    except KeyboardInterrupt:  # before the command began (its arguments being parsed): nothing left behind
+        print("learntok: interrupted", file=sys.stderr)
+        return SIGINT_EXIT
     finally:
         signal.signal(signal.SIGINT, previous)
 
@@ -229,7 +232,7 @@ def _main(argv: list[str] | None = None) -> int:
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(errors="replace")  # a non-UTF-8 terminal shows "?", no crash
     try:
-        check_environment()  # every variable learntok reads, before any work (learntok.environment)
+        check_environment()  # every variable learntok reads, before any work (learntok.util.environment)
         check_given(args)
         check_outputs(args)
         check_needs(args)

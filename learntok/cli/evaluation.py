@@ -8,7 +8,7 @@ from pathlib import Path
 from learntok.cli.options import add_device, add_greedy, add_json, add_model, add_rate, add_seed, check_run
 from learntok.cli.results import short_run_hint, write_json
 from learntok.cli.values import POSITIVE, REPEAT, VOCAB, WINDOW, text_arg
-from learntok.files import input_data, input_file, input_run, output_folder
+from learntok.util.files import input_data, input_file, input_run, output_folder
 
 
 def add_eval(sub) -> None:
@@ -43,7 +43,7 @@ def cmd_eval(args) -> None:
     check_run(args.model)
     from dataclasses import fields
 
-    from learntok.evaluate import EvalRequest, evaluate_request, format_report
+    from learntok.evaluation.evaluate import EvalRequest, evaluate_request, format_report
 
     options = {f.name: getattr(args, f.name) for f in fields(EvalRequest) if f.name != "run"}  # each an option's dest
     run, report = evaluate_request(EvalRequest(args.model, **options))
@@ -76,7 +76,7 @@ def add_eval_tasks(sub) -> None:
 
 def cmd_eval_tasks(args) -> None:
     check_run(args.model)
-    from learntok.eval_tasks import format_tasks, run_tasks
+    from learntok.evaluation.tasks import format_tasks, run_tasks
 
     report = run_tasks(
         args.model,
@@ -109,7 +109,7 @@ def add_diagnose(sub) -> None:
 
 def cmd_diagnose(args) -> None:
     check_run(args.model)
-    from learntok.diagnose import markdown_table, run_diagnose
+    from learntok.evaluation.diagnose import markdown_table, run_diagnose
 
     report = run_diagnose(
         args.model, args.batches, args.samples, args.batch_size, args.seq_len, args.seed, args.out, args.device
@@ -131,7 +131,7 @@ def add_plot(sub) -> None:
 
 def cmd_plot(args) -> None:
     from learntok.cli.outputs import check_command_line
-    from learntok.plots import plot_runs
+    from learntok.run.plots import plot_runs
 
     if args.out is None:  # the default folder is checked as a given one would be
         one = Path(args.runs[0])

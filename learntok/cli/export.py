@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from learntok.cli.options import add_model, check_run
-from learntok.errors import ConfigError
-from learntok.files import output_folder
+from learntok.util.errors import ConfigError
+from learntok.util.files import output_folder
 
 
 def add_export(sub) -> None:

@@ -9,9 +9,9 @@ import argparse
 from pathlib import Path
 
 from learntok.cli.values import RATE_ARG, SEED_ARG, number
-from learntok.errors import CheckpointError, ConfigError
-from learntok.files import input_run, output_file
-from learntok.ranges import THREADS
+from learntok.util.errors import CheckpointError, ConfigError
+from learntok.util.files import input_run, output_file
+from learntok.util.ranges import THREADS
 
 RUN_OR_MODEL = "run folder (latest checkpoint), model/checkpoint folder, or a shipped model's name (tiny-shakespeare)"
 RATE_MODES = "with --rate: online (the offset moves with the decisions made, so the rate holds on any text; the default where the strategy has it) or calibrated (the offset found on val, fixed)"
@@ -21,7 +21,7 @@ def device_arg(text: str) -> str:
     """--device: a device learntok runs on and this machine has (checked before a model is read)."""
     if text == "cpu":  # the default, on every machine: checked without loading torch
         return text
-    from learntok.runtime import resolve_device
+    from learntok.util.runtime import resolve_device
 
     try:
         resolve_device(text)
@@ -38,7 +38,7 @@ def add_model(p, help: str | None = RUN_OR_MODEL) -> None:
 def check_run(path: str) -> None:
     """A command whose first step reads the run refuses a missing one before the library (and
     torch) loads, with the line learntok.model.pretrained.resolve would give."""
-    from learntok.shipped import shipped_folder
+    from learntok.util.shipped import shipped_folder
 
     if not Path(path).exists() and shipped_folder(path) is None:
         raise CheckpointError(f"{Path(path)} does not exist")

@@ -10,10 +10,10 @@ An output names a file (`--json`, `--html`) or a folder (`--out`). Refused, each
   data folder (finished or not), or one of a run folder's own files (config.toml,
   metrics.jsonl, segments.txt, .lock);
 - a file output inside a folder output of the same command, or two outputs naming one file;
-- a folder output that is a training run's folder, but for `train` itself (learntok.runfolder.claim);
+- a folder output that is a training run's folder, but for `train` itself (learntok.run.folder.claim);
   a folder a command writes by default (plot's RUN/plots, diagnose's RUN/diagnose) is checked too.
-Files are then written whole by learntok.files.write_output. A command line's outputs and inputs
-are found from its options' types (learntok.files: output_file, input_data, ...), the data.source a
+Files are then written whole by learntok.util.files.write_output. A command line's outputs and inputs
+are found from its options' types (learntok.util.files: output_file, input_data, ...), the data.source a
 train or compare names, and the data.source of a run it reads.
 """
 
@@ -23,8 +23,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from learntok.errors import CheckpointError, ConfigError, DataError, OutputRefused
-from learntok.files import INPUT_TYPES, OUTPUT_TYPES, input_data, input_run, output_folder
+from learntok.util.errors import CheckpointError, ConfigError, DataError, OutputRefused
+from learntok.util.files import INPUT_TYPES, OUTPUT_TYPES, input_data, input_run, output_folder
 
 # The checks read runs and name the files of checkpoints and run folders through modules that
 # load torch: they are imported inside the checks, which run only for a command line that names
@@ -66,7 +66,7 @@ def command_outputs(args) -> list:
 def command_inputs(args) -> list:
     """Every path this command line reads: the options typed input_*, the data.source a train
     or compare names (overrides, --config, the run resumed), and a run's own data.source."""
-    from learntok.config import read_file
+    from learntok.run.config import read_file
     from learntok.model.pretrained import read_config, resolve
 
     typed = [
@@ -112,7 +112,7 @@ def check_command_line(args) -> None:
 def check_outputs(outputs: list[Output], inputs: list[Input], owns_runs: bool = False) -> None:
     """Refuse (OutputRefused) the first output that must not be written; see the module docstring.
     A folder output that is a training run's folder belongs to that run: only `train` (`owns_runs`,
-    whose learntok.runfolder.claim decides) writes into it."""
+    whose learntok.run.folder.claim decides) writes into it."""
     real_inputs = [(i, Path(os.path.realpath(i.path))) for i in inputs if i.path and os.path.exists(i.path)]
     folders = [(o, Path(os.path.realpath(o.path))) for o in outputs if o.folder and o.path.strip()]
     seen: dict[Path, str] = {}
@@ -184,10 +184,10 @@ def _check_not_input(out: Output, where: Path, inp: Input, real: Path) -> None:
 
 def _check_not_kept(out: Output, where: Path) -> None:
     """Nothing inside a model, checkpoint or prepared folder, and none of a run folder's own files."""
-    from learntok.checkpoint import STATE
+    from learntok.run.checkpoint import STATE
     from learntok.data.corpora import prepared_state
     from learntok.model.pretrained import LATEST, WEIGHTS
-    from learntok.runfolder import LOCK, RUN_FILES
+    from learntok.run.folder import LOCK, RUN_FILES
 
     name = f"{out.option} {out.path}"
     for folder in ([where] if out.folder else []) + list(where.parents):
@@ -209,7 +209,7 @@ def _check_not_kept(out: Output, where: Path) -> None:
 
 def _is_run(folder: Path) -> bool:
     from learntok.model.pretrained import LATEST
-    from learntok.runfolder import CONFIG, LOCK, METRICS
+    from learntok.run.folder import CONFIG, LOCK, METRICS
 
     return (
         (folder / "checkpoints" / LATEST).is_file()

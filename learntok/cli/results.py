@@ -8,8 +8,8 @@ import sys
 
 
 def write_json(path: str | None, record: dict) -> None:
-    """`--json PATH` for commands that report figures, written whole (learntok.files.write_output)."""
-    from learntok.files import write_output
+    """`--json PATH` for commands that report figures, written whole (learntok.util.files.write_output)."""
+    from learntok.util.files import write_output
 
     if path:
         write_output(path, json.dumps(record, indent=2) + "\n")
@@ -18,7 +18,7 @@ def write_json(path: str | None, record: dict) -> None:
 def short_run_hint(path: str) -> None:
     """`segment` and `eval`, once they are done: one stderr line when a learned policy has trained
     too few steps to settle (after the output, so that an error stays the only line)."""
-    from learntok.checkpoint import short_run_hint as hint
+    from learntok.run.checkpoint import short_run_hint as hint
 
     line = hint(path)
     if line:

@@ -7,7 +7,7 @@ import sys
 from learntok.cli.options import add_device, add_greedy, add_json, add_model, add_rate, add_seed, check_run
 from learntok.cli.results import short_run_hint, write_json
 from learntok.cli.values import POSITIVE, PROBABILITY, TEMPERATURE_ARG, WINDOW, text_arg
-from learntok.files import input_file, output_file
+from learntok.util.files import input_file, output_file
 
 
 def add_segment(sub) -> None:
@@ -37,7 +37,7 @@ def add_segment(sub) -> None:
 
 
 def cmd_segment(args) -> None:
-    from learntok.segment import SegmentRequest, segment_command
+    from learntok.text.segment import SegmentRequest, segment_command
 
     request = SegmentRequest(not args.sampled, args.seed, args.rate, args.rate_mode, args.json, args.html)
     segment_command(args.model, args.text, args.file, args.held_out, args.window, request, sys.stdout, sys.stderr)
@@ -73,9 +73,9 @@ def add_sample(sub) -> None:
 
 def cmd_sample(args) -> None:
     check_run(args.model)
-    from learntok.checkpoint import load_run
+    from learntok.run.checkpoint import load_run
     from learntok.model.generate import SamplingOptions
-    from learntok.sample import sample_at_rate
+    from learntok.text.sample import sample_at_rate
 
     model, run_cfg = load_run(args.model, args.device)
     opts = SamplingOptions(args.max_bytes, args.temperature, args.top_k, args.top_p, args.seed, args.boundaries)

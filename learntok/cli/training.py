@@ -10,10 +10,10 @@ from pathlib import Path
 from learntok.cli.options import add_json, add_overrides, add_rate, add_seed
 from learntok.cli.results import write_json
 from learntok.cli.values import COUNT, FRACTION_ARG, POSITIVE, PROBABILITY, SHARD_MB
-from learntok.errors import ConfigError
-from learntok.files import input_data, input_file, input_run, output_folder
+from learntok.util.errors import ConfigError
+from learntok.util.files import input_data, input_file, input_run, output_folder
 
-# compare's options that train variants, refused with --runs (learntok.compare_runs.refuse_training)
+# compare's options that train variants, refused with --runs (learntok.compare.runs.refuse_training)
 TRAINING_OPTIONS = (
     "--strategies",
     "--preset",
@@ -28,7 +28,7 @@ TRAINING_OPTIONS = (
 
 
 def launch_rank() -> int:
-    from learntok.runtime import launch_rank as rank
+    from learntok.util.runtime import launch_rank as rank
 
     return rank()
 
@@ -69,8 +69,8 @@ def default_preset(preset: str | None, file: str | Path | None) -> str | None:
 
 
 def cmd_train(args) -> None:
-    from learntok.config import load_config
-    from learntok.train import train
+    from learntok.run.config import load_config
+    from learntok.train.loop import train
 
     if args.resume and not args.out:
         raise ConfigError("--resume needs --out RUN_DIR")
@@ -87,7 +87,7 @@ def cmd_train(args) -> None:
 def train_left(args) -> str:
     """What a train stopped by Ctrl-C or a fault leaves: the run, whole at its latest checkpoint
     (every write is atomic: docs/reliability.md), and the command that resumes it."""
-    from learntok.checkpoint import latest_checkpoint
+    from learntok.run.checkpoint import latest_checkpoint
 
     if not args.out or not Path(args.out).is_dir():
         return "no run folder was written"
@@ -129,9 +129,9 @@ def add_config(sub) -> None:
 
 
 def cmd_config(args) -> None:
-    from learntok.config import to_toml
-    from learntok.config_info import all_keys, format_keys, resolve
-    from learntok.plan import budget_lines, format_plan, plan
+    from learntok.run.config import to_toml
+    from learntok.run.config_info import all_keys, format_keys, resolve
+    from learntok.train.plan import budget_lines, format_plan, plan
 
     cfg, sources = resolve(default_preset(args.preset, args.config), args.config, args.overrides)
     if args.keys:
@@ -203,8 +203,8 @@ def add_compare(sub) -> None:
 
 
 def cmd_compare(args) -> None:
-    from learntok.compare import compare, parse_seeds, variants_from_args
-    from learntok.compare_report import format_seed_table, format_table, seed_summary
+    from learntok.compare.runner import compare, parse_seeds, variants_from_args
+    from learntok.compare.report import format_seed_table, format_table, seed_summary
 
     if args.runs is not None:
         return cmd_compare_runs(args)
@@ -228,7 +228,7 @@ def cmd_compare(args) -> None:
 
 
 def cmd_compare_runs(args) -> None:
-    from learntok.compare_runs import compare_runs, format_runs, refuse_training
+    from learntok.compare.runs import compare_runs, format_runs, refuse_training
 
     jobs = None if args.jobs == 1 else args.jobs  # None: not given
     given = (args.strategies, args.preset, args.steps, args.out, args.ablations or None, jobs, args.seeds, args.rates)

@@ -1,18 +1,18 @@
 """The command line's argparse types for values (docs/reliability.md): numbers in declared ranges
-(learntok.ranges) and text for the model as the argument's bytes. Paths have their own types in
-learntok.files, and the outputs they name are checked by learntok.cli.outputs."""
+(learntok.util.ranges) and text for the model as the argument's bytes. Paths have their own types in
+learntok.util.files, and the outputs they name are checked by learntok.cli.outputs."""
 
 from __future__ import annotations
 
 import argparse
 import os
 
-from learntok.ranges import BPE_VOCAB, FRACTION, RATE, REPEATS, SEED, TEMPERATURE, Range, bounds
+from learntok.util.ranges import BPE_VOCAB, FRACTION, RATE, REPEATS, SEED, TEMPERATURE, Range, bounds
 
 
 def number(kind: type, within: Range | None = None, **limits):
     """An argparse type: a `kind` number in the range `within` (or of the comparisons `limits`:
-    ge, gt, le, lt; learntok.ranges), never NaN, an infinity or an int beyond int64. Every
+    ge, gt, le, lt; learntok.util.ranges), never NaN, an infinity or an int beyond int64. Every
     numeric option's type is one of these (tests/test_values.py checks it)."""
     rng = within or bounds(**limits)
 

@@ -11,7 +11,7 @@ and Simplified Chinese, one document per section, 0.5-0.6 MB each. Paths may be 
 folder, JSONL(.gz) or parquet, each file read by `file_documents` (the one reader that training
 and `learntok prepare` share, so both see the same documents): a JSONL record or a parquet row
 is a document, and a text file is read in pieces of about PIECE_BYTES cut after a newline. Any
-name ending in .gz is decompressed (x.txt.gz is text). Files are read through learntok.files:
+name ending in .gz is decompressed (x.txt.gz is text). Files are read through learntok.util.files:
 regular files only, and a source read into memory is at most files.memory_budget() bytes in all.
 Empty documents are dropped.
 """
@@ -25,10 +25,10 @@ from collections.abc import Collection, Iterable, Iterator
 from importlib import resources
 from pathlib import Path
 
-from learntok.errors import DataError, FormatError
-from learntok.files import check_input, memory_budget, open_input, too_large
-from learntok.progress import note
-from learntok.structured import expect, expect_fields, parse_json
+from learntok.util.errors import DataError, FormatError
+from learntok.util.files import check_input, memory_budget, open_input, too_large
+from learntok.util.progress import note
+from learntok.util.json_toml import expect, expect_fields, parse_json
 
 DEBIAN_REFERENCE = (
     "debref-de",

@@ -21,10 +21,10 @@ from learntok.data import shards
 from learntok.data.corpora import BUILTINS, load_named_documents, source_path
 from learntok.data.split import SPLITS, small_split, split_named_documents
 from learntok.data.vocab import BOS, EOS, PAD
-from learntok.errors import DataError
-from learntok.files import memory_budget
-from learntok.parameters import config_fields
-from learntok.ranges import FRACTION, SEED, ranged
+from learntok.util.errors import DataError
+from learntok.util.files import memory_budget
+from learntok.util.typed_fields import config_fields
+from learntok.util.ranges import FRACTION, SEED, ranged
 
 ALL = "all"  # the split of ByteData.from_config(..., unsplit=True): every document of the source
 FIT_BYTES = 4_000_000  # training bytes a fit reads (a strategy's `fit`, the reference BPE): `sample_documents`
@@ -58,7 +58,7 @@ class DataConfig:
     packed: bool = False
 
     def __post_init__(self) -> None:
-        # each field's type and range, its strings Unicode text (learntok.fields); but a source that
+        # each field's type and range, its strings Unicode text (learntok.util.typed_fields); but a source that
         # is a path may hold bytes that are not UTF-8, as os.fsdecode gives them (U+DC80..U+DCFF,
         # `eval --source` with such a name): it is checked as the path's bytes, never saved as text
         source = self.source
@@ -281,7 +281,7 @@ class ByteData:
         """Refuse, before anything is allocated, rows that cannot fit. Training draws windows of
         exactly seq_len - 1 bytes, so the split must hold one; and one batch (batch_size rows,
         or fewer when evaluation has fewer windows) at `position_bytes` a position (a lower bound
-        on what a forward takes: learntok.evaluate.position_bytes) must fit in files.memory_budget()."""
+        on what a forward takes: learntok.evaluation.evaluate.position_bytes) must fit in files.memory_budget()."""
         if training:
             self._bytes_per_row(split, seq_len)
             if "val" in self._splits and not self.n_bytes("val"):

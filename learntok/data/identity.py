@@ -18,7 +18,7 @@ from pathlib import Path
 
 from learntok.data import shards
 from learntok.data.corpora import BUILTINS, SHIPPED, files_below, source_path
-from learntok.errors import DataError
+from learntok.util.errors import DataError
 
 WHOLE_BYTES = 1 << 20  # files up to this size are hashed whole
 EDGE_BYTES = 1 << 16  # a larger file: its first and last this many bytes

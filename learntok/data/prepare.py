@@ -15,7 +15,7 @@ Inputs (several may be given; folders are walked in sorted path order, hidden en
   anything else         a text file (binary files, with a NUL byte in the first 8 KB, are
                         skipped): pieces of about `piece_bytes` cut after a newline
 Any name ending in .gz is decompressed first (x.txt.gz is text). Devices, FIFOs and sockets are
-refused (learntok.files.check_input); inside folders only regular files are read.
+refused (learntok.util.files.check_input); inside folders only regular files are read.
 Filters: documents shorter than `min_doc_bytes` are dropped; longer than `max_doc_bytes` are cut
 to it with `truncate` (the paper's 4096-byte cut) or dropped without it. They act after the
 split: a document keeps the split it would have had without them.
@@ -33,9 +33,9 @@ from pathlib import Path
 from learntok.data.corpora import PIECE_BYTES, check_not_prepared, file_documents, files_below, source_path
 from learntok.data.shards import FORMAT, INDEX, VERSION, SplitWriter
 from learntok.data.split import SPLITS, plan_split, small_split
-from learntok.errors import DataError
-from learntok.files import check_input
-from learntok.progress import Progress, note
+from learntok.util.errors import DataError
+from learntok.util.files import check_input
+from learntok.util.progress import Progress, note
 
 
 @dataclass
@@ -68,7 +68,7 @@ class PrepareOptions:
 
 
 def input_files(sources: list[str]) -> list[Path]:
-    """The files of the sources: each a regular file, or a folder walked (learntok.files.check_input:
+    """The files of the sources: each a regular file, or a folder walked (learntok.util.files.check_input:
     a device, FIFO or socket is refused before anything opens it)."""
     files = []
     for s in sources:

@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from learntok.data.split import SPLITS
-from learntok.errors import DataError
-from learntok.files import inside
-from learntok.structured import parse_json
+from learntok.util.errors import DataError
+from learntok.util.files import inside
+from learntok.util.json_toml import parse_json
 
 FORMAT = "learntok-shards"
 VERSION = 1

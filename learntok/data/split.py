@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from learntok.errors import DataError
+from learntok.util.errors import DataError
 
 
 SPLITS = ("train", "val", "test")

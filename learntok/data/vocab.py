@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from learntok import parameters as check
+from learntok.util import unicode
 
 BOS = 256
 EOS = 257
@@ -21,8 +21,8 @@ def is_byte(x):
 
 def encode(text: str | bytes, bos: bool = True) -> torch.Tensor:
     """str | bytes -> LongTensor (T,), BOS first. A str is encoded as UTF-8 (one with a surrogate
-    is a ValueError: learntok.parameters.text); bytes are taken as they are."""
-    data = check.text("learntok.data.encode", "text", text) if isinstance(text, str) else bytes(text)
+    is a ValueError: learntok.util.unicode.text); bytes are taken as they are."""
+    data = unicode.text("learntok.data.encode", "text", text) if isinstance(text, str) else bytes(text)
     ids = torch.frombuffer(bytearray(data), dtype=torch.uint8).long() if data else torch.zeros(0, dtype=torch.long)
     return torch.cat([torch.tensor([BOS]), ids]) if bos else ids
 

@@ -14,7 +14,7 @@ AutoConfig / AutoModelForCausalLM.from_pretrained read any folder whose config.j
 `learntok export` and `save_pretrained` write. A run folder, a shipped name ("learntok/tiny-shakespeare":
 the Auto classes would look it up on the Hub) or a folder an older learntok wrote load through
 `LearntokForCausalLM.from_pretrained` (or `learntok export` first; a shipped model's folder is
-`learntok.shipped.shipped_folder(name)`).
+`learntok.util.shipped.shipped_folder(name)`).
 """
 
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer

@@ -15,7 +15,7 @@ from pathlib import Path
 from transformers import PretrainedConfig
 
 from learntok.data.vocab import BOS, EOS, PAD, VOCAB_SIZE
-from learntok.errors import CheckpointError
+from learntok.util.errors import CheckpointError
 from learntok.model.generate import BOUNDARY_MODES, DEFAULT_BOUNDARIES
 from learntok.model.pretrained import MODEL_TYPE, STRATEGY, check_format, model_config, trained_seq_len
 from learntok.nn.config import ModelConfig

@@ -12,8 +12,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from learntok.errors import OutputError
-from learntok.files import replaceable_folder
+from learntok.util.errors import OutputError
+from learntok.util.files import replaceable_folder
 from learntok.hf.tokenizer import LearntokByteTokenizer
 from learntok.model.aunet import AUNet
 from learntok.model.pretrained import (

@@ -39,7 +39,7 @@ from learntok.hf.config import LearntokConfig
 from learntok.hf.export import write_export
 from learntok.model.aunet import AUNet
 from learntok.model.pretrained import read_model
-from learntok.runtime import PrivateRNG
+from learntok.util.runtime import PrivateRNG
 
 
 @dataclass

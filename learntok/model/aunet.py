@@ -16,13 +16,14 @@ from torch import nn
 
 import learntok.boundaries  # noqa: F401  (registers the strategies)
 from learntok.boundaries.base import BoundaryOutput, build_strategy
-import learntok.parameters as check
+import learntok.util.checks as check
+from learntok.util import unicode
 from learntok.data.vocab import encode
 from learntok.nn.config import ModelConfig
 from learntok.model.generate import generate, stream
 from learntok.nn.layers import RMSNorm, Stack
 from learntok.nn.pooling import num_tokens, pack_rows, upsample
-from learntok.ranges import SEED
+from learntok.util.ranges import SEED
 from learntok.model.pretrained import WEIGHTS, ModelFiles, load_weights, read_model, save_model
 
 
@@ -156,7 +157,7 @@ class AUNet(nn.Module):
         """Byte ids (B, T) as given, or a str (UTF-8) / bytes as one row with BOS first
         (learntok.data.encode), on the model's device."""
         if isinstance(x, (str, bytes)):
-            return encode(check.text("AUNet", "x", x)).unsqueeze(0).to(self.embed.weight.device)
+            return encode(unicode.text("AUNet", "x", x)).unsqueeze(0).to(self.embed.weight.device)
         if not isinstance(x, torch.Tensor) or x.is_floating_point() or x.is_complex():
             raise TypeError(
                 f"AUNet takes byte ids, a LongTensor (B, T) with BOS first "

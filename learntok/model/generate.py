@@ -34,9 +34,10 @@ from learntok.boundaries.base import BoundaryOutput
 from learntok.data.vocab import BOS, EOS, PAD, encode, is_byte
 from learntok.nn.cache import ModelCache, TokenKV
 from learntok.nn.pooling import token_counts, upsample
-import learntok.parameters as check
-from learntok.ranges import INT64, MIN_TEMPERATURE, SEED, TEMPERATURE, bounds
-from learntok.runtime import MODEL_STATE, PrivateRNG, eval_mode
+import learntok.util.checks as check
+from learntok.util import unicode
+from learntok.util.ranges import INT64, MIN_TEMPERATURE, SEED, TEMPERATURE, bounds
+from learntok.util.runtime import MODEL_STATE, PrivateRNG, eval_mode
 
 BOUNDARY_MODES = ("greedy", "sample")
 # The one default decision rule wherever a text is cut: the tokenizer, `segment`, `sample` and
@@ -117,7 +118,7 @@ def sample_next(
 ) -> torch.Tensor:
     """Next byte ids (B,) from logits (B, V) over the 256 byte values and EOS (BOS, PAD and the
     table's padding are never drawn). temperature 0 is argmax (so is any below
-    learntok.ranges.MIN_TEMPERATURE, its limit; learntok.ranges.TEMPERATURE bounds it above); top_k keeps the k likeliest;
+    learntok.util.ranges.MIN_TEMPERATURE, its limit; learntok.util.ranges.TEMPERATURE bounds it above); top_k keeps the k likeliest;
     top_p keeps the smallest set whose probability reaches p (nucleus sampling)."""
     logits = logits.float()
     allowed = is_byte(torch.arange(logits.size(-1), device=logits.device))  # (V,)
@@ -162,7 +163,7 @@ def prompt_ids(prompt, where: str = "generate", name: str = "prompt") -> torch.T
     if isinstance(prompt, torch.Tensor):
         ids = check.tensor(where, name, prompt, 1, True, PROMPT).long()
         return ids if ids.numel() and int(ids[0]) == BOS else torch.cat([torch.tensor([BOS]), ids])
-    return encode(check.text(where, name, prompt))
+    return encode(unicode.text(where, name, prompt))
 
 
 @dataclass(frozen=True)
@@ -181,7 +182,7 @@ class SamplingOptions:
 
     @classmethod
     def of(cls, where: str, max_bytes, options: dict) -> "SamplingOptions":
-        """The options `where` (generate, stream) was called with, checked (learntok.parameters):
+        """The options `where` (generate, stream) was called with, checked (learntok.util.checks):
         an unknown keyword is a TypeError naming it."""
         unknown = sorted(set(options) - {f.name for f in fields(cls)})
         if unknown:

@@ -2,7 +2,7 @@
 
 A model folder: `model.safetensors` (weights) + `config.json` (the ModelConfig, or the resolved
 RunConfig in a training checkpoint), stamped with the format version. A run folder names its
-newest checkpoint in `checkpoints/latest`. Training checkpoints (learntok.checkpoint) build on
+newest checkpoint in `checkpoints/latest`. Training checkpoints (learntok.run.checkpoint) build on
 these files; nothing here knows about optimizers or runs beyond finding the latest checkpoint.
 """
 
@@ -22,12 +22,12 @@ from safetensors.torch import load, load_file, save_file
 
 from learntok import __version__
 from learntok.boundaries.options import STRATEGY, move_old_keys, strategy_options
-from learntok.errors import CheckpointError, ConfigError, NotFiniteError, OutputError
-from learntok.fields import check_fields, is_utf8
-from learntok.files import read_input, replaceable_folder
+from learntok.util.errors import CheckpointError, ConfigError, NotFiniteError, OutputError
+from learntok.util.typed_fields import check_fields, is_utf8
+from learntok.util.files import read_input, replaceable_folder
 from learntok.nn.config import ModelConfig
-from learntok.shipped import shipped_folder
-from learntok.structured import expect, parse_json
+from learntok.util.shipped import shipped_folder
+from learntok.util.json_toml import expect, parse_json
 
 WEIGHTS, CONFIG, LATEST = "model.safetensors", "config.json", "latest"
 MODEL_FILES = frozenset((WEIGHTS, CONFIG))  # a model folder holds these and nothing else
@@ -155,9 +155,9 @@ def save_model(model: torch.nn.Module, path: str | Path, config: dict | None = N
 
 def resolve(path: str | Path) -> Path:
     """A model or checkpoint folder from: that folder, a run folder (its latest checkpoint), a
-    run's `checkpoints` folder, or a shipped model's name (learntok.shipped). A run reads only inside itself: `latest` must name a
+    run's `checkpoints` folder, or a shipped model's name (learntok.util.shipped). A run reads only inside itself: `latest` must name a
     checkpoint folder that is, symlinks resolved, inside the folder given."""
-    p = shipped_folder(path) or Path(path)  # a shipped name (learntok.shipped) stands for its folder
+    p = shipped_folder(path) or Path(path)  # a shipped name (learntok.util.shipped) stands for its folder
     if not p.exists():
         raise CheckpointError(f"{p} does not exist")
     if (p / WEIGHTS).is_file():

@@ -1,14 +1,14 @@
 """Model configuration (docs/design.md §2-§3). Every field: meaning and unit, and its valid range
-(learntok.ranges; checked when a run config is built)."""
+(learntok.util.ranges; checked when a run config is built)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from learntok.parameters import config_fields
+from learntok.util.typed_fields import config_fields
 from learntok.data.vocab import N_SYMBOLS, VOCAB_SIZE
-from learntok.ranges import RATE, ranged
+from learntok.util.ranges import RATE, ranged
 
 
 @dataclass

@@ -1,0 +1,112 @@
+"""`learntok plot`: training and validation curves of one or several runs, and the estimator
+variance chart of `learntok diagnose`. PNG through matplotlib's Agg backend (no display).
+
+metrics.jsonl (learntok.run.tracking) holds training rows (`step`, `bytes_seen`, `bpb`,
+`boundary_rate`, `whitespace_rate`, ...) and validation rows (`val_bpb`, `val_boundary_rate`,
+`val_whitespace_rate`), told apart by their `kind` (by their keys in runs written before rows
+had one).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from learntok.util.errors import DataError
+from learntok.util.files import replacing
+from learntok.run.folder import METRICS as METRICS_FILE, metric_rows
+
+METRICS = {"bpb": "bits per byte", "boundary_rate": "boundary rate", "whitespace_rate": "whitespace rate"}
+
+
+def pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def read_metrics(run: str | Path) -> tuple[list[dict], list[dict]]:
+    """(training rows, validation rows) of RUN/metrics.jsonl (or a metrics.jsonl path), read as
+    the trainer reads it (runfolder.metric_rows: a last row torn by a crash is left out); the
+    strategy's fit row counts as training, compare's final evaluation row as neither."""
+    path = Path(run)
+    path = path / METRICS_FILE if path.is_dir() else path
+    if not path.exists() and not path.is_symlink():
+        raise DataError(f"{path} does not exist: is {run} a run folder?")
+    train, val, rows = [], [], metric_rows(path)
+    if not rows:
+        raise DataError(f"{path} holds no metrics rows (yet): nothing to plot")
+    for _, rec in rows:
+        kind = rec.get("kind") or ("val" if any(k.startswith("val_") for k in rec) else "train")
+        if kind in ("train", "fit"):
+            train.append(rec)
+        elif kind == "val":
+            val.append(rec)
+    return train, val
+
+
+def series(records: list[dict], key: str, x: str = "step") -> tuple[list[float], list[float]]:
+    """(xs, ys) of the records that have both `x` and `key`."""
+    pts = [(r[x], r[key]) for r in records if key in r and x in r and r[key] is not None]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def plot_runs(runs: list[str | Path], out: str | Path, x: str = "step") -> list[Path]:
+    """One PNG per metric (bpb, boundary_rate, whitespace_rate): training (solid, thin) and
+    validation (dashed, markers) of every run, one colour per run. Returns the paths written."""
+    # a run's name as text for the legend (a folder named in another encoding than UTF-8: U+FFFD)
+    data = {os.fsencode(Path(r).name or str(r)).decode("utf-8", "replace"): read_metrics(r) for r in runs}
+    plt = pyplot()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)  # once every run is read
+    written = []
+    for key, label in METRICS.items():
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for i, (name, (train, val)) in enumerate(data.items()):
+            colour = f"C{i % 10}"
+            xs, ys = series(train, key, x)
+            if xs:
+                ax.plot(xs, ys, color=colour, lw=1, alpha=0.8, label=f"{name} train")
+            xs, ys = series(val, f"val_{key}", x)
+            if xs:
+                ax.plot(xs, ys, color=colour, ls="--", marker="o", ms=3, label=f"{name} val")
+        ax.set_xlabel(x.replace("_", " "))
+        ax.set_ylabel(label)
+        written.append(save_curves(fig, ax, out / f"{key}.png"))
+    return written
+
+
+def save_curves(fig, ax, path: Path) -> Path:
+    """Grid, a legend when any curve was drawn, tight layout; write the PNG and close the figure."""
+    ax.grid(alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    with replacing(path) as tmp:  # whole or not at all
+        fig.savefig(tmp, dpi=120, format="png")
+    pyplot().close(fig)
+    return path
+
+
+def plot_diagnose(table: dict[str, dict[str, float]], path: str | Path) -> Path:
+    """Two bar charts (log scale): gradient variance and SNR per estimator variant."""
+    plt = pyplot()
+    names = list(table)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    for ax, key, title in zip(axes, ("variance", "snr"), ("variance (trace of covariance)", "signal-to-noise ratio")):
+        vals = [max(table[n][key], 1e-30) for n in names]
+        ax.barh(names, vals, color=[f"C{i % 10}" for i in range(len(names))])
+        ax.set_xscale("log")
+        ax.invert_yaxis()
+        ax.set_title(title)
+        ax.grid(axis="x", alpha=0.3)
+    fig.suptitle("policy-gradient estimator on fixed batches")
+    fig.tight_layout()
+    path = Path(path)
+    with replacing(path) as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
+    plt.close(fig)
+    return path

@@ -1,0 +1,140 @@
+"""Where a run's figures go: RUN/metrics.jsonl always, and the same figures in TensorBoard
+(`log.tensorboard = true`) or Weights & Biases (`log.wandb = "PROJECT"`) when asked.
+
+metrics.jsonl holds one JSON object a line, each with its `kind`, its `step` and the wall-clock
+`time` it was written (Unix seconds):
+
+    train  the mean of each training metric over the steps since the last row (loss, bpb,
+           boundary_rate, whitespace_rate, grad_norm, bytes_per_s, ...), lr and bytes_seen
+    val    a periodic validation: val_bpb, val_boundary_rate, val_whitespace_rate, val_bytes
+    fit    what the strategy's fit reports (step 0; e.g. the bpe tokenizer's vocabulary)
+    eval   compare's final evaluation of the run (val_* and test_* figures)
+
+TensorBoard gets each number as the scalar `KIND/NAME` (`train/bpb`, `val/bpb`, `train/lr`,
+`train/bytes_per_s`, ...) and the sample segmentations as text, in event files in the run
+folder, so `tensorboard --logdir runs/` shows every run by its folder. A resumed run hides the
+events after its checkpoint's step (SummaryWriter's purge_step), as metrics.jsonl is cut back.
+A W&B run logs the same scalars and text, keyed by an id kept in RUN/wandb/, so a resume
+continues it; `WANDB_MODE=offline` (wandb's own setting) logs without a network.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import time
+import uuid
+from pathlib import Path
+
+from learntok.run.config import LogConfig
+from learntok.util.errors import ConfigError
+from learntok.util.files import open_no_follow, write_text_atomic
+from learntok.run.folder import METRICS, WANDB
+from learntok.util.runtime import rng_state, set_rng_state
+
+KINDS = ("train", "val", "fit", "eval")
+
+
+def check_trackers(cfg: LogConfig) -> None:
+    """Refuse at start-up, in one line, a tracker whose package is not installed."""
+    if cfg.tensorboard and importlib.util.find_spec("tensorboard") is None:
+        raise ConfigError("log.tensorboard = true needs the tensorboard package: pip install tensorboard")
+    if cfg.wandb and importlib.util.find_spec("wandb") is None:
+        raise ConfigError(f"log.wandb = {cfg.wandb!r} needs the wandb package: pip install -e '.[wandb]'")
+
+
+def append_row(run_dir: str | Path, kind: str, step: int, row: dict) -> dict:
+    """Append one row of `kind` at `step` to RUN/metrics.jsonl, stamped with the time; returns it."""
+    if kind not in KINDS:
+        raise ValueError(f"metrics kind {kind!r} is not one of {', '.join(KINDS)}")
+    record = {"kind": kind, "step": step, "time": round(time.time(), 3), **row}
+    with open_no_follow(Path(run_dir) / METRICS) as f:  # never through a link out of the run
+        f.write(json.dumps(record) + "\n")
+    return record
+
+
+def scalars(kind: str, row: dict) -> dict[str, float]:
+    """The row's numbers as tracker scalars `KIND/NAME` (a `val_` prefix dropped under val)."""
+    return {
+        f"{kind}/{k.removeprefix(kind + '_')}": float(v)
+        for k, v in row.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step"
+    }
+
+
+class Tracker:
+    """One run's figures: `log` writes a metrics.jsonl row and the trackers' scalars, `text` the
+    trackers' text (segments.txt stays the caller's). With enabled False (ranks other than 0)
+    nothing is written. `start` is the step a resumed run continues from (0 for a fresh one)."""
+
+    def __init__(self, run_dir: str | Path, cfg: LogConfig, config: dict, start: int = 0, enabled: bool = True):
+        self.run_dir, self.enabled = Path(run_dir), enabled
+        self.tb = self.wb = None
+        if not enabled:
+            return
+        check_trackers(cfg)
+        if cfg.tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            # every writer marks its session start, so the reader sees a resume's start as a restart
+            # and drops the earlier events from the step after the checkpoint on
+            self.tb = SummaryWriter(str(self.run_dir), purge_step=start + 1 if start else 0, flush_secs=30)
+        if cfg.wandb:
+            self.wb = _wandb_run(self.run_dir, cfg.wandb, config, fresh=start == 0)
+
+    def log(self, kind: str, step: int, row: dict) -> None:
+        if not self.enabled:
+            return
+        append_row(self.run_dir, kind, step, row)
+        values = {k: v for k, v in scalars(kind, row).items() if math.isfinite(v)}
+        if self.tb is not None:
+            for tag, v in values.items():
+                self.tb.add_scalar(tag, v, step)
+        if self.wb is not None:
+            self.wb.log(values, step=step)
+
+    def text(self, step: int, tag: str, text: str) -> None:
+        if not self.enabled:
+            return
+        if self.tb is not None:  # markdown: an indented block keeps the lines
+            self.tb.add_text(tag, "\n".join("    " + line for line in text.splitlines()), step)
+        if self.wb is not None:
+            import wandb
+
+            self.wb.log({tag: wandb.Html(f"<pre>{_escape(text)}</pre>")}, step=step)
+
+    def close(self) -> None:
+        if self.tb is not None:
+            self.tb.close()
+        if self.wb is not None:
+            self.wb.finish()
+        self.tb = self.wb = None
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _wandb_run(run_dir: Path, project: str, config: dict, fresh: bool):
+    """A W&B run for this run folder: a new id for a fresh run, the saved one on resume. The
+    RNG states are restored after wandb.init, so tracking never shifts a run's random draws."""
+    import wandb
+
+    folder = run_dir / WANDB
+    folder.mkdir(parents=True, exist_ok=True)
+    id_file = folder / "learntok-run-id"
+    if fresh or not id_file.is_file():
+        write_text_atomic(id_file, uuid.uuid4().hex[:16])
+    state = rng_state()
+    try:
+        return wandb.init(
+            project=project,
+            dir=str(run_dir),
+            name=run_dir.name,
+            id=id_file.read_text().strip(),
+            resume="allow",
+            config=config,
+        )
+    finally:
+        set_rng_state(state)

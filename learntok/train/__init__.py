@@ -1,0 +1,1 @@
+"""Training: the loop, its periodic reports, the memory and speed plan."""

@@ -1,0 +1,99 @@
+"""Every error class of learntok, one class for each mistake it expects from its users; the
+command line prints their one-line message and exits 2 (anything else is a bug and keeps its
+traceback). And the words for an OS error, the same wherever it is reported. Every module takes
+its error classes from here, and this module imports nothing of learntok (nor torch). The messages
+of a wrong argument (`wrong_type`, `wrong_value`) are made here too, one way."""
+
+import errno
+from typing import Any
+
+# Faults of the machine, not of learntok, by errno: one line instead of a traceback
+MACHINE_FAULTS = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EFBIG: "file too large (a file size limit, ulimit -f?)",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EIO: "input/output error",
+}
+
+
+def os_reason(e: OSError) -> str:
+    """What an OS error says, in learntok's words for the machine's faults (MACHINE_FAULTS),
+    else the OS's own (lower-case, as the rest of a learntok message)."""
+    reason = MACHINE_FAULTS.get(e.errno) or e.strerror or str(e)
+    return reason[:1].lower() + reason[1:]
+
+
+def fault_line(e: OSError) -> str | None:
+    """The one line for an OS error that is a fault of the machine (disk full, a size limit, a
+    permission), naming the file; None for any other OSError (a bug, which keeps its traceback)."""
+    reason = MACHINE_FAULTS.get(e.errno)
+    if reason is None:
+        return None
+    return f"{reason}: {e.filename}" if e.filename else reason
+
+
+class ConfigError(ValueError):
+    """A configuration mistake: unknown name, wrong type or an invalid value (one-line message)."""
+
+
+class DataError(Exception):
+    """A data source or split that cannot be used; the message says which and why, in one line."""
+
+
+class CheckpointError(RuntimeError):
+    """A missing or unreadable model file or checkpoint (one-line message)."""
+
+
+class NotFiniteError(CheckpointError):
+    """Weights that hold NaN or an infinity, or a figure that came out so: numbers that are not
+    numbers (one-line message naming the checkpoint; `checkpoint.figures_of` adds it to a figure's)."""
+
+
+class OutputError(Exception):
+    """An output file that cannot be written (one-line message naming it and why)."""
+
+
+class OutputRefused(ConfigError):
+    """An output path that the command must not write (one line naming the option and why)."""
+
+
+class FormatError(ValueError):
+    """Text that is not the JSON or TOML it should be (one-line message, no file name)."""
+
+
+class TaskError(DataError):
+    """A task file that cannot be used; the message names the file, the line and the field."""
+
+
+class RunFolderError(ConfigError):
+    """A run folder that this command must not write: in use, foreign, or not resumable."""
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite; the message names the step and the last good checkpoint."""
+
+
+def os_fault(e: Exception) -> Exception:
+    """`e`, marked as reporting an OS error (a file that could not be opened or read), so that a
+    caller that would add a guess about the file's content (an old format?) does not."""
+    e.os_fault = True
+    return e
+
+
+def described(value: Any) -> str:
+    """A value for a message: its repr (cut short) and its type."""
+    text = repr(value)
+    text = text if len(text) <= 40 else text[:37] + "..."
+    kind = type(value).__name__
+    return f"{text} ({'an' if kind[0] in 'aeiou' else 'a'} {kind})"
+
+
+def wrong_type(where: str, name: str, what: str, value: Any) -> TypeError:
+    return TypeError(f"{where}: {name} must be {what}; got {described(value)}")
+
+
+def wrong_value(where: str, name: str, what: str, value: Any) -> ValueError:
+    return ValueError(f"{where}: {name} must be {what}; got {described(value)}")
