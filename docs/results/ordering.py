@@ -116,6 +116,13 @@ def score(a: argparse.Namespace, arm: str, seed: int) -> dict:
     return row
 
 
+def run_minutes(a: argparse.Namespace, arm: str, seed: int) -> float:
+    """Minutes of wall clock one run trained and evaluated: the time between its metrics.jsonl
+    rows, leaving out any gap over 5 minutes (a run stopped and resumed in a later session)."""
+    times = [json.loads(row)["time"] for row in (run_dir(a.out, arm, seed) / "metrics.jsonl").read_text().splitlines()]
+    return sum(d for d in (b - t for t, b in zip(times, times[1:])) if d < 300) / 60
+
+
 def task_bpb(result: dict, name: str) -> float:
     """Bits per byte of the gold continuation on one task of an `eval-tasks` JSON (tasks by file name)."""
     return result["tasks"][TASKS[name].removesuffix(".jsonl.gz")]["gold_bpb"]
@@ -153,6 +160,7 @@ def table(a: argparse.Namespace, scores: dict[tuple[str, int], dict]) -> dict:
             "p_holm_over_all": over_all[arm],
             "per_seed": diffs[arm],
         }  # fmt: skip
+    minutes = sum(run_minutes(a, arm, s) for arm in a.arms for s in seeds_of(a, arm))
     spread = {}  # two arms paired by seed: arm - uniform, and its standard deviation over seeds
     for arm in others if PRIMARY in a.arms else []:
         if arm != PRIMARY:
@@ -160,6 +168,7 @@ def table(a: argparse.Namespace, scores: dict[tuple[str, int], dict]) -> dict:
             d = [scores[arm, s]["bpb"] - scores[PRIMARY, s]["bpb"] for s in both]
             spread[f"{arm} - {PRIMARY}"] = {"per_seed": d, "sd": statistics.stdev(d) if len(d) > 1 else None}
     return {"domain": a.domain, "source": SOURCES[a.domain], "weights": a.weights, "ema": a.ema, "spread": spread,
+            "run_minutes": minutes, "wall_minutes_at_jobs": minutes / a.jobs,
             "seeds": list(range(a.seeds)),
         "seeds_by_arm": {arm: list(seeds_of(a, arm)) for arm in a.arms}, "steps": a.steps,
             "eval_bytes": a.eval_bytes, "rate": RATE, "task_limit": a.limit if a.tasks else None, "arms": arms}  # fmt: skip
@@ -248,7 +257,10 @@ def main() -> None:
         scores = dict(zip(units, pool.map(lambda u: score(a, *u), units)))
     result = {"command": " ".join(["python", *sys.argv]), "commit": a.commit, **table(a, scores)}
     a.json.write_text(json.dumps(result, indent=2) + "\n")
-    a.json.with_suffix(".md").write_text(markdown(result))
+    seeds = ", ".join(f"{arm} {len(v['per_seed'])}" for arm, v in result["arms"].items())
+    made_by = f"Made by: `{result['command']}`; commit {result['commit']}; seeds 0-{a.seeds - 1} (by arm: {seeds})\n\n"
+    page = a.json.with_name(a.json.stem + "-table.md")  # the page around the table is written by hand
+    page.write_text(made_by + markdown(result))
     plot(result, a.json.with_suffix(".png"))
     print(markdown(result))
 
