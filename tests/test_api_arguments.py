@@ -281,3 +281,22 @@ def test_save_pretrained_replaces_only_a_model_folder(tmp_path, case, place, sav
     assert str(target) in str(info.value) and "\n" not in str(info.value)
     assert checksums(tmp_path) == before
     assert not [q for q in tmp_path.rglob(".*tmp-*")]  # no temporary folder left behind
+
+
+def test_the_models_own_output_is_not_checked_again_and_one_built_by_hand_is(monkeypatch):
+    """ModelOutput's field checks run once, where an output comes from outside (built in Python),
+    not on every forward of the model."""
+    from learntok.model import aunet
+    from learntok.util import checks
+
+    model, calls, real = AUNet(ModelConfig(d_model=32, n_heads=2, n_mid=1)), [], checks.instance
+
+    def counted(where, name, *args, **kwargs):
+        calls.append(name) if where == "ModelOutput" else None
+        return real(where, name, *args, **kwargs)
+
+    monkeypatch.setattr(checks, "instance", counted)
+    model(torch.randint(0, 256, (2, 16)))
+    assert calls == []
+    aunet.ModelOutput(*[torch.zeros(1)] * 7, 0.2, torch.zeros(1))
+    assert calls == [*aunet.TENSOR_FIELDS, "target_rate"]

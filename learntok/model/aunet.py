@@ -9,7 +9,7 @@ Shapes: B batch, T bytes (BOS at t = 0), S tokens, D width, V vocabulary.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 
 import torch
 from torch import nn
@@ -38,14 +38,19 @@ class ModelOutput:
     aux_loss: torch.Tensor  # () the strategy's own (weighted) loss
     target_rate: float | torch.Tensor  # rho* for the rate loss; (B,) each row's own (rate-conditioned training)
     n_tokens: torch.Tensor  # (B,) tokens per sequence
+    # one built in Python is checked at its construction; the model's own forward passes False:
+    # its fields are tensors by construction, and a check there would run on every forward
+    checked: InitVar[bool] = True
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, checked: bool) -> None:
+        if not checked:
+            return
         for name in TENSOR_FIELDS:
             check.instance("ModelOutput", name, getattr(self, name), torch.Tensor, "a tensor")
         check.instance("ModelOutput", "target_rate", self.target_rate, (float, torch.Tensor), "a rate or a tensor (B,)")
 
 
-TENSOR_FIELDS = tuple(k for k in ModelOutput.__annotations__ if k != "target_rate")
+TENSOR_FIELDS = tuple(k for k in ModelOutput.__annotations__ if k not in ("target_rate", "checked"))
 
 
 def token_level_padded(model: "AUNet", h: torch.Tensor, b: BoundaryOutput) -> torch.Tensor:
@@ -139,6 +144,7 @@ class AUNet(nn.Module):
             aux_loss=b.aux_loss,
             target_rate=self.cfg.target_rate if b.target is None else b.target,
             n_tokens=b.decisions.sum(1),
+            checked=False,
         )
 
     def byte_level(self, x: torch.Tensor, pos: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
