@@ -190,3 +190,22 @@ def test_an_output_option_typed_as_text_is_caught():
     sub.choices["eval"].add_argument("--png", type=str, help="a chart")
     sub.choices["plot"].add_argument("--table", type=str, help="write the table to this file")
     assert undeclared_outputs(parser) == ["eval --png", "plot --table"]
+
+
+def test_every_command_builds_its_request_one_way():
+    """The library's request from a command line: each field from the option of its dest, a value
+    the command derives given, a field no option names left at its default."""
+    import argparse
+    from dataclasses import dataclass, field
+
+    from learntok.cli.options import request
+
+    @dataclass
+    class Asked:
+        seed: int
+        rate: float | None = None
+        json_path: str | None = None
+        extra: dict = field(default_factory=dict)
+
+    args = argparse.Namespace(seed=3, rate=0.2, json="out.json", unrelated=1)
+    assert request(Asked, args, json_path=args.json) == Asked(3, 0.2, "out.json", {})

@@ -11,7 +11,16 @@ import pytest
 import torch
 
 from learntok.util.errors import TaskError
-from learntok.evaluation.tasks import _rows, evaluate_task, join, read_task, rolling_windows, run_tasks, score_requests
+from learntok.evaluation.tasks import (
+    _rows,
+    evaluate_task,
+    join,
+    read_task,
+    rolling_windows,
+    TasksRequest,
+    run_tasks,
+    score_requests,
+)
 
 from conftest import tiny_model, write_jsonl, write_lm_eval_tasks
 
@@ -85,9 +94,9 @@ def test_evaluate_task_metrics(tmp_path):
 def test_run_tasks_from_model_folder(tmp_path):
     tiny_model().save_pretrained(tmp_path / "m")
     tasks = [str(write_jsonl(tmp_path / "mc.jsonl.gz", MC)), str(write_jsonl(tmp_path / "lam.jsonl", CONT))]
-    rep = run_tasks(tmp_path / "m", tasks, batch_size=4, seq_len=64, seed=1)
+    rep = run_tasks(tmp_path / "m", TasksRequest(tasks, batch_size=4, seq_len=64, seed=1))
     assert set(rep["tasks"]) == {"mc", "lam"} and rep["boundaries"] == "sampled (seed 1)"
-    assert rep == run_tasks(tmp_path / "m", tasks, batch_size=4, seq_len=64, seed=1)
+    assert rep == run_tasks(tmp_path / "m", TasksRequest(tasks, batch_size=4, seq_len=64, seed=1))
 
 
 def test_rolling_windows_score_every_byte_once():

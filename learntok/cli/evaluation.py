@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from learntok.cli.options import add_device, add_greedy, add_json, add_model, add_rate, add_seed, check_run
+from learntok.cli.options import add_device, add_greedy, add_json, add_model, add_rate, add_seed, check_run, request
 from learntok.cli.results import short_run_hint, write_json
 from learntok.cli.values import POSITIVE, REPEAT, VOCAB, WINDOW, text_arg
 from learntok.util.files import input_data, input_file, input_run, output_folder
@@ -41,12 +41,9 @@ def add_eval(sub) -> None:
 
 def cmd_eval(args) -> None:
     check_run(args.model)
-    from dataclasses import fields
-
     from learntok.evaluation.evaluate import EvalRequest, evaluate_request, format_report
 
-    options = {f.name: getattr(args, f.name) for f in fields(EvalRequest) if f.name != "run"}  # each an option's dest
-    run, report = evaluate_request(EvalRequest(args.model, **options))
+    run, report = evaluate_request(request(EvalRequest, args, run=args.model))
     print(format_report(report))
     write_json(args.json, report)
     short_run_hint(run)  # the checkpoint evaluated, not the one `latest` names now
@@ -76,19 +73,9 @@ def add_eval_tasks(sub) -> None:
 
 def cmd_eval_tasks(args) -> None:
     check_run(args.model)
-    from learntok.evaluation.tasks import format_tasks, run_tasks
+    from learntok.evaluation.tasks import TasksRequest, format_tasks, run_tasks
 
-    report = run_tasks(
-        args.model,
-        args.task,
-        args.batch_size,
-        args.seq_len,
-        args.greedy,
-        args.seed,
-        args.limit,
-        args.delimiter,
-        args.device,
-    )
+    report = run_tasks(args.model, request(TasksRequest, args, tasks=args.task))
     print(format_tasks(report))
     write_json(args.json, report)
 

@@ -6,6 +6,7 @@ stay the same everywhere."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from learntok.cli.values import RATE_ARG, SEED_ARG, number
@@ -77,3 +78,12 @@ def add_threads(p) -> None:
 
 def add_overrides(p, help: str = "config overrides, e.g. train.steps=100") -> None:
     p.add_argument("overrides", nargs="*", type=str, metavar="key.sub=value", help=help)
+
+
+def request(cls, args, **given):
+    """The library's request `cls` (a dataclass) from a parsed command line, the one way every
+    command hands the library its options: each field from the option of the same dest, unless
+    the command `given`s it (a value it renames or derives); a field no option names keeps its
+    default."""
+    names = [f.name for f in dataclasses.fields(cls) if f.init and f.name not in given and hasattr(args, f.name)]
+    return cls(**{name: getattr(args, name) for name in names}, **given)

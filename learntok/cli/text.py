@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from learntok.cli.options import add_device, add_greedy, add_json, add_model, add_rate, add_seed, check_run
+from learntok.cli.options import add_device, add_greedy, add_json, add_model, add_rate, add_seed, check_run, request
 from learntok.cli.results import short_run_hint, write_json
 from learntok.cli.values import POSITIVE, PROBABILITY, TEMPERATURE_ARG, WINDOW, text_arg
 from learntok.util.files import input_file, output_file
@@ -39,8 +39,8 @@ def add_segment(sub) -> None:
 def cmd_segment(args) -> None:
     from learntok.text.segment import SegmentRequest, segment_command
 
-    request = SegmentRequest(not args.sampled, args.seed, args.rate, args.rate_mode, args.json, args.html)
-    segment_command(args.model, args.text, args.file, args.held_out, args.window, request, sys.stdout, sys.stderr)
+    asked = request(SegmentRequest, args, greedy=not args.sampled, json_path=args.json, html_path=args.html)
+    segment_command(args.model, args.text, args.file, args.held_out, args.window, asked, sys.stdout, sys.stderr)
     short_run_hint(args.model)
 
 
@@ -78,6 +78,6 @@ def cmd_sample(args) -> None:
     from learntok.text.sample import sample_at_rate
 
     model, run_cfg = load_run(args.model, args.device)
-    opts = SamplingOptions(args.max_bytes, args.temperature, args.top_k, args.top_p, args.seed, args.boundaries)
+    opts = request(SamplingOptions, args)
     stats = sample_at_rate(model, run_cfg, args.prompt, opts, args.rate, args.rate_mode, args.show_boundaries)
     write_json(args.json, stats)

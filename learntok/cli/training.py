@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from learntok.cli.options import add_json, add_overrides, add_rate, add_seed
+from learntok.cli.options import add_json, add_overrides, add_rate, add_seed, request
 from learntok.cli.results import write_json
 from learntok.cli.values import COUNT, FRACTION_ARG, POSITIVE, PROBABILITY, SHARD_MB
 from learntok.util.errors import ConfigError
@@ -271,17 +271,7 @@ def add_prepare(sub) -> None:
 def cmd_prepare(args) -> None:
     from learntok.data.prepare import PrepareOptions, prepare
 
-    opts = PrepareOptions(
-        args.text_field,
-        args.min_doc_bytes,
-        args.max_doc_bytes,
-        args.truncate,
-        args.val_fraction,
-        args.test_fraction,
-        args.seed,
-        args.shard_mb << 20,
-        args.piece_bytes,
-    )
+    opts = request(PrepareOptions, args, shard_bytes=args.shard_mb << 20)
     index = prepare(args.sources, args.out, opts)
     mb = index["input_bytes"] / 1e6
     print(

@@ -201,35 +201,40 @@ def evaluate_task(model, form: str, examples: list[Example], delimiter: str | by
     }
 
 
-def run_tasks(
-    path,
-    tasks: list[str],
-    batch_size: int = 16,
-    seq_len: int | None = None,
-    greedy: bool = False,
-    seed: int = 0,
-    limit: int | None = None,
-    delimiter: str | bytes = " ",
-    device: str = "cpu",
-) -> dict:
+@dataclass
+class TasksRequest:
+    """What `learntok eval-tasks` scores and how: the task files, the rows, the boundaries."""
+
+    tasks: list[str]  # task files (JSONL, .gz too), each reported by its name without .jsonl(.gz)
+    batch_size: int = 16  # rows per forward
+    seq_len: int | None = None  # bytes per row, BOS included (None: the run's, else 1024)
+    greedy: bool = False  # boundaries p > 0.5 instead of sampled
+    seed: int = 0  # of the sampled boundaries
+    limit: int | None = None  # the first N examples of each task (None: all)
+    delimiter: str | bytes = " "  # between context and continuation (unless the context ends in whitespace)
+    device: str = "cpu"
+
+
+def run_tasks(path, request: TasksRequest) -> dict:
     """`learntok eval-tasks`: every task file, by its name without .jsonl(.gz)."""
-    model, run_cfg, run = load_run_folder(path, device)
-    seq_len = seq_len or (run_cfg.train.seq_len if run_cfg is not None else 1024)
-    report = {"boundaries": "greedy" if greedy else f"sampled (seed {seed})", "seq_len": seq_len, "tasks": {}}
-    for task in tasks:
+    r = request
+    model, run_cfg, run = load_run_folder(path, r.device)
+    seq_len = r.seq_len or (run_cfg.train.seq_len if run_cfg is not None else 1024)
+    report = {"boundaries": "greedy" if r.greedy else f"sampled (seed {r.seed})", "seq_len": seq_len, "tasks": {}}
+    for task in r.tasks:
         form, examples = read_task(task)
         name = Path(task).name.removesuffix(".gz").removesuffix(".jsonl")
         with figures_of(run.folder):
             report["tasks"][name] = evaluate_task(
                 model,
                 form,
-                examples[:limit],
-                delimiter,
-                batch_size=batch_size,
+                examples[: r.limit],
+                r.delimiter,
+                batch_size=r.batch_size,
                 seq_len=seq_len,
-                greedy=greedy,
-                seed=seed,
-                device=torch.device(device),
+                greedy=r.greedy,
+                seed=r.seed,
+                device=torch.device(r.device),
                 progress=name,
             )
     return report
