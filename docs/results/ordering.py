@@ -224,6 +224,18 @@ def plot(result: dict, path: Path) -> None:
     plt.close(fig)
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def recorded(arg: str, a: argparse.Namespace) -> str:
+    """A command-line word as the results record it: the tasks' folder as EVALS (it is the
+    user's), a path inside the repository relative to its root (run from anywhere)."""
+    if a.tasks and arg == str(a.tasks):
+        return "EVALS"
+    path = Path(arg)
+    return str(path.relative_to(ROOT)) if path.is_absolute() and path.is_relative_to(ROOT) else arg
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--domain", choices=sorted(SOURCES), required=True)
@@ -255,7 +267,8 @@ def main() -> None:
     units = [(arm, s) for arm in a.arms for s in seeds_of(a, arm)]
     with ThreadPoolExecutor(a.jobs) as pool:  # each scoring is its own one-thread process
         scores = dict(zip(units, pool.map(lambda u: score(a, *u), units)))
-    result = {"command": " ".join(["python", *sys.argv]), "commit": a.commit, **table(a, scores)}
+    argv = [recorded(arg, a) for arg in sys.argv]
+    result = {"command": " ".join(["python", *argv]), "commit": a.commit, **table(a, scores)}
     a.json.write_text(json.dumps(result, indent=2) + "\n")
     seeds = ", ".join(f"{arm} {len(v['per_seed'])}" for arm, v in result["arms"].items())
     made_by = f"Made by: `{result['command']}`; commit {result['commit']}; seeds 0-{a.seeds - 1} (by arm: {seeds})\n\n"
