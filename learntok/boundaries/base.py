@@ -18,7 +18,7 @@ from typing import Callable, Iterator
 import torch
 from torch import nn
 
-from learntok.data.vocab import is_byte
+from learntok.data.vocab import decision_mask, is_byte
 from learntok.util.errors import ConfigError
 from learntok.nn.config import ModelConfig
 from learntok.nn.pooling import Packing, downsample
@@ -54,14 +54,6 @@ class PolicyTerms:
     mix: torch.Tensor  # (B, T, W-1) fp32 s v[t][w-1-k], k = 1..w-1
     offset: float  # logit(rho*) + rate_bias
     cap: float  # the soft cap
-
-
-def decision_mask(x: torch.Tensor) -> torch.Tensor:
-    """(B, T) bool: the decisions that count (toward the boundary rate, the rate losses and the
-    scores): real bytes (not BOS/EOS/PAD) at t >= 1. BOS's decision is always 1 and never scored."""
-    real = is_byte(x)
-    real[:, 0] = False
-    return real
 
 
 @dataclass(frozen=True)

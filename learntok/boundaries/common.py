@@ -13,7 +13,8 @@ from typing import Callable
 
 import torch
 
-from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, RateControl, decision_mask  # noqa: F401 (re-exported)
+from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, RateControl
+from learntok.data.vocab import decision_mask  # noqa: F401 (re-exported)
 
 
 def fixed_output(decisions: torch.Tensor) -> BoundaryOutput:

@@ -19,6 +19,14 @@ def is_byte(x):
     return x < 256
 
 
+def decision_mask(x: torch.Tensor) -> torch.Tensor:
+    """(B, T) bool: the decisions that count (toward the boundary rate, the rate losses and the
+    scores): real bytes (not BOS/EOS/PAD) at t >= 1. BOS's decision is always 1 and never scored."""
+    real = is_byte(x)
+    real[:, 0] = False
+    return real
+
+
 def encode(text: str | bytes, bos: bool = True) -> torch.Tensor:
     """str | bytes -> LongTensor (T,), BOS first. A str is encoded as UTF-8 (one with a surrogate
     is a ValueError: learntok.util.unicode.text); bytes are taken as they are."""

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import torch
 
-from learntok.boundaries.base import decision_mask
+from learntok.data.vocab import decision_mask
 
 LN2 = math.log(2.0)
 

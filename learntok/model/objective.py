@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from learntok.boundaries.base import decision_mask
+from learntok.data.vocab import decision_mask
 from learntok.model.metrics import LN2, boundary_stats
 from learntok.data.vocab import N_SYMBOLS
 from learntok.util.typed_fields import config_fields

@@ -85,19 +85,6 @@ def save_torch(obj: Any, path: Path) -> None:
             raise
 
 
-def remove_stale_tmp(folder: str | Path) -> list[Path]:
-    """Remove what interrupted atomic writes left in `folder` (`.NAME.tmp-*` files and folders).
-    Call it only while no other process writes there (learntok.run.folder holds the lock)."""
-    folder = Path(folder)
-    stale = sorted(folder.glob(".*.tmp-*")) if folder.is_dir() else []
-    for path in stale:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
-    return stale
-
-
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
     """The run's newest checkpoint folder, or None if it has none yet."""
     pointer = Path(run_dir) / "checkpoints" / LATEST

@@ -29,11 +29,11 @@ import shutil
 import socket
 from pathlib import Path
 
-from learntok.run.checkpoint import LATEST, remove_stale_tmp
+from learntok.model.pretrained import LATEST
 from learntok.run.config import RunConfig, read_file
 from learntok.data.dataset import anchored_source
 from learntok.util.errors import ConfigError, DataError, FormatError, RunFolderError
-from learntok.util.files import no_follow_fd, read_input, write_text_atomic
+from learntok.util.files import remove_stale_tmp, no_follow_fd, read_input, write_text_atomic
 from learntok.util.json_toml import expect, expect_fields, parse_json
 
 LOCK = ".lock"

@@ -2,7 +2,8 @@
 command line prints their one-line message and exits 2 (anything else is a bug and keeps its
 traceback). And the words for an OS error, the same wherever it is reported. Every module takes
 its error classes from here, and this module imports nothing of learntok (nor torch). The messages
-of a wrong argument (`wrong_type`, `wrong_value`) are made here too, one way."""
+of a wrong argument (`wrong_type`, `wrong_value`) and of a str that is no Unicode text
+(`not_unicode`) are made here too, one way."""
 
 import errno
 from typing import Any
@@ -97,3 +98,19 @@ def wrong_type(where: str, name: str, what: str, value: Any) -> TypeError:
 
 def wrong_value(where: str, name: str, what: str, value: Any) -> ValueError:
     return ValueError(f"{where}: {name} must be {what}; got {described(value)}")
+
+
+def not_unicode(text: str) -> str | None:
+    """Why `text` is no Unicode text (it holds a lone surrogate: the one thing a Python str can
+    hold that UTF-8 cannot), in a phrase naming it and where; None if it is text. The one check
+    of every text reader (JSON strings here, the API's texts in learntok.util.checks, config
+    strings in learntok.util.typed_fields). Every surrogate is refused, U+DC80..U+DCFF too: in a str given
+    to the API they are no bytes (the command line turns an argument's bytes that are not UTF-8
+    into bytes before the API sees them, learntok.cli.values.text_arg)."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"a lone surrogate {text[e.start]!r} at character {e.start}, which is not Unicode text"
+    return None

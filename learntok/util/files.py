@@ -24,6 +24,7 @@ import contextlib
 import gzip
 import os
 import resource
+import shutil
 import stat
 import zlib
 from collections.abc import Iterator
@@ -272,6 +273,19 @@ def replacing(path: str | Path) -> Iterator[Path]:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def remove_stale_tmp(folder: str | Path) -> list[Path]:
+    """Remove what interrupted atomic writes left in `folder` (`.NAME.tmp-*` files and folders).
+    Call it only while no other process writes there (a run folder's lock, learntok.run.folder)."""
+    folder = Path(folder)
+    stale = sorted(folder.glob(".*.tmp-*")) if folder.is_dir() else []
+    for path in stale:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    return stale
 
 
 def inside(parent: str | Path, name: str, what: str, error: type[Exception] = ConfigError) -> Path:

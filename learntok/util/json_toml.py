@@ -18,7 +18,7 @@ import tomllib
 from typing import Any
 
 from learntok.util.errors import FormatError
-from learntok.util.unicode import not_unicode
+from learntok.util.errors import not_unicode
 
 
 def parse_json(text: str | bytes) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 
 from learntok.util.errors import ConfigError, wrong_type
 from learntok.util.ranges import Range, field_range
-from learntok.util.unicode import not_unicode
+from learntok.util.errors import not_unicode
 
 
 def field_types(cls: type) -> dict[str, Any]:
