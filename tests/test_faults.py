@@ -348,7 +348,7 @@ from learntok.cli import main
 add = shards.SplitWriter.add
 def slow_add(self, doc):
     print("writing", file=sys.stderr, flush=True)
-    time.sleep(0.05)
+    time.sleep(0.2)  # long enough that a loaded machine still interrupts it mid-write
     add(self, doc)
 shards.SplitWriter.add = slow_add
 sys.exit(main(sys.argv[1:]))
