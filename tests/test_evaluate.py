@@ -240,7 +240,7 @@ def test_device_histogram_matches_the_plain_reference():
 
 def test_sharded_evaluation_adds_up_to_one_process(monkeypatch):
     """Rank r of world 2 scores batches r, r + 2, ...: the sums over ranks give the one-process figures."""
-    import learntok.evaluation.evaluate as ev
+    import learntok.evaluation.score as ev
     from learntok.run.distributed import DistEnv
 
     model, cpu = tiny_model().eval(), torch.device("cpu")

@@ -15,7 +15,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-import learntok.evaluation.evaluate as evaluate
+import learntok.evaluation.metrics as evaluate
 import learntok.evaluation.tasks as eval_tasks
 from conftest import assert_one_line_error, checksums, cli_in_process, run_cli
 from learntok import AUNet, Tokenizer

@@ -10,6 +10,7 @@ from pathlib import Path
 from learntok.cli.options import add_json, add_overrides, add_rate, add_seed, request
 from learntok.cli.results import write_json
 from learntok.cli.values import COUNT, FRACTION_ARG, POSITIVE, PROBABILITY, SHARD_MB
+from learntok.util.environment import launch_rank
 from learntok.util.errors import ConfigError
 from learntok.util.files import input_data, input_file, input_run, output_folder
 
@@ -25,12 +26,6 @@ TRAINING_OPTIONS = (
     "--rates",
     "--sweep",
 )
-
-
-def launch_rank() -> int:
-    from learntok.util.runtime import launch_rank as rank
-
-    return rank()
 
 
 def with_steps(args) -> list[str]:

@@ -14,9 +14,10 @@ import numpy as np
 
 from learntok.run.checkpoint import load_run
 from learntok.run.config import RunConfig
-from learntok.data import ByteData
+from learntok.data.dataset import ByteData
 from learntok.util.errors import ConfigError
-from learntok.evaluation.evaluate import EvalOptions, paired_difference, window_nats
+from learntok.evaluation.metrics import EvalOptions
+from learntok.evaluation.score import paired_difference, window_nats
 from learntok.evaluation.statistics import mean_and_se, over_seeds, verdict
 from learntok.run.labels import RATE_SLACK, REFERENCE, rate_cell
 from learntok.util.files import replacing, write_text_atomic

@@ -29,10 +29,11 @@ from learntok.compare.report import (
     write_results,
 )
 from learntok.run.config import STRATEGY, RunConfig, load_config
-from learntok.data import ByteData, small_split_warnings
+from learntok.data.dataset import ByteData, small_split_warnings
 from learntok.run.distributed import DistEnv, barrier, init_distributed, shutdown
 from learntok.util.errors import ConfigError
-from learntok.evaluation.evaluate import EvalOptions, columns, evaluate_bpb
+from learntok.evaluation.metrics import EvalOptions, columns
+from learntok.evaluation.score import evaluate_bpb
 from learntok.util.files import inside
 from learntok.data.identity import DATA_IDENTITY, source_identity
 from learntok.run.done import marked, read_done, write_done

@@ -14,9 +14,10 @@ from pathlib import Path
 
 from learntok.run.checkpoint import load_checkpoint, load_run
 from learntok.run.config import RunConfig
-from learntok.data import ByteData
+from learntok.data.dataset import ByteData
 from learntok.util.errors import CheckpointError, ConfigError
-from learntok.evaluation.evaluate import EvalOptions, columns, paired_difference, window_nats
+from learntok.evaluation.metrics import EvalOptions, columns
+from learntok.evaluation.score import paired_difference, window_nats
 from learntok.run.labels import rate_cell, unequal_rate
 from learntok.run.rate import held_out_batches, set_rate
 from learntok.util.runtime import resolve_device

@@ -17,7 +17,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from learntok.data import shards
+import learntok.data.shards as shards
 from learntok.data.corpora import BUILTINS, load_named_documents, source_path
 from learntok.data.split import SPLITS, small_split, split_named_documents
 from learntok.data.vocab import BOS, EOS, PAD

@@ -16,7 +16,7 @@ import platform
 from importlib import resources
 from pathlib import Path
 
-from learntok.data import shards
+import learntok.data.shards as shards
 from learntok.data.corpora import BUILTINS, SHIPPED, files_below, source_path
 from learntok.util.errors import DataError
 

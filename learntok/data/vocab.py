@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import torch
 
+from learntok.data.symbols import BOS, EOS, N_SYMBOLS, PAD, VOCAB_SIZE
 from learntok.util import unicode
 
-BOS = 256
-EOS = 257
-PAD = 258
-N_SYMBOLS = 259
-VOCAB_SIZE = 320  # N_SYMBOLS padded to a multiple of 64
+__all__ = [
+    "BOS",
+    "EOS",
+    "N_SYMBOLS",
+    "PAD",
+    "VOCAB_SIZE",
+    "bos_rows",
+    "decision_mask",
+    "decode",
+    "encode",
+    "is_byte",
+    "row_pieces",
+]
 
 
 def is_byte(x):

@@ -34,7 +34,7 @@ from learntok.run.checkpoint import figures_of, load_run_folder
 from learntok.data.corpora import json_records
 from learntok.data.vocab import bos_rows
 from learntok.util.errors import TaskError
-from learntok.evaluation.evaluate import finite_sums
+from learntok.evaluation.metrics import finite_sums
 from learntok.evaluation.statistics import mean_and_se
 from learntok.util.files import open_input
 from learntok.model.metrics import bits_per_byte

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from learntok.util.typed_fields import config_fields
-from learntok.data.vocab import N_SYMBOLS, VOCAB_SIZE
+from learntok.data.symbols import N_SYMBOLS, VOCAB_SIZE
 from learntok.util.ranges import RATE, ranged
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from learntok.boundaries.base import strategy_class
 from learntok.boundaries.options import STRATEGY, kept_options, move_old_keys, moved_key, option_types, strategy_options
-from learntok.data import DataConfig
+from learntok.data.dataset import DataConfig
 from learntok.util.errors import ConfigError, FormatError
 from learntok.util.typed_fields import check_fields, check_values, field_types, parse_value
 from learntok.util.files import memory_budget, read_input, write_text_atomic

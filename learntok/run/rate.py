@@ -32,7 +32,7 @@ import torch
 
 from learntok.boundaries.base import RateControl, no_rate_knob
 from learntok.boundaries.common import bisect_rate
-from learntok.data import ByteData
+from learntok.data.dataset import ByteData
 from learntok.data.vocab import bos_rows, row_pieces
 from learntok.util.errors import ConfigError, wrong_type, wrong_value
 from learntok.run.labels import at_rate

@@ -14,7 +14,7 @@ from typing import Callable, Iterable, TextIO
 import torch
 
 from learntok.run.checkpoint import load_run
-from learntok.data import ByteData
+from learntok.data.dataset import ByteData
 from learntok.util.errors import ConfigError, DataError
 from learntok.util.files import OutputFile
 from learntok.text.display import Chunk, ChunkStream, render_terminal

@@ -22,8 +22,7 @@ from torch.optim.swa_utils import AveragedModel
 from learntok.run.checkpoint import EMA, STATE, latest_checkpoint, load_checkpoint, save_checkpoint
 from learntok.run.config import RunConfig, check_memory, config_warnings, to_toml
 from learntok.util.errors import CheckpointError, ConfigError, TrainingDiverged
-from learntok.data import ByteData, small_split_warnings
-from learntok.data.dataset import FIT_BYTES
+from learntok.data.dataset import FIT_BYTES, ByteData, small_split_warnings
 from learntok.data.identity import DATA_IDENTITY, check_identity, source_identity
 from learntok.run.distributed import (
     DistEnv,
@@ -39,7 +38,7 @@ from learntok.run.distributed import (
 )
 from learntok.model.aunet import AUNet
 from learntok.model.pretrained import WEIGHTS, read_weights
-from learntok.evaluation.evaluate import position_bytes
+from learntok.evaluation.score import position_bytes
 from learntok.util.files import open_no_follow, write_text_atomic
 from learntok.model.objective import ObjectiveConfig, objective_for, rate_gain_at
 from learntok.util.progress import Progress, note

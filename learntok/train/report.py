@@ -12,10 +12,11 @@ import torch
 from torch import nn
 
 from learntok.run.config import RunConfig
-from learntok.data import ByteData
+from learntok.data.dataset import ByteData
 from learntok.text.display import render_terminal
 from learntok.run.distributed import DistEnv, all_reduce
-from learntok.evaluation.evaluate import EvalOptions, columns, evaluate_bpb
+from learntok.evaluation.metrics import EvalOptions, columns
+from learntok.evaluation.score import evaluate_bpb
 from learntok.run.labels import covers
 from learntok.text.windows import segment_text
 

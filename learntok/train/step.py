@@ -16,7 +16,8 @@ import torch
 from torch import nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
-from learntok.data import PAD, ByteData
+from learntok.data.dataset import ByteData
+from learntok.data.vocab import PAD
 from learntok.model.aunet import AUNet
 from learntok.model.objective import ObjectiveConfig, loss
 from learntok.run.config import OptimConfig, RunConfig

@@ -84,6 +84,11 @@ def launch_vars() -> tuple[int, int, int]:
     return rank, world, local
 
 
+def launch_rank() -> int:
+    """This process's rank under torchrun (its RANK variable), 0 when started plainly."""
+    return launch_vars()[0]
+
+
 def rendezvous() -> tuple[str, int]:
     """(MASTER_ADDR, MASTER_PORT) of a world above 1, checked: both given, the port in
     1..65535, the address resolvable (socket.getaddrinfo); torch would retry an address that does

@@ -9,7 +9,7 @@ never a carriage return. Nothing shows for a task done within DELAY seconds.
     2026-03-01 14:02:07 train:  40% 120/300 step [00:42<01:03, 2.84step/s, loss=2.10, bpb=2.95]
 
 `note` prints a message line the same way (above the bars on a terminal). Under torchrun only
-rank 0 shows anything (`runtime.launch_rank`).
+rank 0 shows anything (`environment.launch_rank`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ import time
 
 from tqdm import tqdm
 
-from learntok.util.environment import seconds
-from learntok.util.runtime import launch_rank
+from learntok.util.environment import launch_rank, seconds
 
 LOG_INTERVAL = 30.0  # seconds between progress lines in a log (not a terminal); TQDM_MININTERVAL overrides
 DELAY = 1.0  # seconds before anything shows, so that a quick command stays quiet; TQDM_DELAY overrides

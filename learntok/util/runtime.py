@@ -9,16 +9,10 @@ import threading
 import numpy as np
 import torch
 
-from learntok.util.environment import launch_vars
 from learntok.util.errors import ConfigError
 
 
 DEVICE_TYPES = ("cpu", "cuda", "mps")  # what learntok runs on (torch knows more: meta, xla, ...)
-
-
-def launch_rank() -> int:
-    """This process's rank under torchrun (its RANK variable), 0 when started plainly."""
-    return launch_vars()[0]
 
 
 def resolve_device(name: str = "auto") -> torch.device:
