@@ -47,7 +47,8 @@ from learntok.util.errors import CheckpointError, ConfigError, DataError, Traini
 from learntok.model.objective import loss, objective_for
 from learntok.run.plots import read_metrics
 from learntok.util.runtime import resolve_dtype, seed_everything
-from learntok.train.loop import fit_strategy, train
+from learntok.run.distributed import fit_strategy
+from learntok.train.loop import train
 from learntok.train.step import Engine, build_optimizer, lr_at, rank_batches, train_step
 
 SHAPES = {"40M": (16, 4096), "147M": (8, 4096)}  # (B, T) per step on one GPU

@@ -25,7 +25,8 @@ from learntok.util.errors import ConfigError
 from learntok.evaluation.evaluate import EvalOptions, evaluate_bpb
 from learntok.model.aunet import AUNet
 from learntok.util.runtime import resolve_device, resolve_dtype
-from learntok.train.loop import Engine, build_optimizer, fit_strategy, lr_at, rank_batches, train_step
+from learntok.run.distributed import fit_strategy
+from learntok.train.step import Engine, build_optimizer, lr_at, rank_batches, train_step
 from learntok.train.report import MetricWindow
 
 from conftest import shakespeare

@@ -246,7 +246,7 @@ def test_fit_sample_is_bounded_and_seeded(tmp_path):
     whole split (which may be many GB), from memory or from a prepared folder alike."""
     from learntok.data.prepare import PrepareOptions, prepare
     from learntok.data.dataset import FIT_BYTES
-    from learntok.train.loop import fit_strategy
+    from learntok.run.distributed import fit_strategy
 
     docs = [f"document {i} ".encode() * (i % 7 + 1) for i in range(500)]
     data = ByteData({"train": docs})

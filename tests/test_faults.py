@@ -310,9 +310,19 @@ def test_ctrl_c_while_torch_imports_is_one_line(work, delay):
     """Ctrl-C in the first second, while the command imports torch: held back until the import
     ends (cli._interrupt_unless_importing), then the usual one line and exit 130, never torch's
     own error from a half-made import (or an abort in its C++)."""
-    with start(["train", "--preset", "tiny", *TINY, "data.source=corpus.txt", "--out", f"early{delay}"], work) as p:
+    args = ["train", "--preset", "tiny", *TINY, "data.source=corpus.txt", "--out", f"early{delay}"]
+    with start(args, work, script=AFTER_STARTUP) as p:
+        assert p.stderr.readline() == b"started\n"  # the interpreter is up: the delay is learntok's own
         time.sleep(delay)
         interrupted(p)
+
+
+# `python -m learntok`, once Python's own start-up (site) is done: a Ctrl-C before that is
+# Python's ("Failed to import the site module"), which a loaded machine can stretch past 0.1 s
+AFTER_STARTUP = (
+    "import sys; print('started', file=sys.stderr, flush=True); "
+    "from learntok.__main__ import run; sys.argv[0] = 'learntok'; raise SystemExit(run())"
+)
 
 
 def test_ctrl_c_during_train_is_one_line_and_the_run_resumes(work, capsys):

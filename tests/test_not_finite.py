@@ -16,6 +16,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import learntok.evaluation.metrics as evaluate
+import learntok.evaluation.score as score
 import learntok.evaluation.tasks as eval_tasks
 from conftest import assert_one_line_error, checksums, cli_in_process, run_cli
 from learntok import AUNet, Tokenizer
@@ -112,7 +113,7 @@ def nan_scores(*args, **kwargs):
 @pytest.mark.parametrize(
     "command, module, name, fake",
     [
-        ("eval", evaluate, "token_ce", lambda logits, x: (torch.full(x[:, 1:].shape, float("nan")), x[:, 1:] >= 0)),
+        ("eval", score, "token_ce", lambda logits, x: (torch.full(x[:, 1:].shape, float("nan")), x[:, 1:] >= 0)),
         ("eval-tasks", eval_tasks, "score_requests", nan_scores),
     ],
 )

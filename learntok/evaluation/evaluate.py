@@ -39,7 +39,8 @@ from learntok.evaluation.metrics import (  # noqa: F401  (logmeanexp_bound: the 
 from learntok.util.progress import note
 from learntok.run.rate import held_out_batches, set_rate
 from learntok.util.runtime import resolve_device
-from learntok.evaluation.score import WINDOW_COLUMNS, evaluate_bpb, paired_difference, position_bytes, window_nats
+from learntok.evaluation.score import WINDOW_COLUMNS, evaluate_bpb, paired_difference, window_nats
+from learntok.nn.config import position_bytes
 
 
 # ---------------------------------------------------------------- the command

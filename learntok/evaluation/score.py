@@ -26,13 +26,6 @@ from learntok.util.progress import Progress
 from learntok.util.runtime import autocast, inference
 
 
-def position_bytes(cfg) -> int:
-    """A lower bound on the memory one position of a forward takes (bytes): its int64 byte, its
-    fp32 logits (vocab_size) and one fp32 activation (d_model). Sizes beyond memory are refused
-    with it before anything is allocated (ByteData.check_window)."""
-    return 8 + 4 * (cfg.vocab_size + cfg.d_model)
-
-
 def evaluate_bpb(model, data: ByteData, split: str, opts: EvalOptions, env: DistEnv | None = None) -> dict:
     """The one evaluation of learntok (training's periodic validation, `eval`, `compare`): bits
     per byte of the final head over every byte of `split` (at most opts.max_bytes), the boundary

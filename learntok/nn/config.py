@@ -54,3 +54,10 @@ class ModelConfig:
     def byte_width(self) -> int:
         """The byte level's width: d_bytes, or d_model when d_bytes is 0."""
         return self.d_bytes or self.d_model
+
+
+def position_bytes(cfg: ModelConfig) -> int:
+    """A lower bound on the memory one position of a forward takes (bytes): its int64 byte, its
+    fp32 logits (vocab_size) and one fp32 activation (d_model). Sizes beyond memory are refused
+    with it before anything is allocated (ByteData.check_window)."""
+    return 8 + 4 * (cfg.vocab_size + cfg.d_model)

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
+from torch.optim.swa_utils import AveragedModel
 
 from learntok.boundaries import strategy_class, strategy_names
 from learntok.run.config import RunConfig
@@ -39,7 +41,10 @@ from learntok.model.pretrained import (
     resolve,
     write_model_files,
 )
-from learntok.util.runtime import rng_state
+from learntok.util.runtime import rng_state, set_rng_state
+from learntok.data.identity import DATA_IDENTITY, check_identity
+from learntok.run.distributed import DistEnv, barrier, checkpoint_views, load_state
+from learntok.run.folder import check_resume, check_same_settings, trim_logs
 from learntok.util.json_toml import expect
 
 STATE = "state.pt"
@@ -306,3 +311,59 @@ def short_run_hint(run: str | Path | RunRef) -> str | None:
         f"hint: this run has trained {steps} steps; a learned boundary policy needs about {SETTLE_STEPS} "
         f"to settle, so its boundaries (and whitespace rate) may still be moving"
     )
+
+
+def save_run_checkpoint(
+    run_dir: Path,
+    step: int,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    run_cfg: RunConfig,
+    extra: dict[str, Any],
+    env: DistEnv,
+    average: nn.Module | None = None,
+) -> Path:
+    """Save a training run at `step` from every rank: rank 0 writes (`save_checkpoint`, keeping
+    checkpoint.keep), every rank waits (FSDP: a collective gather of the whole state first)."""
+    m, o = checkpoint_views(model, optimizer, run_cfg.system.fsdp)
+    path = Path(run_dir) / "checkpoints" / f"step_{step:07d}"
+    if env.is_main:
+        path = save_checkpoint(run_dir, step, m, o, run_cfg, extra, keep=run_cfg.checkpoint.keep, average=average)
+    barrier(env)
+    return path
+
+
+def resume_state(
+    run_cfg: RunConfig,
+    run_dir: Path,
+    model: nn.Module,
+    optimizer,
+    resume: bool,
+    identity: dict,
+    ema: AveragedModel | None = None,
+) -> tuple[int, int]:
+    """Step 5 of training, fresh run or resume: returns (completed steps, bytes seen) and restores state in place
+    (the weights' average `ema` too). A resume is refused when its data source now holds other
+    bytes than `identity` recorded."""
+    if not resume:
+        if latest_checkpoint(run_dir) is not None:
+            raise ConfigError(f"run folder {run_dir} already has checkpoints; pass --resume or another --out")
+        return 0, 0
+    ckpt = load_checkpoint(run_dir, needs=("bytes_seen",))
+    check_resume(run_dir, ckpt.step, run_cfg.train.steps)
+    # a resume may run longer (check_resume), never on other data, model or optimizer settings
+    check_same_settings(run_dir, RunConfig.from_dict(ckpt.config), run_cfg, "resume", free=("train.steps",))
+    check_identity(ckpt.state.get(DATA_IDENTITY), run_cfg.data.source, "resume", run_dir)
+    try:
+        load_state(model, optimizer, ckpt.model_state, ckpt.state["optimizer"], run_cfg.system.fsdp)
+        set_rng_state(ckpt.state["rng"])
+        if ema is not None:
+            ema.module.load_state_dict(read_weights(ckpt.path / EMA / WEIGHTS, "cpu"))
+            ema.n_averaged.fill_(ckpt.state["ema_updates"])
+    except (KeyError, ValueError, TypeError, RuntimeError, AttributeError) as e:  # a state.pt of another shape
+        raise CheckpointError(
+            f"cannot resume from {ckpt.path}: its {STATE} does not fit this run "
+            f"({type(e).__name__}: {' '.join(str(e).split())})"
+        ) from None
+    trim_logs(run_dir, ckpt.step)
+    return ckpt.step, int(ckpt.state["bytes_seen"])

@@ -16,7 +16,7 @@ the world size, as long as micro_batch_size is the same.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -24,7 +24,8 @@ from torch import nn
 
 from learntok.util.errors import ConfigError
 from learntok.util.environment import launch_vars, rendezvous
-from learntok.util.runtime import resolve_device
+from learntok.data.dataset import FIT_BYTES
+from learntok.util.runtime import resolve_device, resolve_dtype, seed_everything, set_threads
 
 
 @dataclass(frozen=True)
@@ -33,10 +34,10 @@ class DistEnv:
     world: int  # number of processes
     local_rank: int  # rank on this node (selects the GPU)
     device: torch.device  # this rank's device
+    is_main: bool = field(init=False, repr=False, compare=False)  # rank 0: the one that writes
 
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_main", self.rank == 0)
 
 
 def init_distributed(device_name: str = "auto") -> DistEnv:
@@ -202,3 +203,21 @@ def broadcast_module_state(module: nn.Module, info: dict, env: DistEnv) -> dict:
     if not env.is_main:
         module.load_state_dict({k: v.to(env.device) for k, v in payload[0].items()})
     return payload[1]
+
+
+def start_process(run_cfg) -> tuple[DistEnv, bool, torch.dtype | None]:
+    """This process ready to train: its rank in the group (and whether it made the group, to end
+    it), its threads set, its random generators seeded by train.seed (nothing draws from them
+    before the model's initial weights), and the autocast dtype system.dtype resolves to."""
+    owns_group = not dist.is_initialized()  # compare under torchrun holds the group itself
+    env = init_distributed(run_cfg.system.device)
+    set_threads(run_cfg.system.threads)
+    seed_everything(run_cfg.train.seed)
+    return env, owns_group, resolve_dtype(run_cfg.system.dtype, env.device)
+
+
+def fit_strategy(model: nn.Module, data, env: DistEnv) -> dict:
+    """Fit the model's strategy once, on rank 0, to a bounded sample of the train split (never
+    the whole split: it may be many GB), and give every other rank the fitted state."""
+    fitted = model.strategy.fit(data.sample_documents("train", FIT_BYTES)) if env.is_main else {}
+    return broadcast_module_state(model.strategy, fitted, env)

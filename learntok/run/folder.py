@@ -257,3 +257,13 @@ def trim_logs(run_dir: Path, step: int) -> None:
 
 def _lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8", errors="replace").splitlines()
+
+
+def open_folder(cfg: RunConfig, out_dir: str | Path, resume: bool, is_main: bool) -> tuple[RunConfig, Path]:
+    """Step 2 of training: `cfg` as the run stores it (anchored) and its folder, claimed by rank 0
+    (locked, and refused when it is not a fresh run's or this run's own)."""
+    run_dir = Path(out_dir)
+    cfg = anchored(cfg)  # data.source absolute: evaluated later from anywhere, the same file
+    if is_main:
+        claim(run_dir, resume)
+    return cfg, run_dir

@@ -21,7 +21,16 @@ from learntok.data.vocab import PAD
 from learntok.model.aunet import AUNet
 from learntok.model.objective import ObjectiveConfig, loss
 from learntok.run.config import OptimConfig, RunConfig
-from learntok.run.distributed import DistEnv, all_reduce, micro_plan, no_grad_sync, slot_seed
+from learntok.run.distributed import (
+    DistEnv,
+    all_reduce,
+    compile_model,
+    fit_strategy,
+    micro_plan,
+    no_grad_sync,
+    slot_seed,
+    wrap_model,
+)
 from learntok.util.runtime import autocast
 
 
@@ -144,3 +153,17 @@ def rank_batches(data: ByteData, step: int, run_cfg: RunConfig, env: DistEnv) ->
     slots = range(env.rank * accum, (env.rank + 1) * accum)
     xs = [data.train_batch(step, micro, tc.seq_len, tc.seed, rank=k, world=accum * env.world) for k in slots]
     return [x.to(env.device, non_blocking=True) for x in xs], [slot_seed(tc.seed, step, k) for k in slots]
+
+
+def build_engine(
+    run_cfg: RunConfig, data: ByteData, env: DistEnv, amp: torch.dtype | None, resume: bool
+) -> tuple[Engine, dict]:
+    """Step 4 of training: the model at its seeded initial weights (its strategy fitted on a
+    fresh run: e.g. the bpe tokenizer), wrapped for the ranks and compiled if asked, with its
+    optimizer and the weights' average; and what the fit reported."""
+    model = AUNet(run_cfg.model).to(env.device)
+    fitted = {} if resume else fit_strategy(model, data, env)
+    wrapped = wrap_model(model, env, run_cfg.system.fsdp)  # before the optimizer: FSDP swaps parameters
+    fwd = compile_model(wrapped) if run_cfg.system.compile else wrapped
+    optimizer = build_optimizer(model, run_cfg.optim, env.device)
+    return Engine(model, wrapped, fwd, optimizer, env, amp, weight_average(model, run_cfg.optim.ema)), fitted

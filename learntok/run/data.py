@@ -1,0 +1,29 @@
+"""The run's data (step 3 of training): its source read, its training windows checked against the
+batch each rank takes and against memory before any file is written, its identity (recorded
+in every checkpoint, checked on resume), and the warnings about the run said once."""
+
+from __future__ import annotations
+
+from learntok.data.dataset import ByteData, small_split_warnings
+from learntok.data.identity import source_identity
+from learntok.nn.config import position_bytes
+from learntok.run.config import RunConfig, check_memory, config_warnings
+from learntok.run.distributed import DistEnv, micro_plan
+from learntok.util.progress import note
+
+
+def training_data(run_cfg: RunConfig, env: DistEnv, progress: bool = True) -> tuple[ByteData, dict[str, str]]:
+    """The run's ByteData and its source's identity; on rank 0, the data's and the config's
+    warnings on stderr."""
+    tc = run_cfg.train
+    micro, _ = micro_plan(tc.batch_size, tc.micro_batch_size, env.world)
+    row_bytes = position_bytes(run_cfg.model)
+    data = ByteData.from_config(run_cfg.data)
+    data.check_window("train", tc.seq_len, micro, row_bytes, training=True)
+    warnings = small_split_warnings(data)
+    check_memory(run_cfg, env.device.type)
+    warnings += config_warnings(run_cfg)
+    identity = source_identity(run_cfg.data.source)
+    for warning in warnings:
+        note(f"warning: {warning}", progress and env.is_main)
+    return data, identity
