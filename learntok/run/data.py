@@ -1,6 +1,7 @@
 """The run's data (step 3 of training): its source read, its training windows checked against the
 batch each rank takes and against memory before any file is written, its identity (recorded
-in every checkpoint, checked on resume), and the warnings about the run said once."""
+in every checkpoint, checked on resume), and the warnings about the run (said once the run
+folder is written: learntok.run.tracking.open_run)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,10 @@ from learntok.data.identity import source_identity
 from learntok.nn.config import position_bytes
 from learntok.run.config import RunConfig, check_memory, config_warnings
 from learntok.run.distributed import DistEnv, micro_plan
-from learntok.util.progress import note
 
 
-def training_data(run_cfg: RunConfig, env: DistEnv, progress: bool = True) -> tuple[ByteData, dict[str, str]]:
-    """The run's ByteData and its source's identity; on rank 0, the data's and the config's
-    warnings on stderr."""
+def training_data(run_cfg: RunConfig, env: DistEnv) -> tuple[ByteData, dict[str, str], list[str]]:
+    """The run's ByteData, its source's identity, and the data's and the config's warnings."""
     tc = run_cfg.train
     micro, _ = micro_plan(tc.batch_size, tc.micro_batch_size, env.world)
     row_bytes = position_bytes(run_cfg.model)
@@ -23,7 +22,4 @@ def training_data(run_cfg: RunConfig, env: DistEnv, progress: bool = True) -> tu
     warnings = small_split_warnings(data)
     check_memory(run_cfg, env.device.type)
     warnings += config_warnings(run_cfg)
-    identity = source_identity(run_cfg.data.source)
-    for warning in warnings:
-        note(f"warning: {warning}", progress and env.is_main)
-    return data, identity
+    return data, source_identity(run_cfg.data.source), warnings

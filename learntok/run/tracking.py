@@ -32,6 +32,7 @@ from learntok.run.distributed import DistEnv, barrier
 from learntok.util.errors import ConfigError
 from learntok.util.files import open_no_follow, write_text_atomic
 from learntok.run.folder import METRICS, WANDB
+from learntok.util.progress import note
 from learntok.util.runtime import rng_state, set_rng_state
 
 KINDS = ("train", "val", "fit", "eval")
@@ -141,14 +142,24 @@ def _wandb_run(run_dir: Path, project: str, config: dict, fresh: bool):
         set_rng_state(state)
 
 
-def open_run(run_cfg: RunConfig, run_dir: Path, env: DistEnv, start: int, fitted: dict) -> Tracker:
-    """Step 6 of training: the run folder written (rank 0: its config.toml) and its tracker opened
-    at step `start`, the strategy's fit logged."""
+def open_run(
+    run_cfg: RunConfig,
+    run_dir: Path,
+    env: DistEnv,
+    start: int,
+    fitted: dict,
+    warnings: list[str] = (),
+    progress: bool = True,
+) -> Tracker:
+    """Step 6 of training: the run folder written (rank 0: its config.toml, then the run's
+    `warnings` said) and its tracker opened at step `start`, the strategy's fit logged."""
     barrier(env)  # every rank has read the folder before rank 0 writes
     text, config = to_toml(run_cfg), run_cfg.to_dict()
     if env.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(run_dir / "config.toml", text)
+        for warning in warnings:
+            note(f"warning: {warning}", progress)
     tracker = Tracker(run_dir, run_cfg.log, config, start, enabled=env.is_main)
     if fitted:
         tracker.log("fit", 0, {"bytes_seen": 0, **fitted})
