@@ -69,14 +69,18 @@ def paired(c: dict, steps: list[int]) -> list[dict]:
     return rows
 
 
-def final_test(results: dict) -> dict:
-    """Compare's final test bpb per arm and seed, from its --json."""
-    out: dict[str, dict[str, float]] = {arm: {} for arm in ARMS}
-    for r in results.get("runs", results.get("rows", [])):
-        name = r.get("variant") or r.get("name")
-        if name in out and "test_bpb" in r:
-            out[name][str(r.get("seed", ""))] = r["test_bpb"]
-    return out
+def final_figures(results: dict) -> list[dict]:
+    """compare's final figures per arm and seed (its --json), and bf16 - fp32 test bpb paired by seed."""
+    rows = [
+        {k: r[k] for k in ("variant", "seed", "test_bpb", "val_bpb", "test_boundary_rate", "test_whitespace_rate")}
+        for r in results["results"]
+        if r["variant"] in ARMS
+    ]
+    a, b = list(ARMS)
+    by = {(r["variant"], r["seed"]): r["test_bpb"] for r in rows}
+    diffs = [by[b, s] - by[a, s] for (v, s) in by if v == a and (b, s) in by]
+    mean, se = mean_and_se(np.array(diffs))
+    return rows + [{"test_bpb_bf16_minus_fp32": mean, "se": se, "seeds": len(diffs)}]
 
 
 def main() -> None:
@@ -97,12 +101,14 @@ def main() -> None:
             f"({r['se']:.4f}), fp32 s.d. over seeds {r['fp32_sd']:.4f}"
         )
     results = json.loads(Path(args.results).read_text())
+    final = final_figures(results)
+    print(f"test bpb, bf16 - fp32 paired by seed: {final[-1]['test_bpb_bf16_minus_fp32']:+.4f} ({final[-1]['se']:.4f})")
     out = {
         "command": " ".join(["python", *sys.argv]),
         "commit": args.commit,
         "seeds": sorted(set(train["learned"])),
         "val": val_rows,
-        "compare": results.get("table", results.get("rows")),
+        "final": final,
     }
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
     if args.plot:
