@@ -365,6 +365,31 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.parametrize("name", ["torch", "numpy.random", "learntok.data.shards", "a_user_module"])
+def test_ctrl_c_during_an_import_waits_for_it(monkeypatch, name):
+    """SIGINT while any module is being imported is held back (a C extension's initialisation can
+    swallow the KeyboardInterrupt: numpy.random's did) and delivered once the import ends; with
+    no import under way it is Python's own KeyboardInterrupt, at once."""
+    import importlib.machinery
+    import types
+
+    spec = importlib.machinery.ModuleSpec(f"{name}_being_imported", None)
+    module = types.ModuleType(spec.name)
+    module.__spec__ = spec
+    spec._initializing = True
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    waited = []
+    monkeypatch.setattr(cli, "_interrupt_after_import", lambda specs, signum: waited.append((specs, signum)))
+    assert spec in cli.importing()
+    cli._interrupt_unless_importing(signal.SIGINT, None)  # held back: no KeyboardInterrupt here
+    wait_for(lambda: waited)
+    assert spec in waited[0][0] and waited[0][1] == signal.SIGINT
+    spec._initializing = False  # the import ended
+    assert spec not in cli.importing()
+    with pytest.raises(KeyboardInterrupt):
+        cli._interrupt_unless_importing(signal.SIGINT, None)
+
+
 def test_ctrl_c_during_prepare_is_one_line_and_leaves_no_folder(work):
     """The child writes slowly (a sleep per document), so the signal lands while it writes."""
     with start(["prepare", "corpus.txt", "--out", "new", "--piece-bytes", "64"], work, SLOW_PREPARE) as p:

@@ -106,7 +106,7 @@ def main() -> None:
     out = {
         "command": " ".join(["python", *sys.argv]),
         "commit": args.commit,
-        "seeds": sorted(set(train["learned"])),
+        "seeds": sorted(int(s.removeprefix("seed")) for s in train["learned"]),
         "val": val_rows,
         "final": final,
     }

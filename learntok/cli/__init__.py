@@ -184,28 +184,35 @@ def closed_stream() -> str | None:
     return "standard output" if sys.stdout is None else None
 
 
+def importing() -> list:
+    """The specs of the modules being imported right now (`__spec__._initializing`, set by
+    importlib while a module's code runs)."""
+    specs = (getattr(m, "__spec__", None) for m in list(sys.modules.values()))
+    return [spec for spec in specs if getattr(spec, "_initializing", False)]
+
+
 def _interrupt_unless_importing(signum, frame) -> None:
-    """SIGINT: KeyboardInterrupt, as Python's own handler raises it, except while torch is being
-    imported. An exception raised inside that import leaves torch half made (a later import fails
-    in torch's own words, or the process aborts in its C++), so the interrupt waits for the import
-    to end (`__spec__._initializing`, set by importlib while a module runs) and comes then."""
-    torch = sys.modules.get("torch")
-    spec = getattr(torch, "__spec__", None)
-    if torch is not None and getattr(spec, "_initializing", False):
-        threading.Thread(target=_interrupt_after_import, args=(spec, signum), daemon=True).start()
+    """SIGINT: KeyboardInterrupt, as Python's own handler raises it, except while a module is
+    being imported. An exception raised inside an import leaves the module half made (torch then
+    fails later in its own words, or aborts in its C++), and a C extension's initialisation can
+    swallow it (numpy.random's did: the Ctrl-C was lost and the command ran on), so the interrupt
+    waits for the imports under way to end and comes then."""
+    pending = importing()
+    if pending:
+        threading.Thread(target=_interrupt_after_import, args=(pending, signum), daemon=True).start()
         return
     raise KeyboardInterrupt
 
 
-def _interrupt_after_import(spec, signum: int) -> None:
-    while getattr(spec, "_initializing", False):
+def _interrupt_after_import(specs: list, signum: int) -> None:
+    while any(getattr(spec, "_initializing", False) for spec in specs):
         time.sleep(0.01)
-    _thread.interrupt_main(signum)  # the handler again, now that torch is whole
+    _thread.interrupt_main(signum)  # the handler again, now that those modules are whole
 
 
 def main(argv: list[str] | None = None) -> int:
     """The command line: one command, its errors in one line and an exit code. Ctrl-C is held
-    back while torch imports (`_interrupt_unless_importing`), from the main thread only."""
+    back while a module imports (`_interrupt_unless_importing`), from the main thread only."""
     if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         return _main(argv)  # a thread has no signals; an ignored Ctrl-C (a background job) stays ignored
     previous = signal.signal(signal.SIGINT, _interrupt_unless_importing)
