@@ -163,14 +163,15 @@ def train(
     """Train (or resume) a run in `out_dir`; stop after step `until` if given (with a checkpoint).
     Returns a summary: val bpb, boundary and whitespace rates, bytes/s, run dir. Under torchrun,
     every rank calls it; rank 0 alone writes the run folder (learntok.run.distributed). Each step
-    of the set-up is one call into the package that owns it; nothing is written before step 2
-    has claimed the folder and step 3 has checked the data against the batch and memory."""
+    of the set-up is one call into the package that owns it. Step 2 locks the folder; nothing
+    else is written there before step 3 has checked the data against the batch and memory and
+    step 5 a resume against its checkpoint."""
     check_trackers(run_cfg.log)  # a missing tracker package: one line, nothing written
     env, owns_group, amp = start_process(run_cfg)  # 1. this process: rank, threads, seeds, precision
     run_cfg, run_dir = open_folder(run_cfg, out_dir, resume, env.is_main)  # 2. the run folder, locked and ours
     data, identity, warnings = training_data(run_cfg, env)  # 3. the data, checked before anything is written
     eng, fitted = build_engine(run_cfg, data, env, amp, resume)  # 4. the model, its optimizer, its average
-    start, bytes_seen = resume_state(run_cfg, run_dir, eng.model, eng.optimizer, resume, identity, eng.ema)  # 5.
+    start, bytes_seen = resume_state(run_cfg, run_dir, eng.model, eng.optimizer, resume, identity, eng.ema)  # 5. resume
     tracker = open_run(run_cfg, run_dir, env, start, fitted, warnings, progress)  # 6. config.toml, warnings, trackers
     objective = objective_for(run_cfg.objective, eng.model.strategy.has_policy)
     run = Run(run_cfg, run_dir, eng, data, objective, tracker, progress, identity)
