@@ -24,18 +24,8 @@ from learntok.boundaries import build_strategy
 from learntok.run.checkpoint import RunRef, figures_of, load_run_folder
 from learntok.data.dataset import ALL, FIT_BYTES, ByteData, DataConfig
 from learntok.util.errors import CheckpointError, ConfigError, DataError
-from learntok.evaluation.metrics import (  # noqa: F401  (logmeanexp_bound: the public name, here as before)
-    DEFAULT_WINDOW,
-    Batch,
-    EvalOptions,
-    breakdown,
-    columns,
-    finite_sums,
-    kept_metrics,
-    logmeanexp_bound,
-    metric_lines,
-    report,
-)
+from learntok.evaluation.metrics import DEFAULT_WINDOW, EvalOptions, breakdown, metric_lines
+from learntok.evaluation.metrics import logmeanexp_bound  # noqa: F401  (the public name, here as before)
 from learntok.util.progress import note
 from learntok.run.rate import held_out_batches, set_rate
 from learntok.util.runtime import resolve_device

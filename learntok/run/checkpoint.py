@@ -342,9 +342,9 @@ def resume_state(
     identity: dict,
     ema: AveragedModel | None = None,
 ) -> tuple[int, int]:
-    """Step 5 of training, fresh run or resume: returns (completed steps, bytes seen) and restores state in place
-    (the weights' average `ema` too). A resume is refused when its data source now holds other
-    bytes than `identity` recorded."""
+    """Step 5 of training, fresh run or resume: returns (completed steps, bytes seen) and
+    restores state in place (the weights' average `ema` too). A resume is refused when its data
+    source now holds other bytes than `identity` recorded."""
     if not resume:
         if latest_checkpoint(run_dir) is not None:
             raise ConfigError(f"run folder {run_dir} already has checkpoints; pass --resume or another --out")

@@ -25,6 +25,7 @@ import json
 import math
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 from learntok.run.config import LogConfig, RunConfig, to_toml
@@ -148,7 +149,7 @@ def open_run(
     env: DistEnv,
     start: int,
     fitted: dict,
-    warnings: list[str] = (),
+    warnings: Sequence[str] = (),
     progress: bool = True,
 ) -> Tracker:
     """Step 6 of training: the run folder written (rank 0: its config.toml, then the run's
