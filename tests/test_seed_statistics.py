@@ -5,10 +5,10 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from learntok.evaluation.statistics import holm, paired_t_pvalue, t_pvalue
+from learntok.evaluation.statistics import holm, mean_and_se, paired_t_pvalue, t_pvalue
 from learntok.evaluation.statistics import T95
 
 
@@ -59,3 +59,51 @@ def test_holm_of_one_test_is_the_test():
     assert holm([0.03]) == [0.03]
     assert np.allclose(holm([0.01, 0.04, 0.03]), [0.03, 0.06, 0.06])
     assert list(itertools.accumulate(sorted(holm([0.2, 0.01, 0.5])), max)) == sorted(holm([0.2, 0.01, 0.5]))
+
+
+@settings(deadline=None)  # scipy's first import is slow
+@given(
+    st.lists(st.floats(-0.1, 0.1, allow_nan=False), min_size=3, max_size=40),
+    st.floats(0.001, 0.05),
+)
+def test_one_sided_and_tost_p_values_match_scipy(diffs, margin):
+    scipy_stats = pytest.importorskip("scipy.stats")
+    from learntok.evaluation.statistics import one_sided_pvalue, tost_pvalue
+
+    d = np.asarray(diffs)
+    if d.std(ddof=1) < 1e-9:
+        return  # no spread: scipy's test is undefined
+    below = scipy_stats.ttest_1samp(d, 0.0, alternative="less").pvalue
+    assert one_sided_pvalue(diffs) == pytest.approx(below, abs=1e-6)
+    assert one_sided_pvalue(diffs, below=False) == pytest.approx(1 - below, abs=1e-6)
+    upper = scipy_stats.ttest_1samp(d, margin, alternative="less").pvalue
+    lower = scipy_stats.ttest_1samp(d, -margin, alternative="greater").pvalue
+    assert tost_pvalue(diffs, margin) == pytest.approx(max(upper, lower), abs=1e-6)
+
+
+@given(st.lists(st.floats(-0.1, 0.1, allow_nan=False), min_size=3, max_size=40), st.floats(0.001, 0.05))
+def test_tost_rejects_exactly_when_the_90_percent_interval_lies_inside_the_margin(diffs, margin):
+    from learntok.evaluation.statistics import t_quantile, tost_pvalue
+
+    mean, se = mean_and_se(diffs)
+    if se < 1e-9:
+        return
+    half = t_quantile(0.10, len(diffs) - 1) * se
+    inside = -margin < mean - half and mean + half < margin
+    p = tost_pvalue(diffs, margin)
+    if abs(p - 0.05) > 1e-6:  # away from the edge, where rounding decides
+        assert (p < 0.05) == inside
+
+
+@pytest.mark.parametrize(("p", "dof", "t"), [(0.10, 29, 1.699127), (0.05, 29, 2.045230), (0.10, 14, 1.761310)])
+def test_t_quantile_matches_tabled_values(p, dof, t):
+    from learntok.evaluation.statistics import t_quantile
+
+    assert t_quantile(p, dof) == pytest.approx(t, abs=1e-4)
+
+
+def test_the_intersection_union_test_rejects_only_when_every_member_does():
+    from learntok.evaluation.statistics import intersection_union_pvalue
+
+    assert intersection_union_pvalue([0.01, 0.02, 0.049]) < 0.05
+    assert intersection_union_pvalue([0.001, 0.001, 0.2]) == 0.2

@@ -1,7 +1,9 @@
 """Statistics over seeds (and over any paired sample): the mean and its standard error, Student's
 t (its 95% quantile and two-sided p-value, in closed form), the paired test, Holm's correction, and
 how a difference reads in a table (lower / tie / higher). Every table of learntok that ranks two
-strategies reads its verdict from here."""
+strategies reads its verdict from here. For a registered study: one-sided paired tests, the
+intersection-union test (one thing below each of several others, no correction needed; Berger
+1982) and equivalence within a margin by two one-sided tests (TOST; Schuirmann 1987)."""
 
 from __future__ import annotations
 
@@ -51,6 +53,42 @@ def paired_t_pvalue(diffs) -> float:
     if len(diffs) < 2 or (se == 0 and mean == 0):
         return 1.0
     return 0.0 if se == 0 else t_pvalue(mean / se, len(diffs) - 1)
+
+
+def one_sided_pvalue(diffs, below: bool = True, margin: float = 0.0) -> float:
+    """p-value of the paired one-sided t-test of H1: mean(diffs) < margin (`below`), or > margin;
+    1.0 with fewer than two values, 0 or 1 when there is no spread."""
+    mean, se = mean_and_se(diffs)
+    gap = (mean - margin) if below else (margin - mean)  # negative when the data lean toward H1
+    if len(diffs) < 2:
+        return 1.0
+    if se == 0:
+        return 0.0 if gap < 0 else 1.0
+    two_sided = t_pvalue(gap / se, len(diffs) - 1)
+    return two_sided / 2 if gap < 0 else 1 - two_sided / 2
+
+
+def intersection_union_pvalue(pvalues: list[float]) -> float:
+    """The intersection-union test (Berger 1982): H1 holds for every member only when each member's
+    own test rejects at alpha, so its p-value is the largest of theirs, with no correction."""
+    return max(pvalues)
+
+
+def tost_pvalue(diffs, margin: float) -> float:
+    """Equivalence within +-margin by two one-sided tests (Schuirmann 1987): the larger p of
+    H1: mean > -margin and H1: mean < +margin. Below alpha exactly when the (1 - 2 alpha) t-interval
+    lies inside (-margin, +margin)."""
+    return max(one_sided_pvalue(diffs, below=False, margin=-margin), one_sided_pvalue(diffs, below=True, margin=margin))
+
+
+def t_quantile(two_sided_p: float, dof: int) -> float:
+    """The t with two-sided p-value `two_sided_p` at `dof` degrees of freedom (so t_quantile(0.10,
+    dof) is the one-sided 95% quantile a 90% interval uses), by bisection on t_pvalue."""
+    lo, hi = 0.0, 1e4
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_pvalue(mid, dof) > two_sided_p else (lo, mid)
+    return (lo + hi) / 2
 
 
 def holm(pvalues: list[float]) -> list[float]:
