@@ -45,8 +45,9 @@ NO_RATE_KNOB = {"whitespace"}  # a rule with no threshold: its rate is what the 
 SOURCES = {"code": "python-stdlib", "prose": "shakespeare"}
 TASKS = {"piqa": "piqa.jsonl.gz", "arc_easy": "arc_easy.jsonl.gz", "lambada": "lambada_openai.jsonl.gz"}
 RATE, TOLERANCE = 0.2, 0.01
-# The primary comparison, named before any run: learned - uniform, tested alone at 5%. The others
-# are secondary, Holm-corrected among themselves (and, for the record, over all of them).
+# The primary comparison: learned - uniform, tested alone at 5%; the others are secondary,
+# Holm-corrected among themselves (and, for the record, over all of them). This rule came in while
+# the code runs trained (their commit had Holm over all arms): ordering-code.md gives both readings.
 PRIMARY = "uniform"
 
 
