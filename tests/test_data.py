@@ -92,10 +92,13 @@ def test_folder_is_recursive_sorted_and_skips_hidden_and_binary(tmp_path):
 
 def test_parquet(tmp_path):
     path = tmp_path / "docs.parquet"
-    pq.write_table(pa.table({"text": ["alpha", None, "beta"], "id": [1, 2, 3]}), path)
-    assert load_documents(str(path)) == [b"alpha", b"beta"]
+    pq.write_table(pa.table({"text": ["alpha", "", "beta"], "id": [1, 2, 3]}), path)
+    assert load_documents(str(path)) == [b"alpha", b"beta"]  # empty texts are skipped, as in JSONL
     with pytest.raises(DataError, match="no column 'body'"):
         load_documents(str(path), text_field="body")
+    pq.write_table(pa.table({"text": ["alpha", None, "beta"]}), path)
+    with pytest.raises(DataError, match="row 2: column 'text' is null"):  # refused, as a JSONL null is
+        load_documents(str(path))
 
 
 def test_errors_are_data_errors_with_clear_messages(tmp_path):

@@ -55,6 +55,7 @@ LAZY_OK = (
     "pydoc_data",
     "torch.utils.tensorboard",
     "wandb",
+    "huggingface_hub",
 )
 LAZY_EXEMPT = ("learntok.cli", "learntok.__main__")  # they load the library (torch) only in a command
 

@@ -167,6 +167,30 @@ class BoundaryStrategy(nn.Module):
     conditionable: bool = False  # it can be trained rate-conditioned (model.rate_conditioned, docs/rate.md)
     rate_control: RateControl | None = None  # online rate control at inference (set by learntok.run.rate; None: off)
 
+    def _apply(self, fn, recurse: bool = True):
+        """Every tensor change a module makes (`.to`, `.cuda`, `.half`) goes through here: moves
+        apply as usual, but the strategy's floating weights and buffers stay fp32 whatever dtype
+        the model is cast to, so that its decisions (a logit against a threshold, a cosine, a
+        rate controller's integral) are computed in fp32 inside a bf16 or fp16 model, as H-Net and
+        BLT keep their routers; the hidden states it reads are cast up where it reads them."""
+        super()._apply(fn, recurse)
+        for module in self.modules():
+            for tensors in (module._parameters, module._buffers):
+                for key, t in tensors.items():
+                    if t is not None and t.is_floating_point() and t.dtype != torch.float32:
+                        if isinstance(t, nn.Parameter):
+                            t.data = t.data.float()
+                        else:
+                            tensors[key] = t.float()
+        return self
+
+    @classmethod
+    def own_weights(cls, cfg: ModelConfig) -> int:
+        """About how many weights the strategy adds to the model, from the config alone (nothing
+        built): the size checks count them with the backbone's (learntok.model.sizes). Strategies
+        whose options grow their weights say so; small fixed ones are left out."""
+        return 0
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg

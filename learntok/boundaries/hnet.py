@@ -114,7 +114,7 @@ class HNetRouting(OffsetKnob, BoundaryStrategy):
         nn.init.eye_(self.k.weight)
 
     def forward(self, h, x, boundaries=None, early_logits=None, greedy=False) -> BoundaryOutput:
-        p = routing_probs(self.q(h), self.k(h))  # (B, T) fp32, differentiable
+        p = routing_probs(self.q(h.float()), self.k(h.float()))  # (B, T) fp32, differentiable
         control = self.rate_control
         if boundaries is None and control is None:
             boundaries = (p > self.threshold()).float()
@@ -135,10 +135,10 @@ class HNetRouting(OffsetKnob, BoundaryStrategy):
         return {"q": torch.zeros(batch, self.cfg.byte_width, device=device), **self.control_init(batch, device)}
 
     def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
-        return {"q": self.q(h[:, -1]).float(), **self.control_prefill(x, decisions)}
+        return {"q": self.q(h[:, -1].float()).float(), **self.control_prefill(x, decisions)}
 
     def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
-        q, k = self.q(h).float(), self.k(h).float()  # (B, D)
+        q, k = self.q(h.float()).float(), self.k(h.float()).float()  # (B, D)
         p = ((1.0 - F.cosine_similarity(state["q"], k, dim=-1)) / 2.0).clamp(0.0, 1.0)  # (B,)
         if t == 0:
             p = torch.ones_like(p)

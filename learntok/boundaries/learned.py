@@ -234,6 +234,11 @@ class LearnedPolicy(OffsetKnob, BoundaryStrategy):
     conditionable = True
     rate_offset_range = (-24.0, 24.0)  # logit units; the soft cap (6) saturates well inside
 
+    @classmethod
+    def own_weights(cls, cfg: ModelConfig) -> int:
+        """The projection to the window's w logits: (byte width + 1) x w."""
+        return (cfg.byte_width + 1) * int(cfg.strategy.get("window", cls.Config.window))
+
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
         self.norm = nn.RMSNorm(cfg.byte_width, elementwise_affine=False)

@@ -117,11 +117,21 @@ def check_needs(args) -> None:
 
 def check_given(args) -> None:
     """An option of plain text (`type=str`) given empty names nothing (`--preset ''` would
-    otherwise fall back to the default): refused, as fields.check_values refuses an empty config value."""
+    otherwise fall back to the default): refused, as fields.check_values refuses an empty config
+    value. So is an empty path, positional or not (`export ''` would read the current folder)."""
+    from learntok.util.files import INPUT_TYPES, OUTPUT_TYPES
+
     for action in args.command_parser._actions:
-        if action.type is str and action.option_strings and getattr(args, action.dest, None) == "":
+        value = getattr(args, action.dest, None)
+        empty = "" in value if isinstance(value, list) else value == ""
+        if not empty:
+            continue
+        if action.type is str and action.option_strings:
             name = action.option_strings[-1]
             raise ConfigError(f"{name} is empty: give a value, or leave {name} out for its default")
+        if action.type in INPUT_TYPES + OUTPUT_TYPES:
+            name = action.option_strings[-1] if action.option_strings else (action.metavar or action.dest)
+            raise ConfigError(f"{name} is empty: give a path")
 
 
 def check_outputs(args) -> None:
@@ -171,7 +181,10 @@ def quiet_stdout() -> None:
 def _stopped(args, what: str) -> str:
     """`what` happened, and what the command leaves behind (its `left` hook), in one line."""
     left = getattr(args, "left", None)
-    return " ".join((f"{what}; {left(args)}" if left else what).split())
+    try:
+        return " ".join((f"{what}; {left(args)}" if left else what).split())
+    except OSError:  # the path it would look at is itself what failed (a name too long): the line alone
+        return " ".join(what.split())
 
 
 def closed_stream() -> str | None:

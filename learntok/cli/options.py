@@ -39,10 +39,10 @@ def add_model(p, help: str | None = RUN_OR_MODEL) -> None:
 def check_run(path: str) -> None:
     """A command whose first step reads the run refuses a missing one before the library (and
     torch) loads, with the line learntok.model.pretrained.resolve would give."""
-    from learntok.util.shipped import shipped_folder
+    from learntok.util.shipped import named_folder, unknown_name
 
-    if not Path(path).exists() and shipped_folder(path) is None:
-        raise CheckpointError(f"{Path(path)} does not exist")
+    if not Path(path).exists() and named_folder(path) is None:
+        raise CheckpointError(f"{Path(path)} does not exist{unknown_name(path)}")
 
 
 def add_device(p) -> None:

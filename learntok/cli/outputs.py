@@ -1,6 +1,8 @@
 """What a command may write: one check of every output path, before any work (docs/reliability.md).
 
 An output names a file (`--json`, `--html`) or a folder (`--out`). Refused, each with one line:
+- a name the system refuses, for an output or an input (too long, a component too long, a path
+  through a file, invalid bytes: learntok.util.files.check_name);
 - an empty path (which would be the current folder), a symlink to nothing, a path under a file
   (`a.txt/sub`), the wrong kind (a folder as a file output, a file as a folder output), a file
   output whose folder does not exist, a place this user cannot write;
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from learntok.util.errors import CheckpointError, ConfigError, DataError, OutputRefused
-from learntok.util.files import INPUT_TYPES, OUTPUT_TYPES, input_data, input_run, output_folder
+from learntok.util.files import INPUT_TYPES, OUTPUT_TYPES, check_name, input_data, input_run, output_folder
 
 # The checks read runs and name the files of checkpoints and run folders through modules that
 # load torch: they are imported inside the checks, which run only for a command line that names
@@ -103,16 +105,25 @@ def check_command_line(args) -> None:
     """check_outputs for a parsed command line (args.command_parser: its subcommand's parser)."""
     outputs = command_outputs(args)
     if outputs:
-        check_outputs(outputs, command_inputs(args), owns_runs=args.command == "train")
+        check_outputs(outputs, command_inputs(args), owns_runs=args.command == "train", command=args.command)
 
 
 # ---------------------------------------------------------------- the check
 
 
-def check_outputs(outputs: list[Output], inputs: list[Input], owns_runs: bool = False) -> None:
+# Commands that write inside a run folder (each into its own subfolder, RUN/plots and RUN/diagnose)
+WRITE_IN_RUNS = ("plot", "diagnose")
+# Commands whose folder output replaces a model folder it wrote before (learntok.hf.export checks
+# that the folder holds its own files alone before it replaces it)
+REPLACE_MODEL_FOLDER = ("export",)
+
+
+def check_outputs(outputs: list[Output], inputs: list[Input], owns_runs: bool = False, command: str = "") -> None:
     """Refuse (OutputRefused) the first output that must not be written; see the module docstring.
     A folder output that is a training run's folder belongs to that run: only `train` (`owns_runs`,
     whose learntok.run.folder.claim decides) writes into it."""
+    for what, path in [(o.option, o.path) for o in outputs] + [(i.what or "input", i.path) for i in inputs]:
+        check_name(path, what)
     real_inputs = [(i, Path(os.path.realpath(i.path))) for i in inputs if i.path and os.path.exists(i.path)]
     folders = [(o, Path(os.path.realpath(o.path))) for o in outputs if o.folder and o.path.strip()]
     seen: dict[Path, str] = {}
@@ -132,7 +143,8 @@ def check_outputs(outputs: list[Output], inputs: list[Input], owns_runs: bool = 
         _check_path(out, where)
         for inp, real in real_inputs:
             _check_not_input(out, where, inp, real)
-        _check_not_kept(out, where)
+        _check_not_kept(out, where, command in REPLACE_MODEL_FOLDER)
+        _check_not_in_run(out, where, command)
         if out.folder and not owns_runs and where.is_dir() and _is_run(where):
             raise OutputRefused(
                 f"{out.option} {out.path} is the folder of a training run, which belongs to that run: give another folder"
@@ -182,8 +194,21 @@ def _check_not_input(out: Output, where: Path, inp: Input, real: Path) -> None:
         raise OutputRefused(f"{name} holds {source}, which this command reads: give another folder")
 
 
-def _check_not_kept(out: Output, where: Path) -> None:
-    """Nothing inside a model, checkpoint or prepared folder, and none of a run folder's own files."""
+def _check_not_in_run(out: Output, where: Path, command: str) -> None:
+    """Nothing inside a run folder, but for the commands that keep their own subfolder there."""
+    if command in WRITE_IN_RUNS:
+        return
+    for folder in where.parents:
+        if _is_run(folder, by_lock=False):
+            raise OutputRefused(
+                f"{out.option} {out.path} is inside run folder {folder}, which belongs to that run "
+                f"(only {' and '.join(WRITE_IN_RUNS)} write there): give a path outside it"
+            )
+
+
+def _check_not_kept(out: Output, where: Path, replaces_model: bool = False) -> None:
+    """Nothing inside a model, checkpoint or prepared folder, and none of a run folder's own files;
+    a model folder itself only by a command that replaces one it wrote (`replaces_model`)."""
     from learntok.run.checkpoint import STATE
     from learntok.data.corpora import prepared_state
     from learntok.model.pretrained import LATEST, WEIGHTS
@@ -191,7 +216,9 @@ def _check_not_kept(out: Output, where: Path) -> None:
 
     name = f"{out.option} {out.path}"
     for folder in ([where] if out.folder else []) + list(where.parents):
-        if (folder / WEIGHTS).is_file() or (folder / STATE).is_file():
+        # a model folder the command itself wrote may be replaced: its writer decides (replaceable_folder)
+        replaceable = folder == where and replaces_model and not (folder / STATE).is_file()
+        if ((folder / WEIGHTS).is_file() and not replaceable) or (folder / STATE).is_file():
             raise OutputRefused(f"{name} is inside {folder}, a model or checkpoint folder: give a path outside it")
         if (folder / LATEST).is_file():
             raise OutputRefused(f"{name} is inside {folder}, the checkpoints of a run: give a path outside it")
@@ -207,12 +234,7 @@ def _check_not_kept(out: Output, where: Path) -> None:
             raise OutputRefused(f"{name} is {own} of run folder {folder}, which the run keeps: give another path")
 
 
-def _is_run(folder: Path) -> bool:
-    from learntok.model.pretrained import LATEST
-    from learntok.run.folder import CONFIG, LOCK, METRICS
+def _is_run(folder: Path, by_lock: bool = True) -> bool:
+    from learntok.run.folder import is_run_folder
 
-    return (
-        (folder / "checkpoints" / LATEST).is_file()
-        or ((folder / CONFIG).is_file() and (folder / METRICS).is_file())
-        or (folder / LOCK).is_file()
-    )
+    return is_run_folder(folder, by_lock)

@@ -198,8 +198,9 @@ def _jsonl_documents(lines: Iterable[bytes], text_field: str, where: str) -> lis
 
 
 def parquet_texts(path: Path, text_field: str) -> Iterator[bytes]:
-    """Column `text_field` of a parquet file, streamed in batches; str or binary values, nulls
-    and empties skipped."""
+    """Column `text_field` of a parquet file, streamed in batches; str or binary values, empties
+    skipped. A null is refused naming its row, as a JSONL record whose text is null is (a reader
+    that dropped them would train on fewer documents than the file holds, without a word)."""
     import pyarrow
     import pyarrow.parquet as pq
 
@@ -210,8 +211,15 @@ def parquet_texts(path: Path, text_field: str) -> Iterator[bytes]:
             found = "no column" if text_field not in names else f"{names.count(text_field)} columns named"
             raise DataError(f"{path}: {found} {text_field!r}, not one (columns: {', '.join(names)})")
         check_text_column(f.schema_arrow.field(text_field).type, f"{path}: column {text_field!r}")
+        row = 0
         for batch in f.iter_batches(columns=[text_field], batch_size=1024):
             for v in batch.column(0).to_pylist():
+                row += 1
+                if v is None:
+                    raise DataError(
+                        f"{path} row {row}: column {text_field!r} is null, not a string "
+                        f"(drop the rows with no text, or fill them)"
+                    )
                 if v:
                     yield v.encode("utf-8") if isinstance(v, str) else bytes(v)
     except (pyarrow.ArrowException, EOFError, OSError, ValueError) as e:  # not parquet, cut short, garbled (bad UTF-8)

@@ -9,18 +9,30 @@ vocabulary, width, context) are derived from it, never stored beside it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 from pathlib import Path
 
 from transformers import PretrainedConfig
 
 from learntok.data.vocab import BOS, EOS, PAD, VOCAB_SIZE
-from learntok.util.errors import CheckpointError
+from learntok.util.errors import CheckpointError, ConfigError
+from learntok.run.config import RunConfig
 from learntok.model.generate import BOUNDARY_MODES, DEFAULT_BOUNDARIES
 from learntok.model.pretrained import MODEL_TYPE, STRATEGY, check_format, model_config, trained_seq_len
 from learntok.nn.config import ModelConfig
+from learntok.util.ranges import SEED
 
 DEFAULT_CONTEXT = 1024  # bytes a row, where the folder does not say the window it was trained at
+
+
+def checked_seed(seed) -> int:
+    """`boundary_seed` as an int, when it is a whole number in the seeds' range (learntok.util.ranges.SEED);
+    else one ValueError naming it."""
+    whole = isinstance(seed, int) or (isinstance(seed, float) and math.isfinite(seed) and seed.is_integer())
+    if type(seed) is bool or not whole or SEED.problem(int(seed)):
+        raise ValueError(f"LearntokConfig: boundary_seed {seed!r} must be a whole number {SEED}")
+    return int(seed)
 
 
 class LearntokConfig(PretrainedConfig):
@@ -43,7 +55,7 @@ class LearntokConfig(PretrainedConfig):
         self.trained_seq_len = trained_seq_len
         if boundaries not in BOUNDARY_MODES:
             raise ValueError(f"LearntokConfig: boundaries {boundaries!r} is not one of {', '.join(BOUNDARY_MODES)}")
-        self.boundaries, self.boundary_seed = boundaries, int(boundary_seed)
+        self.boundaries, self.boundary_seed = boundaries, checked_seed(boundary_seed)
         cfg = self.model_config()  # checked here: a config that is no learntok model's fails at once
         for name, value in (("bos_token_id", BOS), ("eos_token_id", EOS), ("pad_token_id", PAD)):
             kwargs.setdefault(name, value)
@@ -60,9 +72,16 @@ class LearntokConfig(PretrainedConfig):
     def model_config(self) -> ModelConfig:
         """The learntok ModelConfig (strictly checked) of a model config or of a run config's sections."""
         d = self.learntok
-        if isinstance(d.get("model"), dict):
+        if isinstance(d.get("model"), dict):  # a run config: every section checked as `train` checks it
+            try:
+                RunConfig.from_dict(d)
+            except ConfigError as e:
+                raise ValueError(f"LearntokConfig: {e}") from None
             d = {**d["model"], STRATEGY: d.get(STRATEGY, {})}
-        return model_config(d)
+        try:
+            return model_config(d)
+        except ConfigError as e:
+            raise ValueError(f"LearntokConfig: {e}") from None
 
     @classmethod
     def from_learntok(cls, config: dict, trained: int | None, **kwargs) -> "LearntokConfig":

@@ -12,17 +12,18 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from learntok.hf.card import CARD, card_for, model_card
 from learntok.util.errors import OutputError
 from learntok.util.files import replaceable_folder
 from learntok.hf.tokenizer import LearntokByteTokenizer
 from learntok.model.aunet import AUNet
+from learntok.run.checkpoint import load_run_folder
 from learntok.model.pretrained import (
     CONFIG,
     WEIGHTS,
     atomic_dir,
     commit,
     model_folder_config,
-    read_model,
     write_model_files,
 )
 
@@ -37,18 +38,20 @@ AUTO_MAP = {
     "AutoModelForCausalLM": "modeling_learntok.LearntokForCausalLM",
 }
 TOKENIZER_FILES = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "chat_template.jinja")
-EXPORT_FILES = frozenset((WEIGHTS, CONFIG, *TOKENIZER_FILES, *(f"{m}.py" for m in SHIMS)))
+EXPORT_FILES = frozenset((WEIGHTS, CONFIG, CARD, *TOKENIZER_FILES, *(f"{m}.py" for m in SHIMS)))
 
 
-def write_export(model: AUNet, config: dict, path) -> Path:
-    """Write `model` with `config` (a run config, kept whole, or a model config) into folder
-    `path`, atomically. The folder it replaces must be one this wrote, empty or missing: any other
-    is refused (OutputError), nothing touched."""
+def write_export(model: AUNet, config: dict, path, card: str | None = None) -> Path:
+    """Write `model` with `config` (a run config, kept whole, or a model config) and its model
+    card (`card`, else one made from the config: learntok.hf.card) into folder `path`, atomically.
+    The folder it replaces must be one this wrote, empty or missing: any other is refused
+    (OutputError), nothing touched."""
     target = replaceable_folder(path, EXPORT_FILES, "export:", OutputError)
     native = config if isinstance(config.get("model"), dict) else model_folder_config(model)
     tmp = atomic_dir(target)
     try:
         write_model_files(model, tmp, {**native, "architectures": ["LearntokForCausalLM"], "auto_map": AUTO_MAP})
+        (tmp / CARD).write_text(card or model_card(native, Path(path).name), encoding="utf-8")
         tokenizer = LearntokByteTokenizer()
         tokenizer.init_kwargs["auto_map"] = {"AutoTokenizer": ["tokenization_learntok.LearntokByteTokenizer", None]}
         tokenizer.save_pretrained(tmp)
@@ -62,6 +65,8 @@ def write_export(model: AUNet, config: dict, path) -> Path:
 
 def export(source, out) -> Path:
     """`learntok export SOURCE --out OUT`: a run folder (latest checkpoint), checkpoint or model folder,
-    or shipped name, written to OUT as `write_export` writes."""
-    files = read_model(source)
-    return write_export(AUNet.from_files(files), files.config, out)
+    or shipped name, written to OUT as `write_export` writes. It is read as every command reads
+    one (learntok.run.checkpoint.load_run_folder: a run config checked whole before the model is
+    built), so that no folder is exported that would not load."""
+    model, _, run = load_run_folder(source)
+    return write_export(model, run.config, out, card_for(run.folder, run.config, Path(out).name))

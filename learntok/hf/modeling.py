@@ -14,9 +14,9 @@ What it adds is the convention `transformers` callers follow:
 
 Boundaries are decided by `config.boundaries`: "greedy" (p > 0.5, the default, as learntok's
 tokenizer, `segment`, `sample` and `generate` decide) or "sample" (as training and `learntok eval`
-draw, under `config.boundary_seed`). generate() recomputes the whole prefix at every new byte:
-learntok's own caches (learntok.model.generate, `AUNet.generate`) are not wired to `transformers`'
-cache classes (docs/transformers.md measures the difference).
+draw, under `config.boundary_seed`). generate() decodes with learntok's own caches
+(learntok.model.generate: prefill, then one byte at a time) behind `transformers`' Cache interface
+(`LearntokCache`); a batch of prompts of different lengths is read whole at every step instead.
 
 Weights are read and written by learntok itself (learntok.model.pretrained: safetensors, no
 pickle), so `from_pretrained` reads a run folder, a checkpoint or model folder, a shipped name
@@ -28,16 +28,25 @@ Shapes: B batch, T ids, V vocabulary.
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
+import huggingface_hub
 import torch
 from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
+from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast
+from transformers.utils.hub import convert_file_size_to_int
 
 from learntok.data.vocab import BOS, EOS, N_SYMBOLS, PAD, VOCAB_SIZE
 from learntok.hf.config import LearntokConfig
+from learntok.hf.card import model_card
 from learntok.hf.export import write_export
 from learntok.model.aunet import AUNet
+from learntok.model.generate import DecodeState, decode_step, prefill
+from learntok.model.objective import ObjectiveConfig, objective_for
+from learntok.model.objective import loss as objective_loss
 from learntok.model.pretrained import read_model
 from learntok.util.runtime import PrivateRNG
 
@@ -45,9 +54,34 @@ from learntok.util.runtime import PrivateRNG
 @dataclass
 class LearntokCausalLMOutput(CausalLMOutputWithPast):
     """CausalLMOutputWithPast and the boundaries the model decided, (B, T) float 0/1 at the ids'
-    positions (0 at padding); `past_key_values` is always None (generate() recomputes)."""
+    positions (0 at padding); `cache` is a LearntokCache when generate() decodes with one."""
 
     boundaries: torch.Tensor | None = None
+
+
+class LearntokCache(Cache):
+    """learntok's own decoding state (learntok.model.generate.DecodeState: the byte levels'
+    sliding-window caches, the token level's cache, the strategy's state) behind `transformers`'
+    Cache interface, so that generate() reads each new byte once, as `AUNet.generate` does, instead
+    of the whole prefix again. It also holds the boundary draws' random stream across steps."""
+
+    is_compileable = False
+
+    def __init__(self):
+        self.state: DecodeState | None = None
+        self.rng: PrivateRNG | None = None
+        self.seen = 0  # ids read so far, padding included (the length `transformers` asks for)
+        self.layers = []
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.seen
+
+    @property
+    def is_initialized(self) -> bool:
+        return self.state is not None
+
+    def reorder_cache(self, beam_idx):
+        raise NotImplementedError("LearntokCache: beam search is not supported; use greedy or sampling")
 
 
 def compact_rows(
@@ -78,10 +112,34 @@ def place(values: torch.Tensor, spans: list[tuple[int, int, int]], T: int) -> to
     return out
 
 
+def hub_ready() -> None:
+    """A push needs the network: with HF_HUB_OFFLINE set, one ValueError saying so."""
+    if huggingface_hub.constants.HF_HUB_OFFLINE:
+        raise ValueError(
+            "push_to_hub: HF_HUB_OFFLINE is set, so nothing can be uploaded: save the folder, and push it online"
+        )
+
+
+def upload(folder: Path, repo_id: str, token, private: bool | None, message: str | None) -> None:
+    """Create `repo_id` on the Hub if needed and upload `folder` to it, through huggingface_hub."""
+    api = huggingface_hub.HfApi(token=token if isinstance(token, str) else None)
+    api.create_repo(repo_id, exist_ok=True, private=private)
+    api.upload_folder(repo_id=repo_id, folder_path=str(folder), commit_message=message or "Upload learntok model")
+
+
+def labels_are_the_inputs(input_ids: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> bool:
+    """Whether `labels` are the ids themselves wherever the mask reads (-100 or anything at
+    padding): the causal-LM fine-tune of HF's Trainer and PEFT, which learntok's whole objective
+    trains. Other labels (a prompt masked with -100) train the LM loss on them alone."""
+    real = mask.bool()
+    return labels.shape == input_ids.shape and bool((labels[real] == input_ids[real]).all())
+
+
 class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
     config_class = LearntokConfig
     base_model_prefix = "aunet"
     main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
     _no_split_modules: list[str] = []
 
     def __init__(self, config: LearntokConfig, aunet: AUNet | None = None):
@@ -92,7 +150,7 @@ class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
         # bytes and EOS only: BOS, PAD and the table's padding are never drawn (learntok.model.generate.sample_next)
         suppress = [BOS, PAD, *range(N_SYMBOLS, VOCAB_SIZE)]
         self.generation_config = GenerationConfig(
-            bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD, suppress_tokens=suppress, use_cache=False
+            bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD, suppress_tokens=suppress, use_cache=True
         )
 
     def _init_weights(self, module) -> None:
@@ -104,12 +162,41 @@ class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
     def get_output_embeddings(self) -> torch.nn.Module:
         return self.aunet.head.linear
 
+    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict | None = None) -> None:
+        """Recompute each block's activations in the backward (AUNet.set_gradient_checkpointing;
+        non-reentrant, whatever the keywords ask): the same loss and gradients, less memory."""
+        self.aunet.set_gradient_checkpointing(True)
+
+    def gradient_checkpointing_disable(self) -> None:
+        self.aunet.set_gradient_checkpointing(False)
+
+    @property
+    def is_gradient_checkpointing(self) -> bool:
+        return any(getattr(m, "checkpointing", False) for m in self.aunet.modules())
+
+    def resize_token_embeddings(self, new_num_tokens: int | None = None, *args, **kwargs) -> torch.nn.Module:
+        """The vocabulary is the 256 bytes and BOS, EOS, PAD (its table padded to VOCAB_SIZE rows):
+        no token can be added, so a new size is refused before anything changes (the same size,
+        or None, returns the embedding as it is)."""
+        if new_num_tokens is not None and new_num_tokens != self.aunet.embed.num_embeddings:
+            raise ValueError(
+                f"LearntokForCausalLM.resize_token_embeddings({new_num_tokens}): the byte vocabulary is fixed "
+                f"({N_SYMBOLS} ids in {self.aunet.embed.num_embeddings} rows); nothing was changed"
+            )
+        return self.aunet.embed
+
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        """generate() must not make a DynamicCache: this model makes its own (LearntokCache)."""
+        return False
+
     def forward(
         self,
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         return_dict: bool | None = None,
+        cache: "LearntokCache | None" = None,
         **kwargs,
     ) -> LearntokCausalLMOutput:
         """Logits (B, T, V) of the id after each position; with `labels`, the mean cross-entropy
@@ -117,26 +204,71 @@ class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
         (position ids, caches, use_cache) are accepted and ignored: positions are each row's own."""
         if input_ids is None or input_ids.dim() != 2:
             raise ValueError("LearntokForCausalLM: give input_ids (B, T), byte ids from LearntokByteTokenizer")
+        if isinstance(cache, LearntokCache) and labels is None:
+            return self.decode(input_ids, attention_mask, cache)
         B, T = input_ids.shape
         mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask
         if mask.shape != input_ids.shape:
             raise ValueError(f"LearntokForCausalLM: attention_mask {tuple(mask.shape)} is not input_ids' {(B, T)}")
         x, spans = compact_rows(input_ids, mask)
-        greedy = self.config.boundaries == "greedy"
+        whole = labels is not None and self.training and labels_are_the_inputs(input_ids, labels, mask)
+        greedy = self.config.boundaries == "greedy" and not whole  # training draws its cuts, as learntok trains
         with PrivateRNG(self.config.boundary_seed, x.device).active():
             out = self.aunet(x, greedy=greedy)
         logits = place(out.logits, spans, T)  # (B, T, V)
         loss = None
-        if labels is not None:
+        if whole:  # learntok's whole objective: the LM, the early head, the policy (REINFORCE), the rate
+            loss, _ = objective_loss(out, x, self.objective())
+        elif labels is not None:
             target = labels[:, 1:].to(logits.device)  # (B, T-1): logits at t predict label t+1
             loss = torch.nn.functional.cross_entropy(
                 logits[:, :-1].float().reshape(-1, logits.size(-1)), target.reshape(-1), ignore_index=-100
             )
         return LearntokCausalLMOutput(loss=loss, logits=logits, boundaries=place(out.boundaries, spans, T))
 
-    def prepare_inputs_for_generation(self, input_ids, attention_mask=None, **kwargs) -> dict:
-        """The whole prefix at every step (no cache: see the module's docstring)."""
-        return {"input_ids": input_ids, "attention_mask": attention_mask}
+    def objective(self) -> ObjectiveConfig:
+        """The objective the model was trained with (its run config's [objective]; the defaults for
+        a bare model config), as learntok's train applies it to this strategy."""
+        d = self.config.learntok.get("objective") if isinstance(self.config.learntok.get("model"), dict) else None
+        return objective_for(ObjectiveConfig(**(d or {})), self.aunet.strategy.has_policy)
+
+    @torch.no_grad()
+    def decode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, cache: LearntokCache):
+        """Cached decoding: the first call reads the prompt (prefill), every later one the ids
+        after those the cache has seen, one byte at a time (decode_step). Logits (B, 1, V): the
+        next id's, which is all generate() reads."""
+        greedy = self.config.boundaries == "greedy"
+        if cache.state is None:
+            mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask
+            x, _ = compact_rows(input_ids, mask)  # (B, T') every row the same length (prepare_inputs_for_generation)
+            cache.rng = PrivateRNG(self.config.boundary_seed, x.device)
+            with cache.rng.active():
+                cache.state, logits, decisions = prefill(self.aunet, x, greedy=greedy)
+            boundaries = decisions[:, -1:]
+        else:
+            for j in range(input_ids.size(1)):
+                with cache.rng.active():
+                    logits, a = decode_step(self.aunet, cache.state, input_ids[:, j], greedy=greedy)
+            boundaries = a[:, None]
+        cache.seen += input_ids.size(1)
+        return LearntokCausalLMOutput(logits=logits[:, None], cache=cache, boundaries=boundaries)
+
+    def prepare_inputs_for_generation(
+        self, input_ids, attention_mask=None, cache=None, use_cache=None, **kwargs
+    ) -> dict:
+        """With a cache (generate's default, `use_cache=True`): the whole prompt first, then only the
+        ids the cache has not seen. Rows whose prompts differ in length (left padding) are read
+        whole at every step instead (learntok's decoding state keeps one position for all rows)."""
+        if use_cache is False or (self.generation_config.use_cache is False and use_cache is None):
+            return {"input_ids": input_ids, "attention_mask": attention_mask}
+        if cache is None:
+            same = attention_mask is None or bool(attention_mask.bool().all())
+            if not same:
+                return {"input_ids": input_ids, "attention_mask": attention_mask}
+            cache = LearntokCache()
+        if isinstance(cache, LearntokCache) and cache.state is not None:
+            return {"input_ids": input_ids[:, cache.seen :], "cache": cache}
+        return {"input_ids": input_ids, "attention_mask": attention_mask, "cache": cache}
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, config=None, **kwargs):
@@ -163,6 +295,66 @@ class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
             model = model.to(device)
         return model.eval()
 
-    def save_pretrained(self, save_directory, *args, **kwargs) -> None:
-        """Write a folder both learntok and `transformers` read (learntok.hf.export.write_export)."""
-        write_export(self.aunet, self.config.learntok, save_directory)
+    def save_pretrained(
+        self,
+        save_directory,
+        *,
+        push_to_hub: bool = False,
+        repo_id: str | None = None,
+        token: str | bool | None = None,
+        private: bool | None = None,
+        commit_message: str | None = None,
+        safe_serialization: bool = True,
+        max_shard_size: int | str | None = None,
+        is_main_process: bool = True,
+        **kwargs,
+    ) -> None:
+        """Write a folder both learntok and `transformers` read, with its model card
+        (learntok.hf.export.write_export); with `push_to_hub`, upload it to `repo_id` (default: the
+        folder's name) through huggingface_hub. learntok writes one safetensors file: pickle
+        (`safe_serialization=False`) and a model larger than `max_shard_size` are refused, as is
+        any other keyword, rather than ignored; nothing is written then."""
+        if kwargs:
+            raise TypeError(f"LearntokForCausalLM.save_pretrained: unknown keyword {sorted(kwargs)[0]!r}")
+        if not safe_serialization:
+            raise ValueError(
+                "LearntokForCausalLM.save_pretrained: learntok writes safetensors only (no pickle): drop safe_serialization=False"
+            )
+        if max_shard_size is not None:
+            limit = max_shard_size if isinstance(max_shard_size, int) else convert_file_size_to_int(max_shard_size)
+            size = sum(p.numel() * p.element_size() for p in self.aunet.state_dict().values())
+            if size > limit:
+                raise ValueError(
+                    f"LearntokForCausalLM.save_pretrained: the weights take {size:,} bytes, more than max_shard_size "
+                    f"{max_shard_size}; learntok writes them as one file: give a larger max_shard_size or none"
+                )
+        if push_to_hub:
+            hub_ready()  # offline: one line, before anything is written
+        if not is_main_process:
+            return
+        folder = write_export(
+            self.aunet,
+            self.config.learntok,
+            save_directory,
+            model_card(self.config.learntok, repo_id or Path(save_directory).name),
+        )
+        if push_to_hub:
+            upload(folder, repo_id or folder.name, token, private, commit_message)
+
+    def push_to_hub(
+        self, repo_id: str, commit_message: str | None = None, private: bool | None = None, token=None, **kwargs
+    ) -> None:
+        """Upload the folder `save_pretrained` writes (model, config, tokenizer, card) to `repo_id`,
+        through huggingface_hub (learntok's own save; `transformers`' would write its own files)."""
+        hub_ready()
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp) / repo_id.split("/")[-1]
+            self.save_pretrained(
+                folder,
+                push_to_hub=True,
+                repo_id=repo_id,
+                token=token,
+                private=private,
+                commit_message=commit_message,
+                **kwargs,
+            )

@@ -16,11 +16,32 @@ into are learntok.Tokenizer's (docs/tokenizer.md).
 
 from __future__ import annotations
 
+import operator
+from pathlib import Path
+
 from transformers import PreTrainedTokenizer
 
 from learntok.data.vocab import BOS, EOS, PAD
+from learntok.run.folder import is_run_folder
 
 SPECIAL = {BOS: "<s>", EOS: "</s>", PAD: "<pad>"}  # learntok.data.vocab's ids, ByT5's names
+
+
+def checked_id(index) -> int:
+    """`index`, when it is an id of the vocabulary (an int 0..PAD, a 0-d integer tensor or numpy
+    integer included); else one ValueError naming it and the vocabulary's range. Every id this
+    tokenizer reads (decode, convert_ids_to_tokens) comes through here."""
+    try:
+        value = operator.index(index)
+    except TypeError:
+        raise ValueError(
+            f"LearntokByteTokenizer: id {index!r} is not an integer (ids are 0-{PAD}: bytes 0-255, BOS, EOS, PAD)"
+        ) from None
+    if type(index) is bool or not 0 <= value <= PAD:
+        raise ValueError(
+            f"LearntokByteTokenizer: id {index!r} is outside the vocabulary 0-{PAD} (bytes 0-255, BOS, EOS, PAD)"
+        )
+    return value
 
 
 class LearntokByteTokenizer(PreTrainedTokenizer):
@@ -34,6 +55,7 @@ class LearntokByteTokenizer(PreTrainedTokenizer):
         kwargs.setdefault("split_special_tokens", True)  # "<s>" in a text is text
         kwargs.setdefault("clean_up_tokenization_spaces", False)  # spaces are bytes like any other
         kwargs.setdefault("model_max_length", int(1e30))
+        kwargs.setdefault("padding_side", "left")  # generate() appends after the last id: pad before the first
         super().__init__(**kwargs)
 
     @property
@@ -59,10 +81,17 @@ class LearntokByteTokenizer(PreTrainedTokenizer):
 
     def _convert_token_to_id(self, token: str) -> int:
         special = {t: i for i, t in SPECIAL.items()}
-        return special[token] if token in special else ord(token)
+        if token in special:
+            return special[token]
+        if not isinstance(token, str) or len(token) != 1 or ord(token) > 255:
+            raise ValueError(
+                f"LearntokByteTokenizer: token {token!r} is not in the vocabulary (one character U+0000-U+00FF "
+                f"for each byte, or {', '.join(SPECIAL.values())})"
+            )
+        return ord(token)
 
     def _convert_id_to_token(self, index: int) -> str:
-        return SPECIAL.get(index) or chr(index)
+        return SPECIAL.get(checked_id(index)) or chr(index)
 
     def convert_tokens_to_string(self, tokens: list[str]) -> str:
         """Bytes joined and read as UTF-8 (a byte sequence that is not UTF-8, as a generation cut
@@ -87,6 +116,18 @@ class LearntokByteTokenizer(PreTrainedTokenizer):
         if already_has_special_tokens:
             return [int(i in SPECIAL) for i in token_ids_0 + (token_ids_1 or [])]
         return [1] * self.add_bos_token + [0] * (len(token_ids_0) + len(token_ids_1 or []))
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """transformers' save, refused (one ValueError, nothing written) into a run folder or a
+        checkpoint, which belong to their run, as the model's save_pretrained refuses them."""
+        folder = Path(save_directory)
+        for where in (folder, *folder.parents):
+            if is_run_folder(where, by_lock=where == folder) or (where / "state.pt").is_file():
+                raise ValueError(
+                    f"LearntokByteTokenizer.save_pretrained: {folder} is inside the run or checkpoint {where}, "
+                    f"which belongs to its run: give another folder (nothing was written)"
+                )
+        return super().save_pretrained(save_directory, *args, **kwargs)
 
     def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple:
         return ()  # the vocabulary is the bytes: no file

@@ -93,6 +93,13 @@ class AUNet(nn.Module):
         self.init_weights(seed)
 
     @torch.no_grad()
+    def set_gradient_checkpointing(self, on: bool = True) -> None:
+        """Recompute every block's activations in the backward instead of keeping them (all three
+        stacks): less memory for about one more forward of compute; the same loss and gradients."""
+        for module in self.modules():
+            if isinstance(module, Stack):
+                module.checkpointing = on
+
     def init_weights(self, seed: int = 0) -> None:
         """Linear and embedding weights ~ N(0, init_std); output projections of every block
         scaled by 1/sqrt(2 * n_layers) (GPT-2); norms at 1; the early head starts as a copy of

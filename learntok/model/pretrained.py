@@ -26,7 +26,9 @@ from learntok.util.errors import CheckpointError, ConfigError, NotFiniteError, O
 from learntok.util.typed_fields import check_fields, is_utf8
 from learntok.util.files import read_input, replaceable_folder
 from learntok.nn.config import ModelConfig
-from learntok.util.shipped import shipped_folder
+from learntok.model.sizes import FP32, check_model_sizes
+from learntok.util.ranges import INT64
+from learntok.util.shipped import named_folder, unknown_name
 from learntok.util.json_toml import expect, parse_json
 
 WEIGHTS, CONFIG, LATEST = "model.safetensors", "config.json", "latest"
@@ -131,10 +133,11 @@ def trained_seq_len(config: dict, where: Path) -> int | None:
     folder's TRAINED_SEQ_LEN (removed from `config`, which is then the model config alone)."""
     if "model" in config:
         train = config.get("train")
-        return train.get("seq_len") if isinstance(train, dict) else None
-    n = config.pop(TRAINED_SEQ_LEN, None)
-    if n is not None and (type(n) is not int or n < 2):
-        raise CheckpointError(f"{where}: {TRAINED_SEQ_LEN} {n!r} must be an integer >= 2 (bytes a window)")
+        key, n = "train.seq_len", train.get("seq_len") if isinstance(train, dict) else None
+    else:
+        key, n = TRAINED_SEQ_LEN, config.pop(TRAINED_SEQ_LEN, None)
+    if n is not None and (type(n) is not int or not 2 <= n <= INT64[1]):
+        raise CheckpointError(f"{where}: {key} {n!r} must be an integer >= 2 (bytes a window, BOS included)")
     return n
 
 
@@ -157,9 +160,11 @@ def resolve(path: str | Path) -> Path:
     """A model or checkpoint folder from: that folder, a run folder (its latest checkpoint), a
     run's `checkpoints` folder, or a shipped model's name (learntok.util.shipped). A run reads only inside itself: `latest` must name a
     checkpoint folder that is, symlinks resolved, inside the folder given."""
-    p = shipped_folder(path) or Path(path)  # a shipped name (learntok.util.shipped) stands for its folder
+    p = named_folder(path) or Path(
+        path
+    )  # a shipped name or a Hub repo id (learntok.util.shipped) stands for its folder
     if not p.exists():
-        raise CheckpointError(f"{p} does not exist")
+        raise CheckpointError(f"{p} does not exist{unknown_name(os.fspath(path))}")
     if (p / WEIGHTS).is_file():
         return p
     for ckpts in (p / "checkpoints", p):
@@ -230,7 +235,9 @@ def check_finite(weights: dict[str, torch.Tensor], path: Path) -> dict[str, torc
 def model_config(d: dict) -> ModelConfig:
     """A strict ModelConfig from a config.json's model table, its strategy's options under
     `strategy`: unknown keys and wrong types are errors, keys that moved are read at their new
-    place (learntok.boundaries.options.MOVED_KEYS), missing ones take their defaults."""
+    place (learntok.boundaries.options.MOVED_KEYS), missing ones take their defaults; its sizes
+    checked as `train` checks them, and its weights against this machine's memory
+    (learntok.model.sizes), so that no reader of a folder starts building a model it cannot hold."""
     expect(d, "an object", "model config", ConfigError)
     options = expect(d.get(STRATEGY, {}), "an object", f"[{STRATEGY}]", ConfigError)
     given = {k: v for k, v in d.items() if k != STRATEGY}
@@ -240,9 +247,11 @@ def model_config(d: dict) -> ModelConfig:
         values.get("boundary", ModelConfig.boundary), options, conditioned=bool(values.get("rate_conditioned"))
     )
     try:
-        return ModelConfig(**values, strategy=options)
+        cfg = ModelConfig(**values, strategy=options)
     except (ValueError, TypeError) as e:
         raise ConfigError(f"model: {e}") from None
+    check_model_sizes(cfg, FP32)  # before anything is built: the bounds `train` applies, and this machine's memory
+    return cfg
 
 
 @dataclass

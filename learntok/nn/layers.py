@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 import torch
+import torch.utils.checkpoint
 import torch.nn.functional as F
 from torch import nn
 
@@ -321,14 +322,21 @@ class Stack(nn.Module):
         wide = d_io is not None and d_io != d
         self.inp = nn.Linear(d_io, d, bias=False) if wide else nn.Identity()
         self.out = nn.Linear(d, d_io, bias=False) if wide else nn.Identity()
+        # gradient checkpointing: each block's activations recomputed in the backward instead of
+        # kept (AUNet.set_gradient_checkpointing; `train.grad_checkpoint`); same loss and gradients
+        self.checkpointing = False
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor, packing=None) -> torch.Tensor:
         """x (B, L, D) with positions pos (L,) or (B, L); or packed tokens x (N, D) with pos (N,)
         and their `packing`. RoPE angles are computed once here for every block."""
         rope = rope_angles(pos, self.head_size, self.rope_base)
         x = self.inp(x)
+        recompute = self.checkpointing and self.training and torch.is_grad_enabled()
         for block in self.blocks:
-            x = block(x, pos, rope, packing)
+            if recompute:
+                x = torch.utils.checkpoint.checkpoint(block, x, pos, rope, packing, use_reentrant=False)
+            else:
+                x = block(x, pos, rope, packing)
         return self.out(x)
 
     def forward_cached(self, x: torch.Tensor, pos: torch.Tensor, caches: list) -> torch.Tensor:

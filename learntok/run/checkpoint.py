@@ -262,8 +262,9 @@ def load_run_folder(
 
 def _load_located(run: RunRef, device: str | torch.device) -> tuple[AUNet, RunConfig | None]:
     files = _version_checked(read_model_files, run.folder, copy.deepcopy(run.config), device)
-    model = _version_checked(AUNet.from_files, files, map_location=device)
+    # a run config is checked whole, as `train` checks it, before the model is built
     run_cfg = _version_checked(run_config_of, files) if isinstance(files.config.get("model"), dict) else None
+    model = _version_checked(AUNet.from_files, files, map_location=device)
     return model.eval(), run_cfg
 
 

@@ -22,9 +22,10 @@ from learntok.boundaries.options import STRATEGY, kept_options, move_old_keys, m
 from learntok.data.dataset import DataConfig
 from learntok.util.errors import ConfigError, FormatError
 from learntok.util.typed_fields import check_fields, check_values, field_types, parse_value
-from learntok.util.files import memory_budget, read_input, write_text_atomic
+from learntok.util.files import read_input, write_text_atomic
 from learntok.nn.config import ModelConfig
 from learntok.model.objective import ObjectiveConfig, objective_for
+from learntok.model.sizes import check_model_sizes
 from learntok.util.ranges import INT64, SEED, THREADS, ranged
 from learntok.util.json_toml import expect, parse_json, parse_toml
 
@@ -41,6 +42,9 @@ class TrainConfig:
     micro_batch_size: int = ranged(0, ge=0)
     seq_len: int = ranged(4096, ge=2)  # T: bytes per sequence, BOS and at least one byte
     seed: int = ranged(0, SEED)  # seed of the init, the batch order and the boundary samples
+    # recompute each block's activations in the backward instead of keeping them: less memory,
+    # about a third more compute, the same loss and gradients (AUNet.set_gradient_checkpointing)
+    grad_checkpoint: bool = False
 
     def __post_init__(self) -> None:
         if self.steps == 0 and self.train_bytes > 0:
@@ -61,7 +65,8 @@ class TrainConfig:
 class OptimConfig:
     """AdamW and its learning-rate schedule (linear warm-up, cosine decay)."""
 
-    lr: float = ranged(3e-3, gt=0)  # peak learning rate (after warm-up)
+    # peak learning rate (after warm-up); with policy_lr_mult at most 1e8, which a float32 step holds
+    lr: float = ranged(3e-3, gt=0, le=1e4)
     min_lr_ratio: float = ranged(0.1, ge=0, le=1)  # final learning rate of the cosine decay, as a fraction of lr
     warmup_steps: int = ranged(500, ge=0)  # linear warm-up steps from 0 to lr (0: from warmup_bytes)
     warmup_bytes: float = ranged(0.0, ge=0, le=INT64[1])  # warm-up in bytes when warmup_steps = 0, e.g. 6.2e7
@@ -75,7 +80,7 @@ class OptimConfig:
     eps: float = ranged(1e-8, gt=0)  # AdamW epsilon
     grad_clip: float = ranged(1.0, ge=0)  # max global gradient norm (0 = no clipping)
     # learning-rate multiplier of the learned policy's parameters (strategies with a score-function policy only)
-    policy_lr_mult: float = ranged(1.0, ge=0)
+    policy_lr_mult: float = ranged(1.0, ge=0, le=1e4)
     # decay of an exponential moving average of the weights (and the rate controller's state),
     # updated after every step and saved beside each checkpoint as a model folder
     # (checkpoints/step_N/ema) for evaluation; 0: none
@@ -182,18 +187,7 @@ def build(d: dict[str, dict[str, Any]]) -> RunConfig:
     return cfg
 
 
-# Sizes a config may ask for (`check_sizes`): beyond them no step can be built, measured by
-# `config --plan` (learntok.train.plan) or held in memory, whatever the machine.
-MAX_BLOCKS = 1024  # blocks of all three stacks: the largest paper preset has a few dozen
-MAX_WEIGHTS = 10**13  # weights the plan can describe (an estimate by d_model**2 per block)
 MAX_ROWS = 2**24  # train.batch_size: the plan tries each divisor of the per-GPU batch
-
-
-def estimated_weights(m: ModelConfig) -> float:
-    """About how many weights `m` has: attention (4 D^2) and the gated MLP (3 r D^2) per block,
-    and the embedding; the bound `config --plan` and `train` check before building it."""
-    blocks = m.n_down + m.n_mid + m.n_up
-    return blocks * m.d_model**2 * (4 + 3 * max(m.mlp_ratio_bytes, m.mlp_ratio_tokens)) + m.vocab_size * m.d_model
 
 
 def config_warnings(cfg: RunConfig) -> list[str]:
@@ -230,41 +224,32 @@ def check_meaning(cfg: RunConfig) -> None:
         )
 
 
-def weight_sizes(m) -> str:
-    """The model keys a weight count is made of, with their values, for a message that names them."""
-    keys = ("d_model", "n_down", "n_mid", "n_up", "mlp_ratio_bytes", "mlp_ratio_tokens", "vocab_size")
-    return ", ".join(f"model.{k} {getattr(m, k):g}" for k in keys)
-
-
 def check_sizes(cfg: RunConfig) -> None:
-    """Refuse sizes no run can build: more than MAX_BLOCKS blocks, MAX_WEIGHTS weights or
-    MAX_ROWS rows a step (the bounds of `config --plan`, checked for every command)."""
-    m, tc = cfg.model, cfg.train
-    blocks, weights = m.n_down + m.n_mid + m.n_up, estimated_weights(m)
-    for bad, what in (
-        (blocks > MAX_BLOCKS, f"{blocks} blocks (model.n_down + n_mid + n_up), more than {MAX_BLOCKS}"),
-        (
-            weights > MAX_WEIGHTS,
-            f"about {weights:.3g} weights ({weight_sizes(m)}), more than {MAX_WEIGHTS:.0e}",
-        ),
-        (tc.batch_size > MAX_ROWS, f"train.batch_size {tc.batch_size}, more than {MAX_ROWS} rows"),
-    ):
-        if bad:
-            raise ConfigError(f"{what}: give smaller sizes (learntok config --plan shows what a config needs)")
+    """Refuse sizes no run can build: the model's (learntok.model.sizes, the bounds of `config
+    --plan`, checked for every command and every saved folder read), more than MAX_ROWS rows a step,
+    and a policy window longer than the training window (the past it reads is zeros beyond a row's
+    start, so a longer one adds weights and activations and nothing else)."""
+    check_model_sizes(cfg.model)
+    if cfg.train.batch_size > MAX_ROWS:
+        raise ConfigError(
+            f"train.batch_size {cfg.train.batch_size}, more than {MAX_ROWS} rows: give smaller sizes "
+            f"(learntok config --plan shows what a config needs)"
+        )
+    window = cfg.model.strategy.get("window")
+    if type(window) is int and window > cfg.train.seq_len:
+        raise ConfigError(
+            f"{STRATEGY}.window {window} is longer than train.seq_len {cfg.train.seq_len}: the policy would read "
+            f"past decisions that no row has; give a window <= train.seq_len"
+        )
 
 
 WEIGHT_BYTES = 16  # a trained fp32 weight: itself, its gradient and AdamW's two moments
 
 
 def check_memory(cfg: RunConfig, device_type: str) -> None:
-    """On the CPU, the weights with their gradients and AdamW state (WEIGHT_BYTES each) must
-    fit the memory this process can get (files.memory_budget), checked before the model is built."""
-    need, budget = estimated_weights(cfg.model) * WEIGHT_BYTES, memory_budget()
-    if device_type == "cpu" and need > budget:
-        raise ConfigError(
-            f"about {estimated_weights(cfg.model):.3g} weights ({weight_sizes(cfg.model)}) need {need / 2**30:.3g} GiB with their "
-            f"gradients and AdamW state, more than the {budget / 2**30:.3g} GiB this process can get: give smaller sizes"
-        )
+    """The weights with their gradients and AdamW state (WEIGHT_BYTES each) must fit the memory
+    this process can get, on the CPU, checked before the model is built."""
+    check_model_sizes(cfg.model, WEIGHT_BYTES, device_type)
 
 
 def check_early_head(cfg: RunConfig) -> None:

@@ -47,6 +47,18 @@ _held: dict[Path, int] = {}  # run folder (resolved) -> file descriptor of its l
 _created: set[Path] = set()  # folders this process created to lock them (removed at exit if still empty)
 
 
+def is_run_folder(folder: str | Path, by_lock: bool = True) -> bool:
+    """Whether `folder` is a training run's: its checkpoints' pointer, its config and metrics, or
+    (`by_lock`) its lock alone (a run that has not written a checkpoint yet; other tools name their
+    locks so too, so a folder *above* a path is judged without it). Nothing but `train` writes there."""
+    folder = Path(folder)
+    return (
+        (folder / "checkpoints" / LATEST).is_file()
+        or ((folder / CONFIG).is_file() and (folder / METRICS).is_file())
+        or (by_lock and (folder / LOCK).is_file())
+    )
+
+
 def claim(run_dir: str | Path, resume: bool) -> Path:
     """Lock `run_dir` for this process (creating it if needed), clear what interrupted writes
     left, and check that a fresh run (resume False) may write there. Returns the folder.

@@ -162,6 +162,7 @@ def build_engine(
     fresh run: e.g. the bpe tokenizer), wrapped for the ranks and compiled if asked, with its
     optimizer and the weights' average; and what the fit reported."""
     model = AUNet(run_cfg.model).to(env.device)
+    model.set_gradient_checkpointing(run_cfg.train.grad_checkpoint)
     fitted = {} if resume else fit_strategy(model, data, env)
     wrapped = wrap_model(model, env, run_cfg.system.fsdp)  # before the optimizer: FSDP swaps parameters
     fwd = compile_model(wrapped) if run_cfg.system.compile else wrapped

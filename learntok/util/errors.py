@@ -19,21 +19,41 @@ MACHINE_FAULTS = {
     errno.EIO: "input/output error",
 }
 
+# Names the operating system refuses, by errno: a path a user gave (read or written) that no file
+# can have. One line, the name shortened, wherever the path is first touched.
+NAME_FAULTS = {
+    errno.ENAMETOOLONG: "file name too long (a name is at most 255 bytes a component and 4096 in all)",
+    errno.ENOTDIR: "not a directory (a component of the path is a file)",
+    errno.ELOOP: "too many levels of symbolic links",
+    errno.EILSEQ: "a name this file system cannot store (invalid bytes)",
+    errno.EINVAL: "invalid argument (a name this file system refuses?)",
+}
+SHOWN_NAME = 120  # characters of a path a message shows: its start and end, and its length
+
+
+def shown_path(name) -> str:
+    """A path for a one-line message: as it is when short, else its start, its end and its length."""
+    text = str(name)
+    if len(text) <= SHOWN_NAME:
+        return text
+    return f"{text[: SHOWN_NAME // 2]}...{text[-SHOWN_NAME // 3 :]} ({len(text)} characters)"
+
 
 def os_reason(e: OSError) -> str:
     """What an OS error says, in learntok's words for the machine's faults (MACHINE_FAULTS),
     else the OS's own (lower-case, as the rest of a learntok message)."""
-    reason = MACHINE_FAULTS.get(e.errno) or e.strerror or str(e)
+    reason = MACHINE_FAULTS.get(e.errno) or (NAME_FAULTS.get(e.errno) if e.filename else None) or e.strerror or str(e)
     return reason[:1].lower() + reason[1:]
 
 
 def fault_line(e: OSError) -> str | None:
     """The one line for an OS error that is a fault of the machine (disk full, a size limit, a
-    permission), naming the file; None for any other OSError (a bug, which keeps its traceback)."""
-    reason = MACHINE_FAULTS.get(e.errno)
+    permission) or a name the system refuses (too long, not a directory: NAME_FAULTS), naming the
+    file; None for any other OSError (a bug, which keeps its traceback)."""
+    reason = MACHINE_FAULTS.get(e.errno) or (NAME_FAULTS.get(e.errno) if e.filename else None)
     if reason is None:
         return None
-    return f"{reason}: {e.filename}" if e.filename else reason
+    return f"{reason}: {shown_path(e.filename)}" if e.filename else reason
 
 
 class ConfigError(ValueError):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import errno
 import os
 import resource
 import shutil
@@ -31,11 +32,29 @@ from collections.abc import Iterator
 from typing import IO
 from pathlib import Path
 
-from learntok.util.errors import ConfigError, DataError, OutputError, os_fault, os_reason
+from learntok.util.errors import NAME_FAULTS, ConfigError, DataError, OutputError, os_fault, os_reason, shown_path
 
 READ_COPIES = 4  # a source read into memory is held about this many times over (documents, pieces, the split array)
 READ_CHUNK = 1 << 20  # bytes a decompressed read takes at a time (never one allocation of the whole bound)
 _GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
+
+
+# Name faults that the checks of each path's kind already say in their own words (a path through a
+# file is "a file, not a folder"; a link loop, "a symbolic link"): check_name leaves them to those.
+LATER = (errno.ENOTDIR, errno.ELOOP)
+
+
+def check_name(path: str | os.PathLike, what: str) -> None:
+    """Refuse, in one line naming `what`, a path whose name the system refuses (NAME_FAULTS: too
+    long, a component too long, through a file, invalid bytes), whether or not it exists yet: the
+    one check every path a user gives goes through before any work."""
+    try:
+        os.lstat(path)
+    except OSError as e:
+        if e.errno in NAME_FAULTS and e.errno not in LATER:
+            raise ConfigError(f"{what} {shown_path(path)}: {NAME_FAULTS[e.errno]}") from None
+    except ValueError as e:  # an embedded NUL byte
+        raise ConfigError(f"{what} {shown_path(path)!r}: {e}") from None
 
 
 def _kind(mode: int) -> str:

@@ -3,8 +3,10 @@
 A config field states its range in its declaration, `lr: float = ranged(3e-3, gt=0)`, and the
 run config checks every field against it at start-up (learntok.util.typed_fields.check_values); numeric
 command-line options are argparse types built on the same `Range` (learntok.cli.values). Whatever the
-declared bounds, a float must be finite and an int must fit in 64 bits (seeds, counts and sizes
-reach torch and numpy as int64), so NaN, infinities and huge values are refused everywhere.
+declared bounds, a float must be finite and within float32's range (every float of a config or
+option reaches a float32 tensor or a float32 step: 1e308 passes float64 and overflows there) and an
+int must fit in 64 bits (seeds, counts and sizes reach torch and numpy as int64), so NaN,
+infinities and huge values are refused everywhere.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 INT64 = (-(2**63), 2**63 - 1)  # what torch, numpy and the checkpoint formats hold
+FLOAT32_MAX = 3.4028234663852886e38  # the largest finite float32: a float beyond it overflows in a tensor
 RANGE = "range"  # the metadata key of a field's Range
 
 
@@ -31,6 +34,8 @@ class Range:
         """Why `value` is not in the range (a phrase: "must be > 0"), or None if it is."""
         if isinstance(value, float) and not math.isfinite(value):
             return "must be a finite number"
+        if isinstance(value, float) and abs(value) > FLOAT32_MAX:
+            return f"is beyond float32's range (at most {FLOAT32_MAX:.3g} in size), which every step computes in"
         if isinstance(value, int) and not INT64[0] <= value <= INT64[1]:
             return "does not fit in 64 bits"
         lo_bad = self.low is not None and (value < self.low or (self.low_open and value == self.low))

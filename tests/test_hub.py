@@ -1,0 +1,245 @@
+"""A model shared on the Hugging Face Hub: a repo id resolves through huggingface_hub's cache, as
+`transformers` resolves one, for every reader (the Auto classes, LearntokForCausalLM, learntok's
+Tokenizer and AUNet, the commands), in a fresh process with HF_HUB_OFFLINE=1 and a cache laid out
+in a temporary folder (no test reaches a hub); and a push goes through huggingface_hub's upload."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_cli
+
+pytest.importorskip("transformers", reason="the hf extra")
+pytest.importorskip("huggingface_hub")
+
+REPO = "someuser/learntok-tiny"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def hub_cache(tmp: Path, source: str = "tiny-shakespeare") -> Path:
+    """A huggingface_hub cache holding REPO at COMMIT: an export of a shipped model, laid out as
+    snapshot_download leaves it (models--owner--name/{refs/main, snapshots/COMMIT/...})."""
+    from learntok.hf import export
+
+    cache = tmp / "hub"
+    repo = cache / f"models--{REPO.replace('/', '--')}"
+    export(source, repo / "snapshots" / COMMIT)
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(COMMIT)
+    return cache
+
+
+def offline_env(cache: Path) -> dict:
+    return {
+        **os.environ, "HF_HUB_CACHE": str(cache), "HF_HOME": str(cache.parent / "home"), "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
+    }  # fmt: skip
+
+
+LOADS = """
+import torch
+import learntok.hf
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+from learntok import AUNet, Tokenizer
+from learntok.hf import LearntokForCausalLM
+repo = {repo!r}
+config = AutoConfig.from_pretrained(repo, trust_remote_code=True)
+tok = AutoTokenizer.from_pretrained(repo, trust_remote_code=True)
+auto = AutoModelForCausalLM.from_pretrained(repo, trust_remote_code=True)
+direct = LearntokForCausalLM.from_pretrained(repo)
+native = AUNet.from_pretrained(repo)
+shipped = AUNet.from_pretrained("tiny-shakespeare")
+same = all(torch.equal(a, b) for a, b in zip(native.state_dict().values(), shipped.state_dict().values()))
+ids = tok("ROMEO: ", return_tensors="pt")
+text = tok.decode(auto.generate(**ids, max_new_tokens=12, do_sample=False)[0])
+import json
+print(json.dumps([type(config).__name__, type(direct).__name__, same, text, len(Tokenizer.from_pretrained(repo).encode("to be or not"))]))
+"""
+
+
+def test_a_hub_repo_id_loads_from_the_cache_in_a_fresh_process(tmp_path):
+    env = offline_env(hub_cache(tmp_path))
+    r = subprocess.run(
+        [sys.executable, "-c", LOADS.format(repo=REPO)], env=env, capture_output=True, text=True, cwd=tmp_path
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    config, model, same, text, n = json.loads(r.stdout.splitlines()[-1])
+    assert (config, model, same) == ("LearntokConfig", "LearntokForCausalLM", True)
+    assert text.startswith("ROMEO: ") and len(text) > len("ROMEO: ") and n > 0
+
+
+def test_the_commands_read_a_hub_repo_id(tmp_path):
+    env = offline_env(hub_cache(tmp_path))
+    r = subprocess.run(
+        [sys.executable, "-m", "learntok", "eval", REPO, "--source", "shakespeare", "--max-bytes", "4096", "--threads", "1"],
+        env=env, capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "bits per byte" in r.stdout or "bpb" in r.stdout
+
+
+@pytest.mark.parametrize("name", ["someuser/not-cached", "runs/typo"])
+def test_a_repo_id_not_in_the_cache_is_one_line(tmp_path, name):
+    env = offline_env(hub_cache(tmp_path))
+    r = subprocess.run(
+        [sys.executable, "-m", "learntok", "eval", name], env=env, capture_output=True, text=True, cwd=tmp_path
+    )
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.count("\n") == 1 and "does not exist here" in r.stderr and "HF_HUB_OFFLINE" in r.stderr
+
+
+def test_a_local_folder_wins_over_a_repo_of_the_same_name(tmp_path):
+    from learntok.util.shipped import hub_folder
+
+    (tmp_path / "someuser" / "learntok-tiny").mkdir(parents=True)
+    cwd = os.getcwd()
+    try:
+        os.chdir(tmp_path)
+        assert hub_folder(REPO) is None
+    finally:
+        os.chdir(cwd)
+    assert run_cli("eval", REPO, cwd=tmp_path).returncode == 2  # the folder is read (and holds no model)
+
+
+@pytest.fixture
+def hub_calls(monkeypatch):
+    """huggingface_hub's API intercepted: what a push would send, and nothing sent."""
+    import huggingface_hub
+
+    calls = []
+
+    def create_repo(self, repo_id, *args, **kwargs):
+        calls.append(("create_repo", repo_id))
+        return huggingface_hub.RepoUrl(f"https://huggingface.co/{repo_id}")
+
+    def upload_folder(self, *, repo_id, folder_path, **kwargs):
+        calls.append(("upload_folder", repo_id, sorted(p.name for p in Path(folder_path).iterdir())))
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", create_repo)
+    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", upload_folder)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    return calls
+
+
+def test_push_to_hub_uploads_the_saved_folder_through_huggingface_hub(tmp_path, hub_calls):
+    from learntok.hf import LearntokForCausalLM
+
+    model = LearntokForCausalLM.from_pretrained("tiny-shakespeare")
+    model.save_pretrained(tmp_path / "out", push_to_hub=True, repo_id="me/tiny")
+    model.push_to_hub("me/tiny2")
+    files = ["README.md", "config.json", "model.safetensors", "tokenizer_config.json"]
+    assert [c[:2] for c in hub_calls] == [
+        ("create_repo", "me/tiny"), ("upload_folder", "me/tiny"), ("create_repo", "me/tiny2"), ("upload_folder", "me/tiny2"),
+    ]  # fmt: skip
+    assert all(set(files) <= set(c[2]) for c in hub_calls if c[0] == "upload_folder")
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [({"safe_serialization": False}, "safetensors only"), ({"max_shard_size": "1KB"}, "max_shard_size"),
+     ({"variant": "fp16"}, "unknown keyword")],
+)  # fmt: skip
+def test_save_pretrained_refuses_what_it_would_ignore(tmp_path, kwargs, words):
+    from learntok.hf import LearntokForCausalLM
+
+    model = LearntokForCausalLM.from_pretrained("tiny-shakespeare")
+    with pytest.raises((ValueError, TypeError), match=words):
+        model.save_pretrained(tmp_path / "out", **kwargs)
+    assert not (tmp_path / "out").exists()
+
+
+def test_push_offline_is_one_clear_error_and_writes_nothing(tmp_path, monkeypatch):
+    import huggingface_hub
+
+    from learntok.hf import LearntokForCausalLM
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    model = LearntokForCausalLM.from_pretrained("tiny-shakespeare")
+    with pytest.raises(ValueError, match="HF_HUB_OFFLINE"):
+        model.save_pretrained(tmp_path / "out", push_to_hub=True, repo_id="me/tiny")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_card_has_the_hubs_front_matter(tmp_path):
+    import yaml
+
+    from learntok.hf import LearntokForCausalLM, export
+
+    folders = [export("tiny-python", tmp_path / "a")]
+    LearntokForCausalLM.from_pretrained("tiny-shakespeare").save_pretrained(tmp_path / "b")
+    folders.append(tmp_path / "b")
+    for folder in folders:
+        text = (folder / "README.md").read_text()
+        meta = yaml.safe_load(text.split("---\n")[1])
+        assert (
+            meta["library_name"] == "learntok"
+            and meta["license"] == "mit"
+            and meta["pipeline_tag"] == "text-generation"
+        )
+        assert "learntok" in meta["tags"]
+        assert "from_pretrained" in text
+    metrics = yaml.safe_load((folders[0] / "README.md").read_text().split("---\n")[1])["model-index"][0]["results"][0][
+        "metrics"
+    ]
+    assert {m["type"] for m in metrics} == {"bits_per_byte", "boundary_rate"}
+
+
+@pytest.mark.parametrize("size", [400, 259, 1, 0])
+def test_resize_token_embeddings_is_refused_before_any_change(tmp_path, size):
+    import torch
+
+    from learntok.hf import LearntokForCausalLM
+
+    model = LearntokForCausalLM.from_pretrained("tiny-shakespeare")
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(ValueError, match="nothing was changed"):
+        model.resize_token_embeddings(size)
+    after = model.state_dict()
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    model.save_pretrained(tmp_path / "m")
+    assert (
+        LearntokForCausalLM.from_pretrained(tmp_path / "m").aunet.embed.num_embeddings
+        == before["aunet.embed.weight"].shape[0]
+    )
+    assert model.resize_token_embeddings(None) is model.aunet.embed
+
+
+def test_one_trainer_step_through_labels_moves_the_policy_and_the_early_head(tmp_path):
+    import torch
+    from transformers import Trainer, TrainingArguments
+
+    from learntok.hf import LearntokByteTokenizer, LearntokForCausalLM
+
+    model = LearntokForCausalLM.from_pretrained("tiny-shakespeare")
+    tok = LearntokByteTokenizer()
+    rows = [tok("To be, or not to be, that is the question: " * 2)["input_ids"][:64] for _ in range(4)]
+    data = [{"input_ids": torch.tensor(r), "labels": torch.tensor(r)} for r in rows]
+    before = {k: v.detach().clone() for k, v in model.named_parameters()}
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "t"), max_steps=1, per_device_train_batch_size=4, learning_rate=1e-2,
+        report_to=[], use_cpu=True, save_strategy="no", logging_strategy="no",
+    )  # fmt: skip
+    Trainer(model=model, args=args, train_dataset=data).train()
+    moved = {k for k, v in model.named_parameters() if not torch.equal(v.detach(), before[k])}
+    assert any(k.startswith("aunet.strategy.") for k in moved), "the boundary policy got no update"
+    assert any(k.startswith("aunet.early_head.") for k in moved), "the early-exit head got no update"
+    assert moved == set(before)
+
+
+def test_masked_labels_train_the_lm_loss_on_them_alone():
+    import torch
+
+    from learntok.hf import LearntokForCausalLM
+
+    model = LearntokForCausalLM.from_pretrained("tiny-shakespeare").train()
+    x = torch.randint(0, 256, (2, 40))
+    labels = x.clone()
+    labels[:, :20] = -100  # a prompt that is not trained on
+    model(input_ids=x, labels=labels).loss.backward()
+    assert model.aunet.strategy.proj.weight.grad is None or not model.aunet.strategy.proj.weight.grad.any()
