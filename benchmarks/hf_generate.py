@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import time
+from pathlib import Path
 
 import torch
 
@@ -74,18 +76,23 @@ def main() -> None:
         rows.append(row)
         print(json.dumps(row))
     if a.json:
+        args = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(a).items() if k != "json" and v is not None)
+        record = {
+            "command": f"python benchmarks/hf_generate.py {args} --json {a.json}",
+            "commit": commit(),
+            "seeds": "not recorded: greedy decoding draws nothing",
+            "machine": f"{torch.get_num_threads()} thread(s), torch {torch.__version__}",
+            "rows": rows,
+        }
         with open(a.json, "w") as f:
-            json.dump(
-                {
-                    "command": "python benchmarks/hf_generate.py "
-                    + " ".join(
-                        f"--{k.replace('_', '-')} {v}" for k, v in vars(a).items() if k != "json" and v is not None
-                    ),
-                    "rows": rows,
-                },
-                f,
-                indent=2,
-            )
+            json.dump(record, f, indent=2)
+
+
+def commit() -> str:
+    out = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
+    )
+    return out.stdout.strip() or "not recorded: not a git checkout"
 
 
 if __name__ == "__main__":

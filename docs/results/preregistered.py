@@ -225,8 +225,8 @@ def arm_table(scores: dict, seeds: list[int]) -> dict:
 
 def markdown(result: dict) -> str:
     lines = [
-        f"Made by: `{result['command']}`; registration {result['registration_commit']}, runs on {result['commit']}; "
-        f"{len(result['seeds'])} seeds finished.",
+        f"Made by: `{result['command']}`; commit {result['commit']}; seeds {', '.join(map(str, result['seeds']))} "
+        f"(registration {result['registration_commit']}; {len(result['seeds'])} seeds finished)",
         "",
         "| arm | seeds | test bpb (s.e.) | test rate | scored |",
         "|---|---|---|---|---|",
