@@ -130,15 +130,27 @@ def test_a_model_cast_to_16_bits_runs_and_matches_fp32(name, dtype):
     assert (out.boundaries != ref.boundaries).float().mean() < 0.05  # a cut may flip where p is at 0.5
 
 
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-def test_from_pretrained_in_16_bits_generates_as_fp32_does(dtype):
+# The shipped tiny-shakespeare on a 140-byte passage: measured max |logit - fp32| 0.138 (bf16) and
+# 0.022 (fp16), the next byte's argmax the same at every position; asserted at 0.25 and 0.05.
+TRAINED_TOLERANCE = {"bfloat16": 0.25, "float16": 0.05}
+PASSAGE = (
+    "ROMEO. But soft, what light through yonder window breaks? It is the east, and Juliet is the sun. "
+    "To be, or not to be, that is the question."
+)
+
+
+@pytest.mark.parametrize("dtype", list(TRAINED_TOLERANCE))
+def test_from_pretrained_in_16_bits_scores_and_generates_near_fp32(dtype):
     pytest.importorskip("transformers")
     from learntok.hf import LearntokByteTokenizer, LearntokForCausalLM
 
     tok = LearntokByteTokenizer()
-    ids = tok("ROMEO: ", return_tensors="pt")
-    texts = []
-    for kwargs in ({}, {"dtype": getattr(torch, dtype)}):
-        model = LearntokForCausalLM.from_pretrained("tiny-shakespeare", **kwargs)
-        texts.append(tok.decode(model.generate(**ids, max_new_tokens=20, do_sample=False)[0]))
-    assert texts[0] == texts[1]
+    ids = tok(PASSAGE, return_tensors="pt")
+    ref = LearntokForCausalLM.from_pretrained("tiny-shakespeare")
+    cast = LearntokForCausalLM.from_pretrained("tiny-shakespeare", dtype=getattr(torch, dtype))
+    with torch.no_grad():
+        r, o = ref(**ids).logits, cast(**ids).logits.float()
+    assert (o - r).abs().max() < TRAINED_TOLERANCE[dtype]
+    assert (o.argmax(-1) == r.argmax(-1)).float().mean() > 0.95  # a near-tie may flip
+    out = cast.generate(**tok("ROMEO. ", return_tensors="pt"), max_new_tokens=20, do_sample=False)
+    assert out.shape[1] > len("ROMEO. ")  # generation runs in 16 bits (the bytes may differ from fp32's at a near-tie)

@@ -62,6 +62,8 @@ CASES = [
             ("train.seq_len", -5, "seq_len"),
             ("strategy.window", 100000000, ("window", "weights", "GiB")),
             ("optim.lr", 1e308, "float32"),
+            ("model.d_bytes", 100000000, "weights"),
+            ("model.token_pad_multiple", 1000000000, "token_pad_multiple"),
         )
     ],
     # 2. values in range that no machine runs
@@ -73,6 +75,25 @@ CASES = [
     ("train-window-beyond-seq-len", lambda t: [*TRAIN, "strategy.window=65", "--out", "n"], "window"),
     ("train-n-mid-1e6", lambda t: [*TRAIN, "model.n_mid=1000000", "--out", "n"], "blocks"),
     ("train-rate-gain-huge", lambda t: [*TRAIN, "objective.rate_gain=1e39", "--out", "n"], "float32"),
+    ("train-lr-below-float32", lambda t: [*TRAIN, "optim.lr=1e-50", "--out", "n"], "smallest normal"),
+    ("train-d-bytes-huge", lambda t: [*TRAIN, "model.d_bytes=10000000", "--out", "n"], "weights"),
+    (
+        "train-token-pad-huge",
+        lambda t: [*TRAIN, "model.token_pad_multiple=1000000000", "--out", "n"],
+        "token_pad_multiple",
+    ),
+    (
+        "train-token-pad-beyond-window",
+        lambda t: [*TRAIN, "model.token_pad_multiple=65", "--out", "n"],
+        "token_pad_multiple",
+    ),
+    (
+        "config-rows-per-rate-huge",
+        lambda t: ["config", "--preset", "tiny", "model.rows_per_rate=1000000000000"],
+        "rows_per_rate",
+    ),
+    ("train-mlp-ratio-no-unit", lambda t: [*TRAIN, "model.mlp_ratio_bytes=1e-30", "--out", "n"], "mlp_ratio_bytes"),
+    ("eval-tasks-task-too-long", lambda t: ["eval-tasks", "run", "--task", DEEP], "too long"),
     # 3. names the system refuses, read or written
     ("export-out-too-long", lambda t: ["export", "run", "--out", LONG], "too long"),
     ("train-out-too-long", lambda t: [*TRAIN, "--out", LONG], "too long"),
@@ -155,15 +176,37 @@ def test_from_pretrained_checks_a_folder_config_before_building(base, tmp_path, 
         assert key.split(".")[1] in str(e.value) or "weights" in str(e.value) or "blocks" in str(e.value)
 
 
-@pytest.mark.parametrize("ids", [[1000, 65], [-1, 65], [259], [2**40], [65, 66, 300]])
-def test_the_byte_tokenizer_names_an_id_outside_its_vocabulary(ids):
+@pytest.mark.parametrize(
+    "ids, words",
+    [([1000, 65], "id 1000 is outside"), ([-1, 65], "id -1 is outside"), ([259], "id 259 is outside"),
+     ([2**40], "is outside"), ([65, 66, 300], "id 300 is outside"), ([65.0], "id 65.0 is not an integer"),
+     ([True, 65], "id True is not an integer"), ([1.5], "id 1.5 is not an integer"), (["A"], "is not an integer")],
+)  # fmt: skip
+def test_the_byte_tokenizer_names_an_id_it_cannot_read(ids, words):
     from learntok.hf import LearntokByteTokenizer
 
     tok = LearntokByteTokenizer()
-    bad = next(i for i in ids if not 0 <= i <= 258)
     for call in (tok.decode, tok.convert_ids_to_tokens):
-        with pytest.raises(ValueError, match=f"id {bad} is outside the vocabulary"):
+        with pytest.raises(ValueError, match=words):
             call(ids)
+
+
+@pytest.mark.parametrize("path", [LONG, DEEP, "corpus.txt/sub"])
+def test_the_python_api_says_a_refused_name_in_one_line(base, tmp_path, monkeypatch, path):
+    from learntok import AUNet
+    from learntok.util.errors import CheckpointError, ConfigError, OutputError
+
+    shutil.copy(base / "corpus.txt", tmp_path / "corpus.txt")
+    monkeypatch.chdir(tmp_path)
+    before = checksums(tmp_path)
+    model = AUNet.from_pretrained("tiny-shakespeare")
+    with pytest.raises((ConfigError, OutputError)) as e:
+        model.save_pretrained(path)
+    assert "\n" not in str(e.value) and len(str(e.value)) < 400
+    with pytest.raises((ConfigError, CheckpointError)) as e:
+        AUNet.from_pretrained(path)
+    assert "\n" not in str(e.value) and len(str(e.value)) < 400
+    assert checksums(tmp_path) == before
 
 
 @pytest.mark.parametrize("seed", [float("nan"), float("inf"), -1, 1.5, 2**64, "7", True])

@@ -243,3 +243,16 @@ def test_masked_labels_train_the_lm_loss_on_them_alone():
     labels[:, :20] = -100  # a prompt that is not trained on
     model(input_ids=x, labels=labels).loss.backward()
     assert model.aunet.strategy.proj.weight.grad is None or not model.aunet.strategy.proj.weight.grad.any()
+
+
+def test_a_hub_repo_id_loads_without_the_transformers_classes_imported(tmp_path):
+    code = "from learntok import AUNet, Tokenizer\nAUNet.from_pretrained({r!r})\nprint(len(Tokenizer.from_pretrained({r!r}).encode('to be')))"
+    env = offline_env(hub_cache(tmp_path))
+    r = subprocess.run(
+        [sys.executable, "-c", code.format(r=REPO)], env=env, capture_output=True, text=True, cwd=tmp_path
+    )
+    assert r.returncode == 0 and "learntok.hf" not in r.stderr, r.stderr[-2000:]
+    r = subprocess.run(
+        [sys.executable, "-c", code.format(r="someuser/absent")], env=env, capture_output=True, text=True, cwd=tmp_path
+    )
+    assert "CheckpointError" in r.stderr and "AttributeError" not in r.stderr

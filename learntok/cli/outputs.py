@@ -102,7 +102,12 @@ def command_inputs(args) -> list:
 
 
 def check_command_line(args) -> None:
-    """check_outputs for a parsed command line (args.command_parser: its subcommand's parser)."""
+    """check_outputs for a parsed command line (args.command_parser: its subcommand's parser); the
+    name of every path it names, read or written, checked first (check_name)."""
+    for a in args.command_parser._actions:
+        if a.type in INPUT_TYPES + OUTPUT_TYPES:
+            for v in _values(args, a):
+                check_name(v, a.option_strings[0] if a.option_strings else (a.metavar or a.dest))
     outputs = command_outputs(args)
     if outputs:
         check_outputs(outputs, command_inputs(args), owns_runs=args.command == "train", command=args.command)

@@ -41,12 +41,12 @@ TOKENIZER_FILES = ("tokenizer_config.json", "special_tokens_map.json", "added_to
 EXPORT_FILES = frozenset((WEIGHTS, CONFIG, CARD, *TOKENIZER_FILES, *(f"{m}.py" for m in SHIMS)))
 
 
-def write_export(model: AUNet, config: dict, path, card: str | None = None) -> Path:
+def write_export(model: AUNet, config: dict, path, card: str | None = None, what: str = "export:") -> Path:
     """Write `model` with `config` (a run config, kept whole, or a model config) and its model
     card (`card`, else one made from the config: learntok.hf.card) into folder `path`, atomically.
     The folder it replaces must be one this wrote, empty or missing: any other is refused
     (OutputError), nothing touched."""
-    target = replaceable_folder(path, EXPORT_FILES, "export:", OutputError)
+    target = replaceable_folder(path, EXPORT_FILES, what, OutputError)
     native = config if isinstance(config.get("model"), dict) else model_folder_config(model)
     tmp = atomic_dir(target)
     try:

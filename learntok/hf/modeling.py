@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import huggingface_hub
+import huggingface_hub.constants
 import torch
 from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
 from transformers.cache_utils import Cache
@@ -337,6 +338,7 @@ class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
             self.config.learntok,
             save_directory,
             model_card(self.config.learntok, repo_id or Path(save_directory).name),
+            what="save_pretrained:",
         )
         if push_to_hub:
             upload(folder, repo_id or folder.name, token, private, commit_message)

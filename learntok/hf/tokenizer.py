@@ -30,18 +30,32 @@ SPECIAL = {BOS: "<s>", EOS: "</s>", PAD: "<pad>"}  # learntok.data.vocab's ids, 
 def checked_id(index) -> int:
     """`index`, when it is an id of the vocabulary (an int 0..PAD, a 0-d integer tensor or numpy
     integer included); else one ValueError naming it and the vocabulary's range. Every id this
-    tokenizer reads (decode, convert_ids_to_tokens) comes through here."""
+    tokenizer reads (decode, convert_ids_to_tokens) comes through here, before `transformers`
+    converts it (which would read 65.0 or 1.5 or True as an int)."""
+    if hasattr(index, "dim") and index.dim() == 0 or hasattr(index, "ndim") and getattr(index, "ndim", 1) == 0:
+        index = index.item()
     try:
+        if type(index) is bool:
+            raise TypeError
         value = operator.index(index)
     except TypeError:
         raise ValueError(
             f"LearntokByteTokenizer: id {index!r} is not an integer (ids are 0-{PAD}: bytes 0-255, BOS, EOS, PAD)"
         ) from None
-    if type(index) is bool or not 0 <= value <= PAD:
+    if not 0 <= value <= PAD:
         raise ValueError(
             f"LearntokByteTokenizer: id {index!r} is outside the vocabulary 0-{PAD} (bytes 0-255, BOS, EOS, PAD)"
         )
     return value
+
+
+def flat_ids(ids) -> list:
+    """The ids of one id, a sequence, a nested sequence, a tensor or an array, as a flat list (for checking)."""
+    if hasattr(ids, "tolist") and not isinstance(ids, (list, tuple)):
+        ids = ids.tolist()
+    if isinstance(ids, (list, tuple)):
+        return [i for item in ids for i in flat_ids(item)]
+    return [ids]
 
 
 class LearntokByteTokenizer(PreTrainedTokenizer):
@@ -78,6 +92,20 @@ class LearntokByteTokenizer(PreTrainedTokenizer):
                 f"LearntokByteTokenizer: the text is not UTF-8 (a lone surrogate at character {e.start})"
             ) from None
         return [chr(b) for b in data]  # one token per byte, named by the character of its value
+
+    def decode(self, token_ids, *args, **kwargs) -> str:
+        """transformers' decode, every id checked first (`checked_id`)."""
+        for i in flat_ids(token_ids):
+            checked_id(i)
+        return super().decode(token_ids, *args, **kwargs)
+
+    def convert_ids_to_tokens(self, ids, skip_special_tokens: bool = False):
+        """transformers' convert_ids_to_tokens, every id checked first (`checked_id`)."""
+        for i in flat_ids(ids):
+            checked_id(i)
+        if getattr(ids, "ndim", None) == 0:  # a 0-d tensor or array: one id
+            ids = ids.item()
+        return super().convert_ids_to_tokens(ids, skip_special_tokens=skip_special_tokens)
 
     def _convert_token_to_id(self, token: str) -> int:
         special = {t: i for i, t in SPECIAL.items()}

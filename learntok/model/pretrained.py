@@ -24,7 +24,7 @@ from learntok import __version__
 from learntok.boundaries.options import STRATEGY, move_old_keys, strategy_options
 from learntok.util.errors import CheckpointError, ConfigError, NotFiniteError, OutputError
 from learntok.util.typed_fields import check_fields, is_utf8
-from learntok.util.files import read_input, replaceable_folder
+from learntok.util.files import check_name, read_input, replaceable_folder
 from learntok.nn.config import ModelConfig
 from learntok.model.sizes import FP32, check_model_sizes
 from learntok.util.ranges import INT64
@@ -160,9 +160,9 @@ def resolve(path: str | Path) -> Path:
     """A model or checkpoint folder from: that folder, a run folder (its latest checkpoint), a
     run's `checkpoints` folder, or a shipped model's name (learntok.util.shipped). A run reads only inside itself: `latest` must name a
     checkpoint folder that is, symlinks resolved, inside the folder given."""
-    p = named_folder(path) or Path(
-        path
-    )  # a shipped name or a Hub repo id (learntok.util.shipped) stands for its folder
+    check_name(path, "model path")  # a name the system refuses: one line, not the OS's traceback
+    # a shipped name or a Hub repo id (learntok.util.shipped) stands for its folder
+    p = named_folder(path) or Path(path)
     if not p.exists():
         raise CheckpointError(f"{p} does not exist{unknown_name(os.fspath(path))}")
     if (p / WEIGHTS).is_file():

@@ -20,16 +20,20 @@ FP32 = 4  # bytes of a weight held to run a model (no gradient, no optimizer sta
 
 
 def estimated_weights(m: ModelConfig) -> float:
-    """About how many weights `m` has: attention (4 D^2) and the gated MLP (3 r D^2) per block,
-    the embedding, and the boundary strategy's own (`BoundaryStrategy.own_weights`)."""
-    blocks = m.n_down + m.n_mid + m.n_up
-    backbone = blocks * m.d_model**2 * (4 + 3 * max(m.mlp_ratio_bytes, m.mlp_ratio_tokens)) + m.vocab_size * m.d_model
-    return backbone + strategy_class(m.boundary).own_weights(m)
+    """About how many weights `m` has: attention (4 W^2) and the gated MLP (3 r W^2) per block at
+    its level's width W (the byte levels at d_bytes, the token level at d_model), the projections
+    between the two widths, the embedding and both heads, and the boundary strategy's own
+    (`BoundaryStrategy.own_weights`)."""
+    db, d = m.byte_width, m.d_model
+    byte_blocks = (m.n_down + m.n_up) * db**2 * (4 + 3 * m.mlp_ratio_bytes)
+    token_blocks = m.n_mid * d**2 * (4 + 3 * m.mlp_ratio_tokens)
+    between = 2 * db * d if db != d else 0
+    return byte_blocks + token_blocks + between + 3 * m.vocab_size * db + strategy_class(m.boundary).own_weights(m)
 
 
 def weight_sizes(m: ModelConfig) -> str:
     """The model keys a weight count is made of, with their values, for a message that names them."""
-    keys = ("d_model", "n_down", "n_mid", "n_up", "mlp_ratio_bytes", "mlp_ratio_tokens", "vocab_size")
+    keys = ("d_model", "d_bytes", "n_down", "n_mid", "n_up", "mlp_ratio_bytes", "mlp_ratio_tokens", "vocab_size")
     sizes = [f"model.{k} {getattr(m, k):g}" for k in keys]
     sizes += [f"strategy.{k} {v:g}" for k, v in m.strategy.items() if type(v) is int and v > 1]
     return ", ".join(sizes)

@@ -28,13 +28,14 @@ class ModelConfig:
     rope_base: float = ranged(10000.0, gt=1)  # RoPE base (positions are byte offsets, integers)
     boundary: str = "learned"  # boundary strategy name (see learntok.boundaries)
     target_rate: float = ranged(0.2, RATE)  # rho*: target boundaries per byte
-    token_pad_multiple: int = ranged(8, ge=1)  # pad the token dimension S to a multiple (bounded recompiles)
+    # pad the token dimension S to a multiple (bounded recompiles); never more than a window's bytes
+    token_pad_multiple: int = ranged(8, ge=1, le=2**16)
     init_std: float = ranged(0.02, ge=0)  # std of the normal init of linear and embedding weights
     # train each row at a target drawn from rate_range, told to the policy (docs/rate.md)
     rate_conditioned: bool = False
     rate_range: tuple[float, float] = ranged((0.1, 0.35), RATE)  # the conditioned targets' range (boundaries per byte)
     # rows of a micro-batch sharing one drawn target (the batch baseline compares the rows of one target)
-    rows_per_rate: int = ranged(4, ge=2)
+    rows_per_rate: int = ranged(4, ge=2, le=2**24)
     # the boundary strategy's own options (its config class in learntok.boundaries; [strategy] in a run config)
     strategy: dict[str, Any] = field(default_factory=dict)
 
@@ -46,6 +47,14 @@ class ModelConfig:
             if (d // self.n_heads) % 2:
                 raise ValueError(
                     f"head size {name} / n_heads = {d} / {self.n_heads} = {d // self.n_heads} must be even for RoPE"
+                )
+        for name, ratio, width in (
+            ("mlp_ratio_bytes", self.mlp_ratio_bytes, self.byte_width),
+            ("mlp_ratio_tokens", self.mlp_ratio_tokens, self.d_model),
+        ):
+            if round(ratio * width) < 1:
+                raise ValueError(
+                    f"{name} {ratio:g} x width {width} rounds to no hidden unit of the MLP: give a ratio of at least {1 / width:.3g}"
                 )
         if len(self.rate_range) != 2 or not self.rate_range[0] < self.rate_range[1]:
             raise ValueError(f"rate_range {tuple(self.rate_range)} must be two rates with 0 < low < high < 1")

@@ -235,6 +235,11 @@ def check_sizes(cfg: RunConfig) -> None:
             f"train.batch_size {cfg.train.batch_size}, more than {MAX_ROWS} rows: give smaller sizes "
             f"(learntok config --plan shows what a config needs)"
         )
+    if cfg.model.token_pad_multiple > cfg.train.seq_len:
+        raise ConfigError(
+            f"model.token_pad_multiple {cfg.model.token_pad_multiple} is more than train.seq_len {cfg.train.seq_len}: "
+            f"a window has at most that many tokens, so the padding would be all waste; give at most train.seq_len"
+        )
     window = cfg.model.strategy.get("window")
     if type(window) is int and window > cfg.train.seq_len:
         raise ConfigError(

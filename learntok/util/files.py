@@ -44,6 +44,17 @@ _GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
 LATER = (errno.ENOTDIR, errno.ELOOP)
 
 
+def check_parents(path: Path, what: str, error: type[Exception] = OutputError) -> None:
+    """Refuse a path to be written whose folder is a file (`a.txt/sub`), in one line."""
+    for parent in Path(os.path.abspath(path)).parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise error(
+                    f"{what} {shown_path(path)}: {shown_path(parent)} is a file, not a folder (nothing was written)"
+                )
+            return
+
+
 def check_name(path: str | os.PathLike, what: str) -> None:
     """Refuse, in one line naming `what`, a path whose name the system refuses (NAME_FAULTS: too
     long, a component too long, through a file, invalid bytes), whether or not it exists yet: the
@@ -326,8 +337,11 @@ def replaceable_folder(
     """`path`, where a folder of `names` is about to be written whole (the old folder replaced):
     missing, empty, or a folder of those names alone, each a regular file (one this writer
     wrote). Anything else is `error` in one line, nothing touched: a run folder, a checkpoint,
-    a folder of other files, a file, a symbolic link (replacing it would delete what is there)."""
+    a folder of other files, a file, a symbolic link (replacing it would delete what is there),
+    a name the system refuses or a path through a file (`check_name`, `check_parents`)."""
     p = Path(path)
+    check_name(p, what)
+    check_parents(p, what, error)
     if p.is_symlink():
         raise error(f"{what} {p} is a symbolic link: give the folder itself (nothing was written)")
     if not p.exists():

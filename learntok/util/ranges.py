@@ -17,6 +17,7 @@ from typing import Any
 
 INT64 = (-(2**63), 2**63 - 1)  # what torch, numpy and the checkpoint formats hold
 FLOAT32_MAX = 3.4028234663852886e38  # the largest finite float32: a float beyond it overflows in a tensor
+FLOAT32_TINY = 1.1754943508222875e-38  # the smallest normal float32: a float below it (not 0) underflows
 RANGE = "range"  # the metadata key of a field's Range
 
 
@@ -34,6 +35,8 @@ class Range:
         """Why `value` is not in the range (a phrase: "must be > 0"), or None if it is."""
         if isinstance(value, float) and not math.isfinite(value):
             return "must be a finite number"
+        if isinstance(value, float) and 0 < abs(value) < FLOAT32_TINY:
+            return f"is below float32's smallest normal number ({FLOAT32_TINY:.3g}): a step would hold it as 0 or a denormal"
         if isinstance(value, float) and abs(value) > FLOAT32_MAX:
             return f"is beyond float32's range (at most {FLOAT32_MAX:.3g} in size), which every step computes in"
         if isinstance(value, int) and not INT64[0] <= value <= INT64[1]:

@@ -52,6 +52,7 @@ def hub_folder(path: str | os.PathLike) -> Path | None:
         return None
     try:
         import huggingface_hub  # the hf extra's; the core does without it
+        import huggingface_hub.constants  # a submodule it loads lazily: imported by name
     except ImportError:
         return None
     offline = huggingface_hub.constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "") in (
