@@ -256,3 +256,21 @@ def test_a_hub_repo_id_loads_without_the_transformers_classes_imported(tmp_path)
         [sys.executable, "-c", code.format(r="someuser/absent")], env=env, capture_output=True, text=True, cwd=tmp_path
     )
     assert "CheckpointError" in r.stderr and "AttributeError" not in r.stderr
+
+
+def test_hf_arguments_that_cannot_work_are_named(tmp_path):
+    import torch
+
+    from learntok.hf import LearntokByteTokenizer, LearntokForCausalLM
+
+    with pytest.raises(ValueError, match="device_map 'meta'"):
+        LearntokForCausalLM.from_pretrained("tiny-shakespeare", device_map="meta")
+    model = LearntokForCausalLM.from_pretrained("tiny-shakespeare")
+    x = torch.randint(0, 256, (2, 8))
+    with pytest.raises(ValueError, match="labels"):
+        model(input_ids=x, labels=x[:1, :3])
+    (tmp_path / "file.txt").write_text("x")
+    for where in (tmp_path / "file.txt", tmp_path / ("f" * 300)):
+        with pytest.raises(ValueError, match="LearntokByteTokenizer.save_pretrained"):
+            LearntokByteTokenizer().save_pretrained(where)
+    assert (tmp_path / "file.txt").read_text() == "x"

@@ -211,6 +211,8 @@ class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
         mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask
         if mask.shape != input_ids.shape:
             raise ValueError(f"LearntokForCausalLM: attention_mask {tuple(mask.shape)} is not input_ids' {(B, T)}")
+        if labels is not None and labels.shape != input_ids.shape:
+            raise ValueError(f"LearntokForCausalLM: labels {tuple(labels.shape)} must have input_ids' shape {(B, T)}")
         x, spans = compact_rows(input_ids, mask)
         whole = labels is not None and self.training and labels_are_the_inputs(input_ids, labels, mask)
         greedy = self.config.boundaries == "greedy" and not whole  # training draws its cuts, as learntok trains
@@ -290,6 +292,10 @@ class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
         if isinstance(dtype, torch.dtype):
             model = model.to(dtype)
         device = kwargs.get("device_map")
+        if device == "meta" or (isinstance(device, torch.device) and device.type == "meta"):
+            raise ValueError(
+                "LearntokForCausalLM.from_pretrained: device_map 'meta' holds no weights to run; give cpu or cuda"
+            )
         if isinstance(device, dict):  # {"": device}: the whole model on one device
             device = set(device.values()).pop() if len(set(device.values())) == 1 else None
         if isinstance(device, (str, int, torch.device)) and device != "auto":

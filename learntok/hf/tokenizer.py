@@ -23,6 +23,7 @@ from transformers import PreTrainedTokenizer
 
 from learntok.data.vocab import BOS, EOS, PAD
 from learntok.run.folder import is_run_folder
+from learntok.util.files import check_name
 
 SPECIAL = {BOS: "<s>", EOS: "</s>", PAD: "<pad>"}  # learntok.data.vocab's ids, ByT5's names
 
@@ -149,6 +150,11 @@ class LearntokByteTokenizer(PreTrainedTokenizer):
         """transformers' save, refused (one ValueError, nothing written) into a run folder or a
         checkpoint, which belong to their run, as the model's save_pretrained refuses them."""
         folder = Path(save_directory)
+        check_name(folder, "LearntokByteTokenizer.save_pretrained:")
+        if folder.exists() and not folder.is_dir():
+            raise ValueError(
+                f"LearntokByteTokenizer.save_pretrained: {folder} is a file, not a folder (nothing was written)"
+            )
         for where in (folder, *folder.parents):
             if is_run_folder(where, by_lock=where == folder) or (where / "state.pt").is_file():
                 raise ValueError(
