@@ -49,6 +49,7 @@ def a_run(model_folder):
 ROWS = [
     ("AUNet", "cfg-none", lambda p: AUNet(None), TypeError, "cfg"),
     ("AUNet", "cfg-dict", lambda p: AUNet({"d_model": 32}), TypeError, "ModelConfig"),
+    ("AUNet.set_gradient_checkpointing", "on-str", lambda p: MODEL.set_gradient_checkpointing("yes"), TypeError, "on"),
     ("AUNet.init_weights", "seed-negative", lambda p: MODEL.init_weights(-1), ValueError, "seed"),
     ("AUNet.init_weights", "seed-str", lambda p: MODEL.init_weights("0"), TypeError, "seed"),
     ("AUNet.forward", "x-int", lambda p: MODEL(3), TypeError, "LongTensor"),

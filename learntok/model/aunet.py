@@ -96,6 +96,8 @@ class AUNet(nn.Module):
     def set_gradient_checkpointing(self, on: bool = True) -> None:
         """Recompute every block's activations in the backward instead of keeping them (all three
         stacks): less memory for about one more forward of compute; the same loss and gradients."""
+        if type(on) is not bool:
+            raise TypeError(f"AUNet.set_gradient_checkpointing: on must be True or False, got {on!r}")
         for module in self.modules():
             if isinstance(module, Stack):
                 module.checkpointing = on
