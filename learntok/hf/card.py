@@ -60,7 +60,10 @@ def recorded_figures(folder: Path | None) -> dict | None:
 
 
 def model_card(config: dict, name: str, figures: dict | None = None) -> str:
-    """The card of a model whose folder's config.json is `config` (a run config or a model config)."""
+    """The card of a model whose folder's config.json is `config` (a run config or a model config).
+    `name` (a folder's name, a repo id) is shown as UTF-8 text: a name in another encoding keeps
+    its bytes as escapes."""
+    name = name.encode("utf-8", "backslashreplace").decode("utf-8")
     model = config.get("model", config) if isinstance(config.get("model"), dict) else config
     train = config.get("train", {}) if isinstance(config.get("train"), dict) else {}
     data = config.get("data", {}) if isinstance(config.get("data"), dict) else {}

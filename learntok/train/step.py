@@ -161,8 +161,9 @@ def build_engine(
     """Step 4 of training: the model at its seeded initial weights (its strategy fitted on a
     fresh run: e.g. the bpe tokenizer), wrapped for the ranks and compiled if asked, with its
     optimizer and the weights' average; and what the fit reported."""
-    model = AUNet(run_cfg.model).to(env.device)
+    model = AUNet(run_cfg.model)
     model.set_gradient_checkpointing(run_cfg.train.grad_checkpoint)
+    model = model.to(env.device)
     fitted = {} if resume else fit_strategy(model, data, env)
     wrapped = wrap_model(model, env, run_cfg.system.fsdp)  # before the optimizer: FSDP swaps parameters
     fwd = compile_model(wrapped) if run_cfg.system.compile else wrapped
