@@ -274,3 +274,29 @@ def test_hf_arguments_that_cannot_work_are_named(tmp_path):
         with pytest.raises(ValueError, match="LearntokByteTokenizer.save_pretrained"):
             LearntokByteTokenizer().save_pretrained(where)
     assert (tmp_path / "file.txt").read_text() == "x"
+
+
+def test_the_second_rounds_cases_are_one_clear_error(tmp_path):
+    import torch
+
+    from learntok import AUNet
+    from learntok.hf import LearntokByteTokenizer, LearntokForCausalLM
+
+    model = LearntokForCausalLM.from_pretrained("tiny-shakespeare")
+    cases = [
+        (
+            lambda: model.generate(torch.tensor([[82, 79, 72]]), max_new_tokens=3, do_sample=True, temperature=1e308),
+            "temperature",
+        ),
+        (lambda: model.generate(torch.tensor([[82, 79, 300]]), max_new_tokens=3), "input ids"),
+        (lambda: AUNet.from_pretrained("tiny-shakespeare").generate("hi", max_bytes=10**12), "max_bytes"),
+        (lambda: LearntokByteTokenizer().save_pretrained(tmp_path / "file.txt" / "sub"), "is a file"),
+    ]
+    if not torch.cuda.is_available():
+        cases.append((lambda: LearntokForCausalLM.from_pretrained("tiny-shakespeare", device_map="cuda"), "CUDA"))
+    (tmp_path / "file.txt").write_text("x")
+    for call, words in cases:
+        with pytest.raises(ValueError, match=words):
+            call()
+    r = run_cli("sample", "tiny-shakespeare", "--prompt", "hi", "--max-bytes", "1000000000000", cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "max-bytes" in r.stderr

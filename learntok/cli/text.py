@@ -6,7 +6,7 @@ import sys
 
 from learntok.cli.options import add_device, add_greedy, add_json, add_model, add_rate, add_seed, check_run, request
 from learntok.cli.results import short_run_hint, write_json
-from learntok.cli.values import POSITIVE, PROBABILITY, TEMPERATURE_ARG, WINDOW, text_arg
+from learntok.cli.values import GENERATED_BYTES_ARG, POSITIVE, PROBABILITY, TEMPERATURE_ARG, WINDOW, text_arg
 from learntok.util.files import input_file, output_file
 
 
@@ -48,7 +48,9 @@ def add_sample(sub) -> None:
     p = sub.add_parser("sample", help="stream a model's continuation of a prompt (cached decoding)")
     add_model(p)
     p.add_argument("--prompt", required=True, type=text_arg, help="text to continue")
-    p.add_argument("--max-bytes", type=POSITIVE, default=256, help="bytes to generate (fewer if EOS is drawn)")
+    p.add_argument(
+        "--max-bytes", type=GENERATED_BYTES_ARG, default=256, help="bytes to generate (fewer if EOS is drawn)"
+    )
     p.add_argument("--temperature", type=TEMPERATURE_ARG, default=1.0, help="0: argmax; at most 1e4")
     p.add_argument("--top-k", type=POSITIVE, help="sample from the k likeliest bytes")
     p.add_argument(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from learntok.util.ranges import BPE_VOCAB, FRACTION, RATE, REPEATS, SEED, TEMPERATURE, Range, bounds
+from learntok.util.ranges import BPE_VOCAB, FRACTION, GENERATED_BYTES, RATE, REPEATS, SEED, TEMPERATURE, Range, bounds
 
 
 def number(kind: type, within: Range | None = None, **limits):
@@ -34,6 +34,7 @@ POSITIVE, COUNT, WINDOW = number(int, ge=1), number(int, ge=0), number(int, ge=2
 PROBABILITY = number(float, gt=0, le=1)
 SEED_ARG, RATE_ARG, FRACTION_ARG = number(int, SEED), number(float, RATE), number(float, FRACTION)
 TEMPERATURE_ARG = number(float, TEMPERATURE)
+GENERATED_BYTES_ARG = number(int, bounds(ge=1, le=GENERATED_BYTES.high))
 REPEAT, VOCAB = number(int, REPEATS), number(int, BPE_VOCAB)  # --samples, --batches: each a pass over the data
 SHARD_MB = number(int, ge=1, le=2**43)  # MiB; its size in bytes fits in 64 bits
 

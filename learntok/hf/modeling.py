@@ -49,6 +49,7 @@ from learntok.model.generate import DecodeState, decode_step, prefill
 from learntok.model.objective import ObjectiveConfig, objective_for
 from learntok.model.objective import loss as objective_loss
 from learntok.model.pretrained import read_model
+from learntok.util.ranges import TEMPERATURE
 from learntok.util.runtime import PrivateRNG
 
 
@@ -235,6 +236,20 @@ class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
         d = self.config.learntok.get("objective") if isinstance(self.config.learntok.get("model"), dict) else None
         return objective_for(ObjectiveConfig(**(d or {})), self.aunet.strategy.has_policy)
 
+    def generate(self, inputs=None, *args, **kwargs):
+        """transformers' generate, its ids and temperature checked first: ids of the byte vocabulary
+        (0..PAD), a temperature in learntok's range (learntok.util.ranges.TEMPERATURE), as
+        `AUNet.generate` checks them."""
+        ids = inputs if inputs is not None else kwargs.get("input_ids")
+        if isinstance(ids, torch.Tensor) and ids.numel() and (int(ids.min()) < 0 or int(ids.max()) > PAD):
+            raise ValueError(f"LearntokForCausalLM.generate: input ids must be 0-{PAD} (bytes, BOS, EOS, PAD)")
+        temperature = kwargs.get("temperature")
+        if isinstance(temperature, (int, float)) and TEMPERATURE.problem(float(temperature)):
+            raise ValueError(
+                f"LearntokForCausalLM.generate: temperature {temperature!r} {TEMPERATURE.problem(float(temperature))}"
+            )
+        return super().generate(inputs, *args, **kwargs)
+
     @torch.no_grad()
     def decode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, cache: LearntokCache):
         """Cached decoding: the first call reads the prompt (prefill), every later one the ids
@@ -292,6 +307,15 @@ class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
         if isinstance(dtype, torch.dtype):
             model = model.to(dtype)
         device = kwargs.get("device_map")
+        wants_cuda = (
+            (isinstance(device, str) and device.startswith("cuda"))
+            or isinstance(device, int)
+            or (isinstance(device, torch.device) and device.type == "cuda")
+        )
+        if wants_cuda and not torch.cuda.is_available():
+            raise ValueError(
+                f"LearntokForCausalLM.from_pretrained: device_map {device!r}, but this torch sees no CUDA device"
+            )
         if device == "meta" or (isinstance(device, torch.device) and device.type == "meta"):
             raise ValueError(
                 "LearntokForCausalLM.from_pretrained: device_map 'meta' holds no weights to run; give cpu or cuda"

@@ -23,7 +23,7 @@ from transformers import PreTrainedTokenizer
 
 from learntok.data.vocab import BOS, EOS, PAD
 from learntok.run.folder import is_run_folder
-from learntok.util.files import check_name
+from learntok.util.files import check_name, check_parents
 
 SPECIAL = {BOS: "<s>", EOS: "</s>", PAD: "<pad>"}  # learntok.data.vocab's ids, ByT5's names
 
@@ -151,6 +151,7 @@ class LearntokByteTokenizer(PreTrainedTokenizer):
         checkpoint, which belong to their run, as the model's save_pretrained refuses them."""
         folder = Path(save_directory)
         check_name(folder, "LearntokByteTokenizer.save_pretrained:")
+        check_parents(folder, "LearntokByteTokenizer.save_pretrained:", ValueError)
         if folder.exists() and not folder.is_dir():
             raise ValueError(
                 f"LearntokByteTokenizer.save_pretrained: {folder} is a file, not a folder (nothing was written)"

@@ -36,7 +36,7 @@ from learntok.nn.cache import ModelCache, TokenKV
 from learntok.nn.pooling import token_counts, upsample
 import learntok.util.checks as check
 from learntok.util import unicode
-from learntok.util.ranges import INT64, MIN_TEMPERATURE, SEED, TEMPERATURE, bounds
+from learntok.util.ranges import GENERATED_BYTES, INT64, MIN_TEMPERATURE, SEED, TEMPERATURE, bounds
 from learntok.util.runtime import MODEL_STATE, PrivateRNG, eval_mode
 
 BOUNDARY_MODES = ("greedy", "sample")
@@ -190,7 +190,7 @@ class SamplingOptions:
             raise TypeError(f"{where}: unknown keyword {unknown[0]!r}; known: {known}")
         given = cls(max_bytes, **options)
         return cls(
-            check.number(where, "max_bytes", given.max_bytes, int, bounds(ge=0, le=INT64[1])),
+            check.number(where, "max_bytes", given.max_bytes, int, GENERATED_BYTES),
             check.number(where, "temperature", given.temperature, float, TEMPERATURE),
             check.number(where, "top_k", given.top_k, int, bounds(ge=1, le=INT64[1]), none=True),
             check.number(where, "top_p", given.top_p, float, bounds(gt=0, le=1), none=True),

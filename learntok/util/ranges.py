@@ -94,6 +94,8 @@ REPEATS = bounds(ge=1, le=1024)  # work a command repeats for a figure (K sample
 # A sampling temperature: 0 is argmax, and so is any below MIN_TEMPERATURE (its limit); above 1e4
 # the distribution is uniform to float32's precision, and 1e308 would divide the logits by inf (NaN).
 TEMPERATURE = bounds(ge=0, le=1e4)
+# bytes a generation makes: 2^24 (16 MiB of text, hours of decoding on a CPU) bounds a typo's 1e12
+GENERATED_BYTES = bounds(ge=0, le=2**24)
 MIN_TEMPERATURE = 1e-4  # below it, logits / temperature could overflow float32: argmax instead
 BPE_VOCAB = bounds(
     ge=256, le=2**20
