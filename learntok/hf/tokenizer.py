@@ -33,7 +33,7 @@ def checked_id(index) -> int:
     integer included); else one ValueError naming it and the vocabulary's range. Every id this
     tokenizer reads (decode, convert_ids_to_tokens) comes through here, before `transformers`
     converts it (which would read 65.0 or 1.5 or True as an int)."""
-    if hasattr(index, "dim") and index.dim() == 0 or hasattr(index, "ndim") and getattr(index, "ndim", 1) == 0:
+    if getattr(index, "ndim", None) == 0:  # a 0-d tensor or numpy scalar: its one value
         index = index.item()
     try:
         if type(index) is bool:
