@@ -302,7 +302,7 @@ def test_any_number_for_any_option_is_parsed_or_one_usage_line(capsys, option, t
             ["sample", "R", "--prompt", "p", "--seed", "18446744073709551616"],
             "--seed: 18446744073709551616 does not fit",
         ),
-        (["sample", "R", "--prompt", "p", "--max-bytes", "0"], "--max-bytes: 0 must be >= 1"),
+        (["sample", "R", "--prompt", "p", "--max-bytes", "0"], "--max-bytes: 0 must be in [1, 16777216]"),
         (["eval", "R", "--rate", "1"], "--rate: 1 must be in (0, 1)"),
         (["eval", "R", "--seq-len", "1"], "--seq-len: 1 must be >= 2"),
         (["compare", "--strategies", "uniform", "--jobs", "0"], "--jobs: 0 must be >= 1"),
