@@ -7,9 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from learntok.data.dataset import reading_windows
 from learntok.util.errors import TaskError
 from learntok.evaluation.tasks import (
     _rows,
@@ -99,12 +103,21 @@ def test_run_tasks_from_model_folder(tmp_path):
     assert rep == run_tasks(tmp_path / "m", TasksRequest(tasks, batch_size=4, seq_len=64, seed=1))
 
 
-def test_rolling_windows_score_every_byte_once():
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 60), max_size=6), st.integers(2, 20))
+def test_reading_windows_are_consecutive_slices_from_each_texts_start(lengths, seq_len):
+    """The one reading of a long text (eval, lm-eval's rolling windows, the transformers model)
+    against a plain loop: consecutive slices of seq_len - 1 bytes from each text's start."""
+    expect = [(t, a, min(n - a, seq_len - 1)) for t, n in enumerate(lengths) for a in range(0, n, seq_len - 1)]
+    text, start, size = reading_windows(np.array(lengths, dtype=np.int64), seq_len)
+    assert list(zip(text.tolist(), start.tolist(), size.tolist())) == expect
+
+
+def test_rolling_windows_score_every_byte_once_after_bos():
     data = bytes(range(50))
-    wins = rolling_windows(data, seq_len=17)  # rows of 16 bytes, windows of 8
+    wins = rolling_windows(data, seq_len=17)  # rows of 17: BOS and 16 bytes
     assert b"".join(w for _, w in wins) == data
-    assert all(len(c) + len(w) <= 16 for c, w in wins)
-    assert wins[1] == (data[:8], data[8:16]) and wins[0][0] == b""
+    assert [len(w) for _, w in wins] == [16, 16, 16, 2] and all(c == b"" for c, _ in wins)
 
 
 def test_lm_eval_adapter_offline(tmp_path, monkeypatch):

@@ -241,6 +241,47 @@ def test_lm_eval_hf_backend_gives_the_adapters_figures(base, tmp_path, monkeypat
     assert hf["tiny_roll"]["bits_per_byte,none"] == pytest.approx(own["tiny_roll"]["bits_per_byte,none"], rel=1e-5)
 
 
+def test_documents_longer_than_the_window_score_as_learntok_eval_scores_them(base, tmp_path, monkeypatch):
+    """40 documents of about 350 bytes, each read in several 64-byte windows: `learntok eval`,
+    learntok's lm-eval adapter and lm-eval's standard `hf` backend on an export give one bits per
+    byte (greedy boundaries): each reads a document in eval's windows."""
+    for var in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(var, "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf"))
+    lm_eval = pytest.importorskip("lm_eval")
+    pytest.importorskip("lm_eval.models.huggingface")
+    from lm_eval.tasks import TaskManager
+
+    import learntok.evaluation.lm_eval_adapter  # noqa: F401  (registers the adapter)
+    from learntok.evaluation.evaluate import EvalRequest, run_eval
+
+    texts = [p.read_text() for p in sorted((base / "docs").iterdir())]
+    assert min(map(len, texts)) > 4 * 63  # every document spans several windows
+    own = run_eval(EvalRequest(base / "run", split="all", source=str(base / "docs"), greedy=True, batch_size=7))
+    assert own["seq_len"] == 64 and own["n_bytes"] == sum(map(len, texts))
+    export(base / "run", tmp_path / "hf-model")
+    d = tmp_path / "tasks"
+    d.mkdir()
+    write_lm_eval_tasks(d, [{"q": t, "choices": ["a", "b"], "label": 0} for t in texts], '"{{q}}"\n')
+    figures = {}
+    for name, model, args in (
+        ("hf", "hf", f"pretrained={tmp_path / 'hf-model'},dtype=float32"),
+        ("adapter", "learntok", f"pretrained={base / 'run'},greedy_boundaries=true"),
+    ):
+        res = lm_eval.simple_evaluate(
+            model=model,
+            model_args=args,
+            tasks=["tiny_roll"],
+            batch_size=5,
+            device="cpu",
+            task_manager=TaskManager(include_path=str(d), include_defaults=False),
+        )["results"]
+        figures[name] = res["tiny_roll"]["bits_per_byte,none"]
+    print("learntok eval", own["bpb"], "lm-eval", figures)
+    assert figures["hf"] == pytest.approx(own["bpb"], rel=1e-5)
+    assert figures["adapter"] == pytest.approx(own["bpb"], rel=1e-5)
+
+
 @pytest.mark.parametrize("name", ["tiny-shakespeare", "tiny-python", "tiny-chinese"])
 def test_shipped_checkpoints_load_by_name(name):
     """Each shipped checkpoint: by its name and as learntok/NAME, through learntok and the Auto

@@ -17,8 +17,10 @@ def models():
     return LearntokForCausalLM.from_pretrained("tiny-shakespeare"), AUNet.from_pretrained("tiny-shakespeare").eval()
 
 
-@pytest.mark.parametrize("prompt, n", [("ROMEO: ", 40), ("To be, or not", 25), ("é", 10)])
+@pytest.mark.parametrize("prompt, n", [("ROMEO: ", 40), ("To be, or not", 25), ("é", 10), ("KING: ", 270)])
 def test_cached_generate_gives_the_native_decoders_bytes(models, prompt, n):
+    """The last case runs past the 256-byte window: generate() without a cache reads the prefix
+    whole (as the native decoder does), not in eval's windows."""
     hf, native = models
     tok = LearntokByteTokenizer()
     ids = tok(prompt, return_tensors="pt")

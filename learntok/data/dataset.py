@@ -259,11 +259,7 @@ class ByteData:
             raise DataError(f"seq_len {seq_len} leaves no room for bytes after BOS")
         if not len(s.data):
             raise DataError(f"the {split} split is empty")
-        lengths = s.lengths
-        per_doc = -(-lengths // n)  # (n_docs,) windows per document
-        doc = np.repeat(np.arange(len(lengths)), per_doc)  # (W,)
-        start = (np.arange(len(doc)) - np.repeat(np.cumsum(per_doc) - per_doc, per_doc)) * n  # (W,)
-        scored = np.minimum(lengths[doc] - start, n)  # (W,) bytes each window scores
+        doc, start, scored = reading_windows(s.lengths, seq_len)
         if max_bytes is not None:
             before = np.cumsum(scored) - scored
             keep = before < max_bytes
@@ -309,6 +305,20 @@ class ByteData:
                 f"(BOS + {seq_len - 1} bytes): give a seq_len of at most {max(n_bytes + 1, 2)}"
             )
         return seq_len - 1
+
+
+def reading_windows(lengths: np.ndarray, seq_len: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """How a text longer than one row is read: each text of `lengths` (n,) bytes in consecutive
+    windows of seq_len - 1 bytes from its start, each after its own BOS (an empty text in none).
+    Returns (text, start offset, bytes) of each window, (W,) int64 each, texts in order. The one
+    definition: `eval`'s windows, lm-eval's rolling windows (learntok.evaluation.tasks) and the
+    `transformers` model's reading of a row longer than its window (learntok.hf.modeling)."""
+    n = seq_len - 1
+    lengths = np.asarray(lengths, dtype=np.int64)
+    per_text = -(-lengths // n)  # (n,) windows per text
+    text = np.repeat(np.arange(len(lengths)), per_text)  # (W,)
+    start = (np.arange(len(text)) - np.repeat(np.cumsum(per_text) - per_text, per_text)) * n  # (W,)
+    return text, start, np.minimum(lengths[text] - start, n)
 
 
 def _check_rank(rank: int, world: int) -> None:

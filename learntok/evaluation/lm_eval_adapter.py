@@ -14,9 +14,9 @@ space). Model arguments: pretrained (run, checkpoint or model folder), device, b
 seq_len (default: the run's train.seq_len), greedy_boundaries (p > 0.5 instead of sampling),
 seed (boundary samples and generation).
 
-loglikelihood_rolling scores a whole text in windows: each window of (seq_len - 1) / 2 bytes is
-scored given up to the rest of a row of preceding bytes as context, so every byte is scored once
-and sees at least half a row of context. generate_until uses `AUNet.generate` (temperature 0 = argmax).
+loglikelihood_rolling scores a whole text in `eval`'s windows (seq_len - 1 bytes, each after its
+own BOS; learntok.data.dataset.reading_windows), so a text's bits per byte here are `eval`'s and
+those of lm-eval's `hf` backend on an export. generate_until uses `AUNet.generate` (temperature 0 = argmax).
 Each request type shows a progress bar on stderr (learntok.util.progress). docs/evaluation.md has runnable
 task files for each request type.
 """

@@ -32,6 +32,7 @@ import torch
 
 from learntok.run.checkpoint import figures_of, load_run_folder
 from learntok.data.corpora import json_records
+from learntok.data.dataset import reading_windows
 from learntok.data.vocab import bos_rows
 from learntok.util.errors import TaskError
 from learntok.evaluation.metrics import finite_sums
@@ -137,13 +138,11 @@ def score_requests(
 
 
 def rolling_windows(data: bytes, seq_len: int) -> list[tuple[bytes, bytes]]:
-    """(context, window) pairs that score every byte of `data` once, each window of at most
-    (seq_len - 1) // 2 bytes after up to seq_len - 1 - len(window) bytes of context."""
-    row = seq_len - 1
-    step = max(1, row // 2)
-    return [
-        (data[max(0, i - (row - len(data[i : i + step]))) : i], data[i : i + step]) for i in range(0, len(data), step)
-    ]
+    """(context, window) pairs that score every byte of `data` once: `eval`'s windows
+    (learntok.data.dataset.reading_windows), each of seq_len - 1 bytes after its own BOS and no
+    context, so a text scored here has the bits per byte `eval` gives it."""
+    _, start, size = reading_windows(np.array([len(data)]), seq_len)
+    return [(b"", data[a : a + n]) for a, n in zip(start.tolist(), size.tolist())]
 
 
 def _rows(pairs: list[tuple[bytes, bytes]], seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -24,6 +24,7 @@ from learntok.nn.config import ModelConfig
 from learntok.util.ranges import SEED
 
 DEFAULT_CONTEXT = 1024  # bytes a row, where the folder does not say the window it was trained at
+LONGEST_ROW = 2**20  # ids a row may hold: read in windows of the model's window (LearntokConfig.window)
 
 
 def checked_seed(seed) -> int:
@@ -64,10 +65,17 @@ class LearntokConfig(PretrainedConfig):
         self.vocab_size, self.hidden_size = cfg.vocab_size, cfg.d_model
         self.num_hidden_layers = cfg.n_down + cfg.n_mid + cfg.n_up
         self.num_attention_heads = cfg.n_heads
-        # what lm-evaluation-harness and pipelines read as the context: the training window
-        self.max_position_embeddings = trained_seq_len or DEFAULT_CONTEXT
+        # the longest row a caller may give (lm-evaluation-harness reads it as its context): a row
+        # longer than the window is read in `eval`'s windows (LearntokForCausalLM.forward), so a
+        # whole document goes in as one row and scores as `learntok eval` scores it
+        self.max_position_embeddings = LONGEST_ROW
         if cfg.vocab_size != VOCAB_SIZE:
             raise ValueError(f"LearntokConfig: vocab_size {cfg.vocab_size}, the byte vocabulary's is {VOCAB_SIZE}")
+
+    @property
+    def window(self) -> int:
+        """Ids a row the model reads at once, BOS included: the window it was trained at."""
+        return self.trained_seq_len or DEFAULT_CONTEXT
 
     def model_config(self) -> ModelConfig:
         """The learntok ModelConfig (strictly checked) of a model config or of a run config's sections."""

@@ -8,6 +8,10 @@ What it adds is the convention `transformers` callers follow:
   are put back where the ids were (0 at padding);
 - a row that does not start with BOS is read after one (learntok.data.encode), so a caller that
   adds no special tokens (lm-evaluation-harness's default) scores what learntok's adapter scores;
+- a row longer than the model's window (`config.window`, the `train.seq_len` it was trained at)
+  is read as `learntok eval` reads a document: in consecutive windows of window - 1 ids, each
+  after its own BOS (learntok.data.dataset.reading_windows), so lm-evaluation-harness's `hf`
+  backend, given a whole document as one row, gives `eval`'s bits per byte;
 - `labels` give the mean cross-entropy in nats of every label that is not -100 (`transformers`'
   shift: logits at t predict label t + 1); over a window's bytes, loss / ln 2 is bits per byte,
   the figure of `learntok eval` (tests/test_hf.py).
@@ -33,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import huggingface_hub
+import numpy as np
 import huggingface_hub.constants
 import torch
 from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
@@ -40,6 +45,7 @@ from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 from transformers.utils.hub import convert_file_size_to_int
 
+from learntok.data.dataset import reading_windows
 from learntok.data.vocab import BOS, EOS, N_SYMBOLS, PAD, VOCAB_SIZE
 from learntok.hf.config import LearntokConfig
 from learntok.hf.card import model_card
@@ -104,6 +110,37 @@ def compact_rows(
         spans.append((start, n, lead))
     x = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=PAD)  # (B, T')
     return x, spans
+
+
+def window_rows(x: torch.Tensor, lengths: list[int], window: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Compacted rows x (B, T') (BOS, ids, PAD; `lengths` (B,) BOS included) as the model reads
+    them: x itself (and None) when they fit its window; else `eval`'s windows of each row
+    (learntok.data.dataset.reading_windows), (W, window) ids each BOS + up to window - 1 ids, and
+    the index (B, T') of each position's output in the windows' flattened outputs: position j
+    predicts id j + 1, which window j // n of its row predicts at its position j % n (n = window - 1)."""
+    B, T = x.shape
+    if T <= window:
+        return x, None
+    n = window - 1
+    positions = np.asarray(lengths, dtype=np.int64)  # (B,) each row's positions, each predicting an id
+    text, start, _ = reading_windows(positions, window)  # (W,) each
+    text, start = torch.from_numpy(text).to(x.device), torch.from_numpy(start).to(x.device)
+    col = start[:, None] + torch.arange(1, window, device=x.device)  # (W, n) each window's ids in x
+    real = col < torch.as_tensor(positions, device=x.device)[text, None]
+    body = torch.where(real, x[text[:, None], col.clamp(max=T - 1)], PAD)  # (W, n)
+    rows = torch.cat([body.new_full((len(text), 1), BOS), body], 1)  # (W, window)
+    per_row = -(-positions // n)  # (B,) windows of each row
+    first = torch.from_numpy(np.cumsum(per_row) - per_row)  # (B,) its first window
+    j = torch.arange(T)  # (T,)
+    where = (first[:, None] + j // n) * window + j % n  # (B, T'); past a row's length: any valid index
+    return rows, where.clamp(max=len(text) * window - 1).to(x.device)
+
+
+def from_windows(values: torch.Tensor, where: torch.Tensor | None) -> torch.Tensor:
+    """Outputs of window_rows' rows (W, window, ...) back at the rows' positions (B, T', ...)."""
+    if where is None:
+        return values
+    return values.flatten(0, 1)[where]
 
 
 def place(values: torch.Tensor, spans: list[tuple[int, int, int]], T: int) -> torch.Tensor:
@@ -199,11 +236,15 @@ class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
         labels: torch.Tensor | None = None,
         return_dict: bool | None = None,
         cache: "LearntokCache | None" = None,
+        in_windows: bool = True,
         **kwargs,
     ) -> LearntokCausalLMOutput:
         """Logits (B, T, V) of the id after each position; with `labels`, the mean cross-entropy
-        (nats) of the labels that are not -100. Arguments that do not apply to this model
-        (position ids, caches, use_cache) are accepted and ignored: positions are each row's own."""
+        (nats) of the labels that are not -100. Rows longer than the window are read in `eval`'s
+        windows (`window_rows`); `in_windows=False` reads them whole, as the native decoder does
+        (generate() without a cache passes it, so its bytes are the cached decoder's at any length).
+        Arguments that do not apply to this model (position ids, caches, use_cache) are accepted
+        and ignored: positions are each row's own."""
         if input_ids is None or input_ids.dim() != 2:
             raise ValueError("LearntokForCausalLM: give input_ids (B, T), byte ids from LearntokByteTokenizer")
         if isinstance(cache, LearntokCache) and labels is None:
@@ -215,20 +256,25 @@ class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
         if labels is not None and labels.shape != input_ids.shape:
             raise ValueError(f"LearntokForCausalLM: labels {tuple(labels.shape)} must have input_ids' shape {(B, T)}")
         x, spans = compact_rows(input_ids, mask)
+        window = self.config.window if in_windows else x.size(1)
+        rows, where = window_rows(
+            x, [lead + n for _, n, lead in spans], window
+        )  # (W, window), (B, T') index of each output
         whole = labels is not None and self.training and labels_are_the_inputs(input_ids, labels, mask)
         greedy = self.config.boundaries == "greedy" and not whole  # training draws its cuts, as learntok trains
         with PrivateRNG(self.config.boundary_seed, x.device).active():
-            out = self.aunet(x, greedy=greedy)
-        logits = place(out.logits, spans, T)  # (B, T, V)
+            out = self.aunet(rows, greedy=greedy)
+        logits = place(from_windows(out.logits, where), spans, T)  # (B, T, V)
         loss = None
         if whole:  # learntok's whole objective: the LM, the early head, the policy (REINFORCE), the rate
-            loss, _ = objective_loss(out, x, self.objective())
+            loss, _ = objective_loss(out, rows, self.objective())
         elif labels is not None:
             target = labels[:, 1:].to(logits.device)  # (B, T-1): logits at t predict label t+1
             loss = torch.nn.functional.cross_entropy(
                 logits[:, :-1].float().reshape(-1, logits.size(-1)), target.reshape(-1), ignore_index=-100
             )
-        return LearntokCausalLMOutput(loss=loss, logits=logits, boundaries=place(out.boundaries, spans, T))
+        boundaries = place(from_windows(out.boundaries, where), spans, T)
+        return LearntokCausalLMOutput(loss=loss, logits=logits, boundaries=boundaries)
 
     def objective(self) -> ObjectiveConfig:
         """The objective the model was trained with (its run config's [objective]; the defaults for
@@ -277,12 +323,13 @@ class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
         """With a cache (generate's default, `use_cache=True`): the whole prompt first, then only the
         ids the cache has not seen. Rows whose prompts differ in length (left padding) are read
         whole at every step instead (learntok's decoding state keeps one position for all rows)."""
+        whole = {"input_ids": input_ids, "attention_mask": attention_mask, "in_windows": False}
         if use_cache is False or (self.generation_config.use_cache is False and use_cache is None):
-            return {"input_ids": input_ids, "attention_mask": attention_mask}
+            return whole
         if cache is None:
             same = attention_mask is None or bool(attention_mask.bool().all())
             if not same:
-                return {"input_ids": input_ids, "attention_mask": attention_mask}
+                return whole
             cache = LearntokCache()
         if isinstance(cache, LearntokCache) and cache.state is not None:
             return {"input_ids": input_ids[:, cache.seen :], "cache": cache}
