@@ -219,3 +219,41 @@ def test_trim_logs_cuts_both_logs_back_to_the_step(tmp_path):
     assert [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3, 4]
     assert (tmp_path / "segments.txt").read_text() == "== step 2\n[rate] a|b\n== step 4\n[rate] c|d\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.jsonl", "segments.txt"]
+
+
+@pytest.mark.parametrize(
+    "step, then",
+    [
+        ("training_data", "train"),  # 3: nothing written but the lock: a fresh train may start
+        ("build_engine", "train"),  # 4
+        ("open_run", "train"),  # 6
+        ("train_steps", "resume"),  # 7: the step-0 checkpoint is there: another process resumes it
+        ("claim", "train"),  # 2: the folder refused after its lock was taken (not a fresh run's)
+    ],
+)
+def test_a_train_that_raises_gives_its_folder_back_while_its_process_lives(folder, monkeypatch, step, then):
+    """train() called from Python (a notebook) raises at one step of its set-up or in its loop;
+    its process stays alive, and another process may then train (or resume) in the same folder."""
+    from learntok.run import folder as run_folder
+    from learntok.train import loop
+
+    def boom(*args, **kwargs):
+        raise RuntimeError(f"{step} failed")
+
+    monkeypatch.chdir(folder)
+    if step == "claim":
+        (folder / "run").mkdir()
+        (folder / "run" / "metrics.jsonl").write_text('{"step": 1, "loss": 1.0}\n')  # not a fresh run
+        monkeypatch.setattr(run_folder, "_check_fresh", boom)
+    else:
+        monkeypatch.setattr(loop, step, boom)
+    cfg = load_config(preset="tiny", overrides=RUN[2:])
+    with pytest.raises(RuntimeError, match=f"{step} failed"):
+        loop.train(cfg, folder / "run", progress=False)
+    if step == "claim":
+        (folder / "run" / "metrics.jsonl").unlink()
+    args = (
+        ["train", "--out", "run", "--resume"] if then == "resume" else ["train", *RUN, "train.steps=2", "--out", "run"]
+    )
+    r = cli(*args, cwd=folder)
+    assert r.returncode == 0, r.stderr[-2000:]

@@ -69,10 +69,14 @@ def claim(run_dir: str | Path, resume: bool) -> Path:
     _check_kinds(run_dir)
     ours = (run_dir / LOCK).is_file()  # left by an earlier `train` here
     _lock(run_dir)
-    remove_stale_tmp(run_dir)
-    remove_stale_tmp(run_dir / "checkpoints")
-    if not resume:
-        _check_fresh(run_dir, ours)
+    try:
+        remove_stale_tmp(run_dir)
+        remove_stale_tmp(run_dir / "checkpoints")
+        if not resume:
+            _check_fresh(run_dir, ours)
+    except BaseException:
+        release(run_dir)  # a refused folder is not kept locked by a process that goes on
+        raise
     return run_dir
 
 

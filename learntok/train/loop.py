@@ -169,22 +169,23 @@ def train(
     check_trackers(run_cfg.log)  # a missing tracker package: one line, nothing written
     env, owns_group, amp = start_process(run_cfg)  # 1. this process: rank, threads, seeds, precision
     run_cfg, run_dir = open_folder(run_cfg, out_dir, resume, env.is_main)  # 2. the run folder, locked and ours
-    data, identity, warnings = training_data(run_cfg, env)  # 3. the data, checked before anything is written
-    eng, fitted = build_engine(run_cfg, data, env, amp, resume)  # 4. the model, its optimizer, its average
-    start, bytes_seen = resume_state(run_cfg, run_dir, eng.model, eng.optimizer, resume, identity, eng.ema)  # 5. resume
-    tracker = open_run(run_cfg, run_dir, env, start, fitted, warnings, progress)  # 6. config.toml, warnings, trackers
-    objective = objective_for(run_cfg.objective, eng.model.strategy.has_policy)
-    run = Run(run_cfg, run_dir, eng, data, objective, tracker, progress, identity)
-    last_ckpt = latest_checkpoint(run_dir) if resume else checkpoint_run(run, 0, 0)
-    summary = {"run_dir": str(run_dir), "params": eng.model.num_params(), **fitted}
-    try:  # 7. the loop
-        summary = train_steps(
-            run, start, min(until or run_cfg.train.steps, run_cfg.train.steps), bytes_seen, last_ckpt, summary
-        )
+    try:  # every exit from here on, a raise included, gives the folder back
+        data, identity, warnings = training_data(run_cfg, env)  # 3. the data, checked before anything is written
+        eng, fitted = build_engine(run_cfg, data, env, amp, resume)  # 4. the model, its optimizer, its average
+        start, bytes_seen = resume_state(run_cfg, run_dir, eng.model, eng.optimizer, resume, identity, eng.ema)  # 5.
+        tracker = open_run(run_cfg, run_dir, env, start, fitted, warnings, progress)  # 6. config.toml, trackers
+        objective = objective_for(run_cfg.objective, eng.model.strategy.has_policy)
+        run = Run(run_cfg, run_dir, eng, data, objective, tracker, progress, identity)
+        last_ckpt = latest_checkpoint(run_dir) if resume else checkpoint_run(run, 0, 0)
+        summary = {"run_dir": str(run_dir), "params": eng.model.num_params(), **fitted}
+        try:  # 7. the loop
+            end = min(until or run_cfg.train.steps, run_cfg.train.steps)
+            summary = train_steps(run, start, end, bytes_seen, last_ckpt, summary)
+        finally:
+            tracker.close()
     finally:
-        tracker.close()
-    if owns_group:
-        shutdown(env)
-    if env.is_main:
-        release(run_dir)
+        if owns_group:
+            shutdown(env)
+        if env.is_main:
+            release(run_dir)
     return summary
