@@ -28,6 +28,7 @@ import torch
 import learntok.run.checkpoint as checkpoint
 import learntok.model.pretrained as pretrained
 from learntok import cli
+from learntok.cli import signals
 from learntok.run.checkpoint import STATE, STATE_KEYS, latest_checkpoint, load_checkpoint, load_run
 from learntok.cli.values import text_arg
 from learntok.util.errors import CheckpointError
@@ -308,7 +309,7 @@ def interrupted(p: subprocess.Popen) -> list[str]:
 @pytest.mark.parametrize("delay", [0.1, 0.3, 0.6, 0.9])
 def test_ctrl_c_while_torch_imports_is_one_line(work, delay):
     """Ctrl-C in the first second, while the command imports torch: held back until the import
-    ends (cli._interrupt_unless_importing), then the usual one line and exit 130, never torch's
+    ends (learntok.cli.signals), then the usual one line and exit 130, never torch's
     own error from a half-made import (or an abort in its C++)."""
     args = ["train", "--preset", "tiny", *TINY, "data.source=corpus.txt", "--out", f"early{delay}"]
     with start(args, work, script=AFTER_STARTUP) as p:
@@ -379,15 +380,15 @@ def test_ctrl_c_during_an_import_waits_for_it(monkeypatch, name):
     spec._initializing = True
     monkeypatch.setitem(sys.modules, spec.name, module)
     waited = []
-    monkeypatch.setattr(cli, "_interrupt_after_import", lambda specs, signum: waited.append((specs, signum)))
-    assert spec in cli.importing()
-    cli._interrupt_unless_importing(signal.SIGINT, None)  # held back: no KeyboardInterrupt here
+    monkeypatch.setattr(signals, "_interrupt_after_import", lambda specs, signum: waited.append((specs, signum)))
+    assert spec in signals.importing()
+    signals._interrupt_unless_importing(signal.SIGINT, None)  # held back: no KeyboardInterrupt here
     wait_for(lambda: waited)
     assert spec in waited[0][0] and waited[0][1] == signal.SIGINT
     spec._initializing = False  # the import ended
-    assert spec not in cli.importing()
+    assert spec not in signals.importing()
     with pytest.raises(KeyboardInterrupt):
-        cli._interrupt_unless_importing(signal.SIGINT, None)
+        signals._interrupt_unless_importing(signal.SIGINT, None)
 
 
 def test_ctrl_c_during_prepare_is_one_line_and_leaves_no_folder(work):
@@ -710,6 +711,7 @@ def test_a_checkpoint_given_by_name_is_not_swapped_for_another(work, monkeypatch
 FAILING_WRITER = """
 import errno, os, sys
 from learntok import cli
+from learntok.cli import signals
 from learntok.util import files as files
 
 where, code = sys.argv[1], getattr(errno, sys.argv[2])

@@ -15,19 +15,16 @@ argument's error are done before torch is loaded.
 
 from __future__ import annotations
 
-import _thread
 import argparse
 import io
 import os
-import signal
 import sys
-import threading
-import time
 
 from learntok import __version__
 from learntok.cli.evaluation import add_diagnose, add_eval, add_eval_tasks, add_plot
 from learntok.cli.export import add_export
 from learntok.cli.options import add_threads
+from learntok.cli.signals import interrupts_between_imports
 from learntok.cli.text import add_sample, add_segment
 from learntok.cli.training import add_compare, add_config, add_prepare, add_train
 from learntok.util.environment import check_environment
@@ -197,45 +194,15 @@ def closed_stream() -> str | None:
     return "standard output" if sys.stdout is None else None
 
 
-def importing() -> list:
-    """The specs of the modules being imported right now (`__spec__._initializing`, set by
-    importlib while a module's code runs)."""
-    specs = (getattr(m, "__spec__", None) for m in list(sys.modules.values()))
-    return [spec for spec in specs if getattr(spec, "_initializing", False)]
-
-
-def _interrupt_unless_importing(signum, frame) -> None:
-    """SIGINT: KeyboardInterrupt, as Python's own handler raises it, except while a module is
-    being imported. An exception raised inside an import leaves the module half made (torch then
-    fails later in its own words, or aborts in its C++), and a C extension's initialisation can
-    swallow it (numpy.random's did: the Ctrl-C was lost and the command ran on), so the interrupt
-    waits for the imports under way to end and comes then."""
-    pending = importing()
-    if pending:
-        threading.Thread(target=_interrupt_after_import, args=(pending, signum), daemon=True).start()
-        return
-    raise KeyboardInterrupt
-
-
-def _interrupt_after_import(specs: list, signum: int) -> None:
-    while any(getattr(spec, "_initializing", False) for spec in specs):
-        time.sleep(0.01)
-    _thread.interrupt_main(signum)  # the handler again, now that those modules are whole
-
-
 def main(argv: list[str] | None = None) -> int:
     """The command line: one command, its errors in one line and an exit code. Ctrl-C is held
-    back while a module imports (`_interrupt_unless_importing`), from the main thread only."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        return _main(argv)  # a thread has no signals; an ignored Ctrl-C (a background job) stays ignored
-    previous = signal.signal(signal.SIGINT, _interrupt_unless_importing)
+    back while a module imports (learntok.cli.signals.interrupts_between_imports)."""
     try:
-        return _main(argv)
+        with interrupts_between_imports():
+            return _main(argv)
     except KeyboardInterrupt:  # before the command began (its arguments being parsed): nothing left behind
         print("learntok: interrupted", file=sys.stderr)
         return SIGINT_EXIT
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _main(argv: list[str] | None = None) -> int:

@@ -36,7 +36,7 @@ from learntok.evaluation.metrics import EvalOptions, columns
 from learntok.evaluation.score import evaluate_bpb
 from learntok.util.files import inside
 from learntok.data.identity import DATA_IDENTITY, source_identity
-from learntok.run.done import marked, read_done, write_done
+from learntok.compare.done import marked, read_done, write_done
 from learntok.compare.frontier import check_sweep, write_frontier
 from learntok.compare.jobs import Job, follow_parent, last_line, run_jobs
 from learntok.run.plots import read_metrics
@@ -198,7 +198,7 @@ def run_variant(
     it when its done marker exists. Every rank calls it under torchrun; rank 0 writes."""
     run_dir = run_folder(out, spec, seed)
     cfg = anchored(cfg)
-    if marked(run_dir):  # reused only while it matches these settings (learntok.run.done)
+    if marked(run_dir):  # reused only while it matches these settings (learntok.compare.done)
         return read_done(run_dir, run_name(spec, seed), cfg, eval_bytes)
     resume = latest_checkpoint(run_dir) is not None
     barrier(env)  # every rank has looked before rank 0 writes

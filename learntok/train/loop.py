@@ -19,7 +19,7 @@ from learntok.data.dataset import ByteData
 from learntok.model.objective import ObjectiveConfig, objective_for, rate_gain_at
 from learntok.run.checkpoint import latest_checkpoint, resume_state, save_run_checkpoint
 from learntok.run.config import RunConfig
-from learntok.run.data import training_data
+from learntok.train.data import training_data
 from learntok.run.distributed import shutdown, start_process
 from learntok.run.folder import SEGMENTS, open_folder, release
 from learntok.run.tracking import Tracker, check_trackers, open_run
