@@ -17,7 +17,12 @@ from learntok.cli import build_parser, main
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
 RESULT_FILES = sorted([*RESULTS.glob("*.md"), *RESULTS.glob("*.json")])
-COMMAND_PAGES = [ROOT / "README.md", ROOT / "docs" / "usage.md", *sorted(RESULTS.glob("*.md"))]
+COMMAND_PAGES = [
+    ROOT / "README.md",
+    ROOT / "docs" / "usage.md",
+    ROOT / "docs" / "results.md",
+    *sorted(RESULTS.glob("*.md")),
+]
 
 HASH = r"[0-9a-f]{7,40}"
 NOT_RECORDED = "not recorded"
@@ -240,3 +245,9 @@ def test_usage_lists_every_environment_variable():
 
     usage = (ROOT / "docs" / "usage.md").read_text()
     assert [name for name in VARIABLES if f"| `{name}` |" not in usage] == []
+
+
+def test_the_readme_is_a_landing_page():
+    """What it is, the two commands, the answers and links: at most 250 lines; the rest in docs/."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines"

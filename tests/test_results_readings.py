@@ -11,7 +11,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
-PAGES = [ROOT / "README.md", ROOT / "docs" / "benchmarks.md", *sorted(RESULTS.glob("*.md"))]
+PAGES = [
+    ROOT / "README.md",
+    ROOT / "docs" / "benchmarks.md",
+    ROOT / "docs" / "results.md",
+    *sorted(RESULTS.glob("*.md")),
+]
 ORDERINGS = sorted(p for p in RESULTS.glob("ordering-*.json"))
 LEVEL = re.compile(
     r"\b(?:is|are|were|was|stays?|stayed|ends?|ended)\s+level\b|(?<!byte )(?<!token )\blevel\s+with\b", re.IGNORECASE
