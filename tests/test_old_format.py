@@ -96,3 +96,25 @@ def test_the_compare_alias_w_is_the_new_key():
 def test_a_preset_keeps_the_policy_options_for_strategies_that_have_them(preset_then, window):
     cfg = load_config("tiny", overrides=[f"model.boundary={preset_then}"])
     assert cfg.model.strategy.get("window") == window
+
+
+@pytest.mark.parametrize("boundary", ["learned", "frozen", "uniform", "entropy"])
+@pytest.mark.parametrize("old, new, value", [("policy_window", "window", 3), ("logit_scale", "logit_scale", 2.5)])
+def test_an_old_key_reads_at_its_new_place_in_every_reader(tmp_path, boundary, old, new, value):
+    """Each reader upgrades a table once, where it reads it (learntok.boundaries.options.upgraded):
+    an override, a config file, a checkpoint's config.json (RunConfig.from_dict) and a model
+    folder's (model_config) read an old [model] key as the strategy's option where the strategy
+    has it, and drop it where it does not, as the new key (or nothing) reads."""
+    from learntok.boundaries.options import option_types
+    from learntok.model.pretrained import model_config
+    from learntok.run.config import RunConfig
+
+    has = new in option_types(boundary)
+    want = load_config(preset="tiny", overrides=[f"model.boundary={boundary}", *([f"strategy.{new}={value}"] * has)])
+    assert load_config(preset="tiny", overrides=[f"model.boundary={boundary}", f"model.{old}={value}"]) == want
+    (tmp_path / "old.toml").write_text(f'[model]\nboundary = "{boundary}"\n{old} = {value}\n')
+    assert load_config(preset="tiny", file=tmp_path / "old.toml") == want
+    d = want.to_dict()
+    options = {k: v for k, v in d.pop("strategy").items() if k != new}
+    assert RunConfig.from_dict({**d, "model": {**d["model"], old: value}, "strategy": options}) == want
+    assert model_config({**d["model"], old: value, "strategy": options}) == want.model

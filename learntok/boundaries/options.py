@@ -65,17 +65,39 @@ def kept_options(values: dict[str, Any], boundary: str) -> dict[str, Any]:
     return {k: v for k, v in values.items() if k in known}
 
 
-def moved_key(key: str) -> str:
-    """`section.name` after MOVED_KEYS (itself when it did not move)."""
-    return MOVED_KEYS.get(key, key)
-
-
-def move_old_keys(model: dict[str, Any], options: dict[str, Any], boundary: str) -> tuple[dict, dict]:
-    """(model, options) with MOVED_KEYS taken out of the model section and put into the strategy's
-    options where strategy `boundary` has them (dropped where it does not: they never acted there)."""
-    model, moved = dict(model), {}
+def upgraded(table: Any, boundary: str) -> Any:
+    """A config table as it is read (a preset, a config file, a checkpoint's or a model folder's
+    config.json) in today's layout, once, where it is read: the strategy's options that a model
+    config nests in [model] moved to [strategy], and the keys that moved (MOVED_KEYS) at their new
+    place where the strategy (the table's own model.boundary, else `boundary`) has them, dropped
+    where it does not (they never acted there). Anything but a table of tables is returned as it
+    is, for the reader's own check to name."""
+    if not isinstance(table, dict) or not isinstance(table.get("model"), dict):
+        return table
+    model = dict(table["model"])
+    nested = model.pop(STRATEGY) if isinstance(model.get(STRATEGY), dict) else None
+    options = table.get(STRATEGY, {}) if nested is None else nested
+    if not isinstance(options, dict):
+        return table
+    moved = {}
     for old, new in MOVED_KEYS.items():
         name = old.partition(".")[2]
         if name in model:
             moved[new.partition(".")[2]] = model.pop(name)
-    return model, {**kept_options(moved, boundary), **options}  # a new key given beside its old one wins
+    strategy = model.get("boundary", boundary)
+    strategy = strategy if isinstance(strategy, str) else boundary
+    return {
+        **table,
+        "model": model,
+        STRATEGY: {**kept_options(moved, strategy), **options},
+    }  # a new key beside its old one wins
+
+
+def upgraded_key(key: str, boundary: str) -> str | None:
+    """An override's `section.name` at its place today (MOVED_KEYS), or None for an old key that
+    strategy `boundary` never read (ignored, as it was)."""
+    new = MOVED_KEYS.get(key, key)
+    name = new.partition(".")[2]
+    if new != key and boundary in strategy_names() and name not in option_types(boundary):
+        return None
+    return new

@@ -21,7 +21,7 @@ import torch
 from safetensors.torch import load, load_file, save_file
 
 from learntok import __version__
-from learntok.boundaries.options import STRATEGY, move_old_keys, strategy_options
+from learntok.boundaries.options import STRATEGY, strategy_options, upgraded
 from learntok.util.errors import CheckpointError, ConfigError, NotFiniteError, OutputError
 from learntok.util.typed_fields import check_fields, is_utf8
 from learntok.util.files import check_name, read_input, replaceable_folder
@@ -239,9 +239,9 @@ def model_config(d: dict) -> ModelConfig:
     checked as `train` checks them, and its weights against this machine's memory
     (learntok.model.sizes), so that no reader of a folder starts building a model it cannot hold."""
     expect(d, "an object", "model config", ConfigError)
-    options = expect(d.get(STRATEGY, {}), "an object", f"[{STRATEGY}]", ConfigError)
-    given = {k: v for k, v in d.items() if k != STRATEGY}
-    given, options = move_old_keys(given, options, given.get("boundary", ModelConfig.boundary))
+    expect(d.get(STRATEGY, {}), "an object", f"[{STRATEGY}]", ConfigError)
+    table = upgraded({"model": d}, ModelConfig.boundary)  # old keys at their place today, once
+    given, options = table["model"], table[STRATEGY]
     values = check_fields(ModelConfig, given, "model", "model config")
     options = strategy_options(
         values.get("boundary", ModelConfig.boundary), options, conditioned=bool(values.get("rate_conditioned"))

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from learntok.boundaries.base import strategy_class
-from learntok.boundaries.options import STRATEGY, kept_options, move_old_keys, moved_key, option_types, strategy_options
+from learntok.boundaries.options import STRATEGY, kept_options, option_types, strategy_options, upgraded, upgraded_key
 from learntok.data.dataset import DataConfig
 from learntok.util.errors import ConfigError, FormatError
 from learntok.util.typed_fields import check_fields, check_values, field_types, parse_value
@@ -140,7 +140,8 @@ class RunConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
         """Strict: every section and key must exist; missing ones take their defaults."""
-        return build(merge(defaults(), d, "config"))
+        base = defaults()
+        return build(merge(base, upgraded(d, base["model"]["boundary"]), "config"))  # a file's dict, read
 
 
 SECTIONS: dict[str, type] = {
@@ -273,29 +274,15 @@ def check_early_head(cfg: RunConfig) -> None:
 # ---------------------------------------------------------------- layering
 
 
-def as_sections(update: dict[str, Any]) -> dict[str, Any]:
-    """A table of sections; a model's config.json nests the strategy's options in [model]: moved to [strategy]."""
-    if isinstance(update.get("model"), dict) and STRATEGY in update["model"]:
-        return {
-            **update,
-            "model": {k: v for k, v in update["model"].items() if k != STRATEGY},
-            STRATEGY: update["model"][STRATEGY],
-        }
-    return update
-
-
 def merge(base: dict[str, dict[str, Any]], update: dict[str, Any], source: str) -> dict[str, dict[str, Any]]:
-    """base with update's values checked against the dataclass field types; strict on names. Keys
-    that moved (learntok.boundaries.options.MOVED_KEYS) are read at their new place."""
+    """base with update's values checked against the dataclass field types; strict on names.
+    `update` is in today's layout: each reader upgrades a table once, where it reads it
+    (learntok.boundaries.options.upgraded)."""
     out = {k: dict(v) for k, v in base.items()}
     expect(update, "an object", f"{source}: the table of sections", ConfigError)
-    update = as_sections(update)
     boundary = out["model"]["boundary"]
     if isinstance(update.get("model"), dict):
         boundary = update["model"].get("boundary", boundary)
-        if isinstance(update.get(STRATEGY, {}), dict):
-            model, options = move_old_keys(update["model"], update.get(STRATEGY, {}), boundary)
-            update = {**update, "model": model, STRATEGY: options}
     if boundary != out["model"]["boundary"]:
         out[STRATEGY] = kept_options(out[STRATEGY], boundary)  # another strategy: the options it lacks go
     for section, values in update.items():
@@ -318,15 +305,16 @@ def parse_overrides(base: dict[str, dict[str, Any]], overrides: list[str]) -> di
     for item in boundary_first:
         key, eq, text = item.partition("=")
         key = key.strip()
-        section, dot, name = moved_key(key).partition(".")
+        boundary = update.get("model", {}).get("boundary", base["model"]["boundary"])
+        new = upgraded_key(key, boundary)
+        if new is None:  # an old key this strategy never read
+            continue
+        section, dot, name = new.partition(".")
         if not eq or not dot:
             raise ConfigError(f"override {item!r} is not of the form section.key=value")
         if section == STRATEGY:
-            boundary = update.get("model", {}).get("boundary", base["model"]["boundary"])
             hints = option_types(boundary)
             if name not in hints:
-                if moved_key(key) != key:  # an old key this strategy never read
-                    continue
                 raise ConfigError(
                     f"override {item!r}: {name!r} is not an option of strategy {boundary!r} "
                     f"(its options: {', '.join(hints) or 'none'})"
@@ -384,9 +372,9 @@ def layers(
     out: list[Layer] = [("default", d, d)]
     for source, name, read in (("preset", preset, read_preset), ("file", file, read_file)):
         if name is not None:
-            given = read(name)
+            given = upgraded(read(name), d["model"]["boundary"])  # old keys upgraded once, where read
             d = merge(d, given, f"preset {name}" if source == "preset" else str(name))
-            out.append((source, as_sections(given), d))
+            out.append((source, given, d))
     given = parse_overrides(d, list(overrides))
     return out + [("override", given, merge(d, given, "override"))]
 
