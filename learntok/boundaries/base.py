@@ -38,7 +38,8 @@ class BoundaryOutput:
     probs: torch.Tensor  # (B, T) fp32 p_t = P(a_t = 1) (the decision itself where deterministic)
     log_prob: torch.Tensor  # (B, T) fp32 log pi(a_t | x, a_<t) of the decisions used; 0 at BOS / no policy
     aux_loss: torch.Tensor  # () fp32 the strategy's own loss, already weighted (0 for most)
-    # (B, T) fp32 differentiable relaxed decisions (nawrot's straight-through); None elsewhere
+    # (B, T) fp32 differentiable relaxed decisions (nawrot's, which the mean chunker puts inside its
+    # pooling weights by a straight-through estimator); None elsewhere
     relaxed: torch.Tensor | None = None
     # (B,) each row's target rate (rate-conditioned training, docs/rate.md); None: the model's target_rate
     target: torch.Tensor | None = None

@@ -50,7 +50,7 @@ DEFAULT_BOUNDARIES = "greedy"
 class DecodeState:
     cache: ModelCache  # KV caches of every level
     strategy: dict  # the boundary strategy's decoding state (see BoundaryStrategy.step)
-    chunker: dict  # the chunker's: each row's current token, ... (see learntok.nn.chunkers.Chunker)
+    chunker: dict  # the chunker's decoding state: each row's current token and its own (see learntok.nn.chunkers)
     t: int  # position of the next byte to read (shared by all rows)
 
 
