@@ -43,7 +43,7 @@ from learntok import AUNet
 from learntok.run.config import RunConfig
 from learntok.run.distributed import DistEnv
 from learntok.model.aunet import token_level_padded
-from learntok.nn.pooling import pack_rows, upsample
+from learntok.nn.pooling import pack_rows
 from learntok.model.objective import loss
 from learntok.train.step import Engine, build_optimizer, train_step
 
@@ -87,10 +87,10 @@ def level_closures(model: AUNet, x: torch.Tensor, cfg: RunConfig) -> dict:
         early = model.early_head(h)
         b = model.strategy(h, x, early_logits=early)
         packing = pack_rows(b.decisions, mult)
-        zp = model.strategy.pool_packed(h, b, packing)
+        zp = model.chunker.down_packed(h, b.decisions, b.relaxed, packing)
         zm = model.mid(zp, packing.pos, packing)
         z = model.token_level(h, b)
-        y = h + model.strategy.confidence(upsample(z, b.decisions), b)
+        y = h + model.chunker.up(z, b.decisions, b.probs)
         out = model(x, boundaries=b.decisions)
 
     def policy(hh):
@@ -98,11 +98,11 @@ def level_closures(model: AUNet, x: torch.Tensor, cfg: RunConfig) -> dict:
         return o.logits + o.log_prob  # both carry the policy's gradients
 
     def pooling(hh):
-        return model.strategy.pool_packed(hh, b, pack_rows(b.decisions, mult))  # (N, D)
+        return model.chunker.down_packed(hh, b.decisions, b.relaxed, pack_rows(b.decisions, mult))  # (N, D)
 
     def unpool(hh, zz):  # dechunk, padded rows, upsample and the skip
-        zz = model.strategy.dechunk(packing.to_padded(zz), b, packing.padded_pos())
-        return hh + model.strategy.confidence(upsample(zz, b.decisions), b)
+        zz = model.chunker.dechunk(packing.to_padded(zz), b.probs, packing.padded_pos())
+        return hh + model.chunker.up(zz, b.decisions, b.probs)
 
     def loss_on_leaves(logits, early_logits):
         o = type(out)(**{**out.__dict__, "logits": logits, "early_logits": early_logits})

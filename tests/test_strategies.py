@@ -16,8 +16,9 @@ from learntok.boundaries import bpe, bpe_causal, strategy_names
 from learntok.boundaries.base import RateControl, build_strategy, strategy_class
 from learntok.boundaries.common import whitespace_boundaries
 from learntok.boundaries.entropy import EntropyBoundaries
-from learntok.boundaries.nawrot import binomial_log_prob, mean_pool, mean_pool_reference, relaxed_bernoulli
-from learntok.boundaries.hnet import ema_reference, ema_scan, ratio_loss
+from learntok.boundaries.nawrot import binomial_log_prob, relaxed_bernoulli
+from learntok.boundaries.hnet import ratio_loss
+from learntok.nn.pooling import ema_reference, ema_scan, mean_pool, mean_pool_reference, upsample
 from learntok.run.config import load_config
 from learntok.data import BOS, EOS, PAD, encode
 from learntok.data.vocab import is_byte
@@ -403,7 +404,7 @@ def test_nawrot_tokens_are_segment_means():
     h = torch.randn(1, x.size(1), 32)
     out = model.strategy(h, x)
     S = int(out.decisions.sum())
-    z, pos = model.strategy.pool(h, out, S)
+    z, pos = model.chunker.down(h, out.decisions, out.relaxed, S)
     torch.testing.assert_close(z, mean_pool_reference(h, out.decisions, S))
     assert pos[0].tolist() == torch.nonzero(out.decisions[0]).flatten().tolist()
 
@@ -448,5 +449,5 @@ def test_hnet_confidence_is_one_forward():
     model = tiny("hnet")
     x = encode(shakespeare(50)).unsqueeze(0)
     b = model.strategy(torch.randn(1, x.size(1), 32), x)
-    y = torch.randn(1, x.size(1), 32)
-    torch.testing.assert_close(model.strategy.confidence(y, b), y)
+    z = torch.randn(1, int(b.decisions.sum()), 32)
+    torch.testing.assert_close(model.chunker.up(z, b.decisions, b.probs), upsample(z, b.decisions))

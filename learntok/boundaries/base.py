@@ -2,9 +2,9 @@
 
 A strategy maps encoder vectors (and the raw bytes) to a BoundaryOutput. The model, the
 objective and the tools never know which strategy runs: they see decisions, probabilities,
-log-probabilities and an auxiliary loss. Strategies that change how tokens are formed (dynamic
-pooling's segment means) override `pool` / `pool_step`; those that change how tokens are mixed
-back (H-Net's EMA de-chunking and confidence) override `dechunk` / `confidence`.
+log-probabilities and an auxiliary loss. How tokens are made from the bytes and given back is
+not the strategy's: it names a chunker (`chunker`, learntok.nn.chunkers: selection by default,
+dynamic pooling's segment means, H-Net's EMA de-chunking), which the model holds and calls.
 
 Shapes: B batch, T bytes (BOS at t = 0), S tokens, D width.
 """
@@ -21,7 +21,6 @@ from torch import nn
 from learntok.data.vocab import decision_mask, is_byte
 from learntok.util.errors import ConfigError
 from learntok.nn.config import ModelConfig
-from learntok.nn.pooling import Packing, downsample
 from learntok.util.runtime import MODEL_STATE
 
 
@@ -39,7 +38,8 @@ class BoundaryOutput:
     probs: torch.Tensor  # (B, T) fp32 p_t = P(a_t = 1) (the decision itself where deterministic)
     log_prob: torch.Tensor  # (B, T) fp32 log pi(a_t | x, a_<t) of the decisions used; 0 at BOS / no policy
     aux_loss: torch.Tensor  # () fp32 the strategy's own loss, already weighted (0 for most)
-    # (B, T) fp32 differentiable relaxed decisions (nawrot's straight-through); None elsewhere
+    # (B, T) fp32 differentiable relaxed decisions (nawrot's, which the mean chunker puts inside its
+    # pooling weights by a straight-through estimator); None elsewhere
     relaxed: torch.Tensor | None = None
     # (B,) each row's target rate (rate-conditioned training, docs/rate.md); None: the model's target_rate
     target: torch.Tensor | None = None
@@ -151,6 +151,9 @@ class BoundaryStrategy(nn.Module):
     has_reference: bool = False  # `reference_starts` gives the strategy's own reference boundaries
     causal: bool = True  # a[t] reads bytes <= t only (False: it sees the whole sequence; no generation)
     reads_early_head: bool = False  # decides from the early-exit head's logits, so that head must train
+    # How tokens are made from the bytes and given back (learntok.nn.chunkers.CHUNKERS): the model
+    # builds this chunker beside the strategy (AUNet.chunker) and generation keeps its state.
+    chunker: str = "select"
     Config: type = StrategyConfig  # the strategy's own options ([strategy] section), set by `register`
     # Inference-time rate control (learntok.run.rate, docs/rate.md): the knob is read and set through
     # `rate_knob` / `set_rate_knob` (RuleKnob, OffsetKnob); the base class has none (bpe's rate is
@@ -223,40 +226,6 @@ class BoundaryStrategy(nn.Module):
         """(B, T) bool: the strategy's own reference boundaries for boundary-quality scores (when
         `has_reference`), e.g. the bpe strategy's token starts."""
         raise NotImplementedError(f"strategy {type(self).__name__} has no reference boundaries")
-
-    def pool(self, h: torch.Tensor, out: BoundaryOutput, S: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Downsample hook: h (B, T, D) -> tokens z (B, S, D) (zeros past each row's count) and their
-        boundary byte offsets (B, S) (T past the count). Default: select the boundary bytes' vectors
-        (docs/design.md §2.5); dynamic pooling takes each segment's mean."""
-        z, pos, _ = downsample(h, out.decisions, S)
-        return z, pos
-
-    def pool_packed(self, h: torch.Tensor, out: BoundaryOutput, packing: Packing) -> torch.Tensor:
-        """`pool` onto the packed token sequence (learntok.nn.pooling.Packing): h (B, T, D) ->
-        (N, D), what the model's token level runs on. Default: gather the boundary bytes' vectors
-        straight into their packed slots (no padded (B, S, D) tensor on the way)."""
-        return packing.pack(h)
-
-    def pool_step(self, h: torch.Tensor, state: dict) -> torch.Tensor:
-        """`pool` of one new token per row during generation: the vector (B, D) that becomes the token
-        when a[t] = 1, given the encoder output h (B, D) at byte t and the state after `step`.
-        Default: h itself (selection)."""
-        return h
-
-    def dechunk(self, z: torch.Tensor, out: BoundaryOutput, token_pos: torch.Tensor) -> torch.Tensor:
-        """Hook on the token-level output z (B, S, D) before upsampling; token_pos (B, S) is each
-        token's boundary byte offset (T for padding), as `downsample` returns it. Identity by default."""
-        return z
-
-    def dechunk_step(self, z: torch.Tensor, probs: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
-        """`dechunk` of one new token per row during generation: z (R, D) its token-level output,
-        probs (R,) its boundary byte's P(a = 1), previous (R, D) the row's previous token after
-        `dechunk`. Identity by default. (`confidence` is per byte: generation calls it as is.)"""
-        return z
-
-    def confidence(self, y: torch.Tensor, out: BoundaryOutput) -> torch.Tensor:
-        """Hook on the upsampled token stream y (B, T, D) before the skip is added. Identity by default."""
-        return y
 
     # Incremental decoding (generation): one byte at a time, with the strategy's own state.
     def init_state(self, batch: int, device: torch.device) -> dict:

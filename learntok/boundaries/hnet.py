@@ -1,11 +1,12 @@
-"""`hnet`: H-Net's dynamic chunking (routing, EMA de-chunking, confidence, ratio loss).
+"""`hnet`: H-Net's dynamic chunking (routing, ratio loss; EMA de-chunking and confidence by its chunker).
 
 H-Net decides hard boundaries and passes gradients to its router with a straight-through
 estimator instead of the score function. Our backbone pools by *selection* (a token is its
 boundary byte's vector), which is not differentiable in the decisions, so H-Net's gradient goes
-through the model's `confidence` and `dechunk` hooks, as in H-Net itself: a factor whose forward
-value is exactly 1 and whose gradient reaches the router. log_prob is 0 (no score-function
-term); the ratio loss (strategy.ratio_weight) holds the rate.
+through its de-chunking, as in H-Net itself: the chunker `ema` (learntok.nn.chunkers.EMADechunk)
+smooths the tokens with each token's p and multiplies every byte's vector by a confidence factor
+whose forward value is exactly 1 and whose gradient reaches the router. log_prob is 0 (no
+score-function term); the ratio loss (strategy.ratio_weight) holds the rate.
 
 Shapes: B batch, T bytes (BOS at t = 0), S tokens, D width.
 """
@@ -22,11 +23,6 @@ from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, OffsetKno
 from learntok.boundaries.common import controlled_scan, decision_mask
 from learntok.nn.config import ModelConfig
 from learntok.util.ranges import ranged
-
-
-def straight_through_one(c: torch.Tensor) -> torch.Tensor:
-    """Forward exactly 1, gradient of c (H-Net's `ste_func`)."""
-    return 1.0 + (c - c.detach())
 
 
 def routing_probs(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -48,31 +44,6 @@ def ratio_loss(a: torch.Tensor, p: torch.Tensor, mask: torch.Tensor, rate: float
     return n_ratio / (n_ratio - 1.0) * ((n_ratio - 1.0) * f * g + (1.0 - f) * (1.0 - g))
 
 
-def ema_scan(z: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-    """EMA de-chunking over tokens, zbar[k] = p[k] z[k] + (1 - p[k]) zbar[k-1], zbar[-1] = 0,
-    by Hillis-Steele doubling of the affine recurrence (log2 S steps, differentiable).
-    z (B, S, D), p (B, S) -> (B, S, D). After the step with shift s, (A, C)[k] composes
-    elements k-2s+1 .. k: zbar[k] = C[k] + A[k] zbar[k-2s]."""
-    A = (1.0 - p).unsqueeze(-1).to(z.dtype)  # (B, S, 1)
-    C = p.unsqueeze(-1).to(z.dtype) * z  # (B, S, D)
-    S, shift = z.size(1), 1
-    while shift < S:
-        C = C + A * F.pad(C[:, :-shift], (0, 0, shift, 0))
-        A = A * F.pad(A[:, :-shift], (0, 0, shift, 0), value=1.0)
-        shift *= 2
-    return C
-
-
-def ema_reference(z: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-    """Plain loop, the reference for `ema_scan`."""
-    out = torch.zeros_like(z)
-    prev = torch.zeros_like(z[:, 0])
-    for k in range(z.size(1)):
-        prev = p[:, k, None] * z[:, k] + (1 - p[:, k, None]) * prev
-        out[:, k] = prev
-    return out
-
-
 @dataclass
 class HNetConfig:
     ratio_weight: float = ranged(0.03, ge=0)  # weight of the ratio loss (aux_loss; H-Net's alpha = 0.03)
@@ -84,16 +55,16 @@ class HNetRouting(OffsetKnob, BoundaryStrategy):
     Hierarchical Sequence Modeling"; goombalab/hnet `hnet/modules/dc.py`), in plain PyTorch.
 
     Routing: q, k projections (identity at init), p[t] = (1 - cos(q[t-1], k[t]))/2, p[0] = 1,
-    boundary iff p[t] > 0.5 (deterministic; `greedy` changes nothing). De-chunking: the token
-    stream after the mid blocks is smoothed by an EMA with each token's p (`ema_scan`).
-    Confidence: byte t's upsampled vector is multiplied by c[t] = p[t] (boundary) or 1 - p[t]
-    (not) through a straight-through one. Aux loss: the ratio loss toward 1/rho*.
+    boundary iff p[t] > 0.5 (deterministic; `greedy` changes nothing). De-chunking and
+    confidence: its chunker, `ema` (learntok.nn.chunkers.EMADechunk), which reads p from
+    BoundaryOutput.probs. Aux loss: the ratio loss toward 1/rho*.
 
     Inference-time rate control (learntok.run.rate): `rate_offset` (logit units, 0 unless
     calibrated, not saved) moves the routing threshold: boundary iff logit(p) + offset > 0,
     i.e. p > sigmoid(-offset) (0.5 at offset 0, H-Net's rule); online rate control
     (`rate_control`) moves the offset further, byte by byte, with the decisions made."""
 
+    chunker = "ema"  # H-Net's EMA de-chunking and confidence (learntok.nn.chunkers.EMADechunk)
     online_rate = True
     rate_offset_range = (-12.0, 12.0)  # logit units: the routing threshold is sigmoid(-offset)
     rate_gain_unit = 0.1  # online control moves the threshold by 0.1 of a logit's step (docs/rate.md)
@@ -150,18 +121,3 @@ class HNetRouting(OffsetKnob, BoundaryStrategy):
         else:
             a = (p > torch.sigmoid(-(self.rate_offset + control.offset(state["control"])))).float()
         return a, p, {"q": q, **self.control_step(state, a, x, t)}
-
-    def dechunk_step(self, z: torch.Tensor, probs: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
-        """One step of `ema_scan`: zbar = p z + (1 - p) zbar_prev."""
-        p = probs.clamp(1e-4, 1 - 1e-4).unsqueeze(-1).to(z.dtype)  # (R, 1)
-        return p * z + (1.0 - p) * previous
-
-    def dechunk(self, z: torch.Tensor, out: BoundaryOutput, token_pos: torch.Tensor) -> torch.Tensor:
-        """token_pos (B, S): each token's boundary byte offset (T for padding)."""
-        T = out.probs.size(1)
-        p = out.probs.gather(1, token_pos.clamp(max=T - 1))  # (B, S) p at each token's boundary byte
-        return ema_scan(z, p.clamp(1e-4, 1 - 1e-4))
-
-    def confidence(self, y: torch.Tensor, out: BoundaryOutput) -> torch.Tensor:
-        c = torch.where(out.decisions > 0, out.probs, 1.0 - out.probs)  # (B, T)
-        return y * straight_through_one(c).unsqueeze(-1).to(y.dtype)

@@ -69,7 +69,7 @@ class LearntokCausalLMOutput(CausalLMOutputWithPast):
 
 class LearntokCache(Cache):
     """learntok's own decoding state (learntok.model.generate.DecodeState: the byte levels'
-    sliding-window caches, the token level's cache, the strategy's state) behind `transformers`'
+    sliding-window caches, the token level's cache, the strategy's and the chunker's states) behind `transformers`'
     Cache interface, so that generate() reads each new byte once, as `AUNet.generate` does, instead
     of the whole prefix again. It also holds the boundary draws' random stream across steps."""
 

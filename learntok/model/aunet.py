@@ -1,8 +1,12 @@
 """The autoregressive U-Net over bytes (docs/design.md §2).
 
     embed -> encoder (bytes, sliding window) -> early-exit head
-          -> boundary strategy -> downsample (strategy.pool: select boundary bytes) -> mid (tokens, causal)
-          -> upsample (byte t reads its latest boundary's token) + skip -> decoder -> head
+          -> boundary strategy -> chunker.down (e.g. select the boundary bytes) -> mid (tokens, causal)
+          -> chunker.dechunk -> chunker.up (byte t reads its latest boundary's token) + skip
+          -> decoder -> head
+
+The strategy decides where tokens end; the chunker it names (learntok.nn.chunkers) makes the
+tokens and gives them back to the bytes.
 
 Shapes: B batch, T bytes (BOS at t = 0), S tokens, D width, V vocabulary.
 """
@@ -22,7 +26,8 @@ from learntok.data.vocab import encode
 from learntok.nn.config import ModelConfig
 from learntok.model.generate import generate, stream
 from learntok.nn.layers import RMSNorm, Stack
-from learntok.nn.pooling import num_tokens, pack_rows, upsample
+from learntok.nn.chunkers import build_chunker
+from learntok.nn.pooling import num_tokens, pack_rows
 from learntok.util.ranges import SEED
 from learntok.model.pretrained import WEIGHTS, ModelFiles, load_weights, read_model, save_model
 
@@ -57,8 +62,8 @@ def token_level_padded(model: "AUNet", h: torch.Tensor, b: BoundaryOutput) -> to
     """Reference for `AUNet.token_level`: the mid blocks on (B, S) rows padded to the batch's
     largest token count (padding is last, so causal masking hides it)."""
     S = num_tokens(b.decisions, model.cfg.token_pad_multiple)
-    z, tok_pos = model.strategy.pool(h, b, S)  # (B, S, D), (B, S) byte offsets
-    return model.strategy.dechunk(model.mid(z, tok_pos), b, tok_pos)
+    z, tok_pos = model.chunker.down(h, b.decisions, b.relaxed, S)  # (B, S, D), (B, S) byte offsets
+    return model.chunker.dechunk(model.mid(z, tok_pos), b.probs, tok_pos)
 
 
 def seeded_generator(seed: int, device: torch.device) -> torch.Generator | None:
@@ -87,6 +92,7 @@ class AUNet(nn.Module):
             self.encoder = Stack(cfg.n_down, db, nh, cfg.mlp_ratio_bytes, cfg.attn_window, base)
             self.early_head = Head(db, cfg.vocab_size)
             self.strategy = build_strategy(cfg)  # reads byte states: width db
+            self.chunker = build_chunker(self.strategy.chunker)  # no weights
             self.mid = Stack(cfg.n_mid, d, nh, cfg.mlp_ratio_tokens, None, base, d_io=db)
             self.decoder = Stack(cfg.n_up, db, nh, cfg.mlp_ratio_bytes, cfg.attn_window, base)
             self.head = Head(db, cfg.vocab_size)
@@ -141,7 +147,7 @@ class AUNet(nn.Module):
         h, early = self.byte_level(x, pos)  # (B, T, D), (B, T, V)
         b = self.strategy(h, x, boundaries=boundaries, early_logits=early, greedy=greedy)
         z = self.token_level(h, b)  # (B, S, D)
-        y = h + self.strategy.confidence(upsample(z, b.decisions), b)  # (B, T, D)
+        y = h + self.chunker.up(z, b.decisions, b.probs)  # (B, T, D)
         logits = self.head(self.decoder(y, pos))  # (B, T, V)
         return ModelOutput(
             logits=logits,
@@ -194,9 +200,9 @@ class AUNet(nn.Module):
         check.tensor("AUNet.token_level", "h", h, 3, False, "the byte level's output, a float tensor (B, T, D)")
         check.instance("AUNet.token_level", "b", b, BoundaryOutput, "the strategy's BoundaryOutput")
         packing = pack_rows(b.decisions, self.cfg.token_pad_multiple)  # the forward's one host sync
-        z = self.strategy.pool_packed(h, b, packing)  # (N, D) the strategy's tokens, packed
+        z = self.chunker.down_packed(h, b.decisions, b.relaxed, packing)  # (N, D) the tokens, packed
         z = self.mid(z, packing.pos, packing)  # (N, D); RoPE at each token's byte offset
-        return self.strategy.dechunk(packing.to_padded(z), b, packing.padded_pos())
+        return self.chunker.dechunk(packing.to_padded(z), b.probs, packing.padded_pos())
 
     def generate(self, prompt, max_bytes: int = 256, **kwargs):
         """Sample bytes after a prompt with cached incremental decoding: see learntok.model.generate."""

@@ -4,9 +4,11 @@ has its speed; the model layer: it needs only the model, and `AUNet.generate` / 
 For each new byte t (docs/design.md §2, in the same order as `AUNet.forward`):
   embed and encode it (byte-level KV caches keep the last attn_window keys) -> early head ->
   decide a[t] with the strategy's `step` (its state: e.g. the last w-1 decisions) ->
-  only if a[t] = 1, run the token level on the new token (its KV cache grows by one key,
-  at RoPE position t, the token's byte offset) and keep the output as the row's current token
-  -> y = h + current token -> decoder (sliding-window caches) -> head: logits of byte t+1.
+  the chunker's `down_step` (its own state: e.g. the running segment's sum) gives the vector
+  that becomes a token -> only if a[t] = 1, run the token level on the new token (its KV cache
+  grows by one key, at RoPE position t, the token's byte offset) and keep the output, after the
+  chunker's `dechunk_step`, as the row's current token -> y = h + the chunker's `up_step` ->
+  decoder (sliding-window caches) -> head: logits of byte t+1.
 No boundary is forced at the newest byte: byte t reads its latest boundary's token, exactly
 as in training (the paper's code forces one, a situation the model never saw).
 
@@ -30,10 +32,9 @@ from typing import Iterator, NamedTuple, Sequence
 
 import torch
 
-from learntok.boundaries.base import BoundaryOutput
 from learntok.data.vocab import BOS, EOS, PAD, encode, is_byte
 from learntok.nn.cache import ModelCache, TokenKV
-from learntok.nn.pooling import token_counts, upsample
+from learntok.nn.pooling import token_counts
 import learntok.util.checks as check
 from learntok.util import unicode
 from learntok.util.ranges import GENERATED_BYTES, INT64, MIN_TEMPERATURE, SEED, TEMPERATURE, bounds
@@ -49,14 +50,8 @@ DEFAULT_BOUNDARIES = "greedy"
 class DecodeState:
     cache: ModelCache  # KV caches of every level
     strategy: dict  # the boundary strategy's decoding state (see BoundaryStrategy.step)
-    token: torch.Tensor  # (B, D) token-level output of each row's current (latest) token
+    chunker: dict  # the chunker's decoding state: each row's current token and its own (see learntok.nn.chunkers)
     t: int  # position of the next byte to read (shared by all rows)
-
-
-def _one_byte(a: torch.Tensor, probs: torch.Tensor) -> BoundaryOutput:
-    """BoundaryOutput of a single byte, for the strategy's per-byte hooks. a, probs (B,)."""
-    zeros = torch.zeros_like(probs[:, None])
-    return BoundaryOutput(a[:, None], zeros, probs[:, None], zeros, zeros.new_zeros(()), relaxed=a[:, None])
 
 
 @torch.no_grad()
@@ -66,22 +61,23 @@ def prefill(
     """Read a prompt x (B, T) (BOS first) in one full forward pass, filling the caches.
     Decisions are the strategy's (sampled or greedy) or the prescribed `boundaries` (B, T).
     Returns the state, the logits (B, V) of byte T and the decisions (B, T)."""
-    cfg, strategy = model.cfg, model.strategy
-    B, T = x.shape
+    cfg, strategy, chunker = model.cfg, model.strategy, model.chunker
+    T = x.size(1)
     cache = ModelCache.empty_bytes(cfg.n_down, cfg.n_up, cfg.attn_window)
     pos = torch.arange(T, device=x.device)  # (T,)
     h = model.encoder.forward_cached(model.embed(x), pos, cache.encoder)  # (B, T, D)
     early = model.early_head(h)  # (B, T, V)
     b = strategy(h, x, boundaries=boundaries, early_logits=early, greedy=greedy)
     counts, _, S = token_counts(b.decisions)  # (B,) tokens per row; the largest (one host sync)
-    z, tok_pos = strategy.pool(h, b, S)  # (B, S, D), (B, S)
+    z, tok_pos = chunker.down(h, b.decisions, b.relaxed, S)  # (B, S, D), (B, S)
     cache.mid = [TokenKV(counts, S) for _ in range(cfg.n_mid)]
-    z = strategy.dechunk(model.mid.forward_cached(z, tok_pos, cache.mid), b, tok_pos)
-    y = h + strategy.confidence(upsample(z, b.decisions), b)  # (B, T, D)
+    z = chunker.dechunk(model.mid.forward_cached(z, tok_pos, cache.mid), b.probs, tok_pos)
+    y = h + chunker.up(z, b.decisions, b.probs)  # (B, T, D)
     logits = model.head(model.decoder.forward_cached(y, pos, cache.decoder)[:, -1])  # (B, V): byte T's only
-    state = strategy.prefill_state(h, x, b.decisions, early)
-    token = z[torch.arange(B, device=x.device), counts - 1]  # (B, D) latest token of each row
-    return DecodeState(cache, state, token, T), logits, b.decisions
+    state = DecodeState(
+        cache, strategy.prefill_state(h, x, b.decisions, early), chunker.prefill_state(h, b.decisions, z), T
+    )
+    return state, logits, b.decisions
 
 
 @torch.no_grad()
@@ -91,7 +87,7 @@ def decode_step(
     """Read one new byte per row, x (B,), at position state.t; advance the state in place.
     `boundaries` (B,) prescribes a[t] (teacher forcing), else the strategy decides.
     Returns the logits (B, V) of byte t+1 and the decisions a[t] (B,) float 0/1."""
-    strategy, t = model.strategy, state.t
+    strategy, chunker, t = model.strategy, model.chunker, state.t
     pos = torch.tensor([t], device=x.device)  # (1,) byte position
     h = model.encoder.forward_cached(model.embed(x)[:, None], pos, state.cache.encoder)  # (B, 1, D)
     early = model.early_head(h)  # (B, 1, V)
@@ -99,15 +95,14 @@ def decode_step(
         h[:, 0], x, t, state.strategy, early[:, 0], greedy=greedy, boundaries=boundaries
     )
     rows = a.nonzero().flatten()  # (R,) rows with a new token
-    tok = strategy.pool_step(h[:, 0], state.strategy)[:, None]  # (B, 1, D) the new token's vector where a = 1
+    tok, state.chunker = chunker.down_step(h[:, 0], a, state.chunker)  # (B, D) the new token's vector where a = 1
     if rows.numel() == a.numel():  # every row: no gather
-        z = model.mid.forward_cached(tok, pos, state.cache.mid_rows(None))  # (B, 1, D)
-        state.token = strategy.dechunk_step(z[:, 0], probs, state.token)
+        z = model.mid.forward_cached(tok[:, None], pos, state.cache.mid_rows(None))  # (B, 1, D)
+        state.chunker = chunker.dechunk_step(z[:, 0], None, probs, state.chunker)
     elif rows.numel():
-        z = model.mid.forward_cached(tok[rows], pos, state.cache.mid_rows(rows))  # (R, 1, D)
-        state.token = state.token.clone()
-        state.token[rows] = strategy.dechunk_step(z[:, 0], probs[rows], state.token[rows])
-    y = h + strategy.confidence(state.token[:, None], _one_byte(a, probs))  # (B, 1, D)
+        z = model.mid.forward_cached(tok[rows, None], pos, state.cache.mid_rows(rows))  # (R, 1, D)
+        state.chunker = chunker.dechunk_step(z[:, 0], rows, probs, state.chunker)
+    y = h + chunker.up_step(a, probs, state.chunker)[:, None]  # (B, 1, D)
     logits = model.head(model.decoder.forward_cached(y, pos, state.cache.decoder))[:, 0]  # (B, V)
     state.t += 1
     return logits, a

@@ -1,9 +1,12 @@
-"""Select-downsampling and distribute-then-add upsampling (docs/design.md §2.5, §2.7), and token packing.
+"""The pooling math the chunkers (learntok.nn.chunkers) are made of: select-downsampling and
+distribute-then-add upsampling (docs/design.md §2.5, §2.7), segment means (dynamic pooling),
+H-Net's EMA over tokens, and token packing; each with a plain reference it is tested against.
 
 Shapes: B batch, T bytes, S tokens (padded to the batch's largest count), N packed tokens
 (every row's tokens one after another, padded at the end), D width (any trailing width X).
-Token k of a sequence is the encoder vector at its k-th boundary byte; byte t reads token
-k(t) = (number of boundaries at positions <= t) - 1, the latest boundary at or before t.
+Token k of a sequence is the encoder vector at its k-th boundary byte (selection) or the mean
+of the bytes after boundary k-1 up to and including boundary k (segment means); byte t reads
+token k(t) = (number of boundaries at positions <= t) - 1, the latest boundary at or before t.
 
 Packing: the token level runs on the N = sum of counts tokens of all rows rather than on
 B x (largest count), so rows with few boundaries cost no padding in its linear layers (a
@@ -120,6 +123,42 @@ def upsample(z: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
     return z.gather(1, k.unsqueeze(-1).expand(-1, -1, z.size(-1)))
 
 
+def straight_through(a: torch.Tensor, soft: torch.Tensor) -> torch.Tensor:
+    """Value a (hard 0/1), gradient of the relaxed sample soft (Nawrot's hard_boundaries)."""
+    return a + (soft - soft.detach())
+
+
+def mean_pool(h: torch.Tensor, hard: torch.Tensor, S: int) -> torch.Tensor:
+    """Token k = mean of the bytes after boundary k-1 up to and including boundary k.
+    h (B, T, D), hard (B, T) 0/1 values (hard[:, 0] = 1) that may carry a straight-through
+    gradient -> z (B, S, D), zeros past each row's count. Nawrot's pooling matrix: with
+    seg[t] = #boundaries strictly before t (differentiable), the weight of byte t in token k is
+    1 - (k - seg[t]) where k == seg[t] (value 1) and 0 elsewhere, normalised over t."""
+    seg = hard.cumsum(1) - hard  # (B, T) the token byte t belongs to
+    k = torch.arange(S, device=h.device, dtype=seg.dtype)  # (S,)
+    offset = k[None, :, None] - seg[:, None, :]  # (B, S, T)
+    # trailing bytes: no token
+    member = (offset.detach() == 0) & (k[None, :, None] < hard.detach().sum(1)[:, None, None])
+    w = torch.where(member, 1.0 - offset, torch.zeros_like(offset))  # (B, S, T) value 0/1
+    weights = w / (w.sum(-1, keepdim=True) + 1e-9)  # (B, S, T) rows sum to 1 (0 for padding)
+    return torch.einsum("bst,btd->bsd", weights.to(h.dtype), h)
+
+
+def ema_scan(z: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """H-Net's EMA de-chunking over tokens, zbar[k] = p[k] z[k] + (1 - p[k]) zbar[k-1],
+    zbar[-1] = 0, by Hillis-Steele doubling of the affine recurrence (log2 S steps,
+    differentiable). z (B, S, D), p (B, S) -> (B, S, D). After the step with shift s, (A, C)[k]
+    composes elements k-2s+1 .. k: zbar[k] = C[k] + A[k] zbar[k-2s]."""
+    A = (1.0 - p).unsqueeze(-1).to(z.dtype)  # (B, S, 1)
+    C = p.unsqueeze(-1).to(z.dtype) * z  # (B, S, D)
+    S, shift = z.size(1), 1
+    while shift < S:
+        C = C + A * F.pad(C[:, :-shift], (0, 0, shift, 0))
+        A = A * F.pad(A[:, :-shift], (0, 0, shift, 0), value=1.0)
+        shift *= 2
+    return C
+
+
 def downsample_reference(h: torch.Tensor, a: torch.Tensor, S: int):
     """Plain loops, the reference for `downsample`."""
     B, T, D = h.shape
@@ -143,3 +182,26 @@ def upsample_reference(z: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
             k += int(a[b, t] > 0)
             y[b, t] = z[b, k]
     return y
+
+
+def mean_pool_reference(h: torch.Tensor, a: torch.Tensor, S: int) -> torch.Tensor:
+    """Plain loops, the reference for `mean_pool`."""
+    B, T, D = h.shape
+    z = h.new_zeros(B, S, D)
+    for b in range(B):
+        start, k = 0, 0
+        for t in range(T):
+            if a[b, t] > 0:
+                z[b, k] = h[b, start : t + 1].mean(0)
+                start, k = t + 1, k + 1
+    return z
+
+
+def ema_reference(z: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """Plain loop, the reference for `ema_scan`."""
+    out = torch.zeros_like(z)
+    prev = torch.zeros_like(z[:, 0])
+    for k in range(z.size(1)):
+        prev = p[:, k, None] * z[:, k] + (1 - p[:, k, None]) * prev
+        out[:, k] = prev
+    return out
