@@ -21,7 +21,8 @@ from provenance import git_commit
 from learntok.run.checkpoint import load_run
 from learntok.data import ByteData
 from learntok.evaluation.evaluate import EvalOptions, evaluate_bpb
-from learntok.run.rate import RateControl, held_out_batches, set_rate
+from learntok.boundaries.rate import RateControl
+from learntok.run.rate import held_out_batches, set_rate
 
 torch.set_num_threads(1)
 MAX_BYTES = 1 << 16
@@ -50,13 +51,13 @@ def held(data, split, target, how):
     own = held_out_batches(data, cfg.train.seq_len, split=split)
     if how == "released online":
         set_rate(model, target, val, mode="calibrated")
-        strategy.rate_control = RateControl.for_rule(target, strategy.samples, strategy.rate_gain_unit)
+        strategy.set_rate_control(RateControl.for_rule(target, strategy.samples, strategy.rate_gain_unit))
     else:
         set_rate(model, target, own, mode=how)
     try:
         return score(data, split)
     finally:
-        strategy.rate_control = None
+        strategy.set_rate_control(None)
 
 
 start = float(strategy.rate_offset)
