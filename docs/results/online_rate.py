@@ -34,7 +34,7 @@ for corpus in BUILTINS:
     for r in RATES:
         row = {"corpus": corpus, "target": r, "offset": offsets[r]}
         for mode in ("calibrated", "online"):
-            strategy.rate_offset.fill_(offsets[r])
+            strategy.set_rate_knob(offsets[r])
             strategy.set_rate_control(RateControl.for_rule(r, sampled=True) if mode == "online" else None)
             res = evaluate_bpb(model, data, "test", opts)
             row[mode] = {"rate": res["boundary_rate"], "bpb": res["bpb"], "bytes": res["n_bytes"]}

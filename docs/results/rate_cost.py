@@ -4,7 +4,7 @@ run reaches on that text by itself and at 0.2, held three ways:
 - "released online": the offset calibrated on the run's val split, then the strong controller
   (gain 1 with a warm-up of 4 over 32 bytes: `RateControl.for_rule`), as `--rate` did before;
 - "online" (`--rate R`, the default): the offset calibrated on the text's own first 64 KB, then
-  online control at GENTLE_GAIN (learntok.run.rate.set_rate);
+  online control at GENTLE_GAIN (learntok.boundaries.rate.online_control, via learntok.run.rate.set_rate);
 - "calibrated" (`--rate R --rate-mode calibrated`): that offset, fixed.
 Every cell is `evaluate_bpb` on the first 64 KB of the text (sampled cuts, seed 0), as
 `learntok eval RUN --source TEXT --split test --max-bytes 65536 --rate R` scores it.
@@ -60,17 +60,17 @@ def held(data, split, target, how):
         strategy.set_rate_control(None)
 
 
-start = float(strategy.rate_offset)
+start = strategy.rate_knob()
 for s in sources:
     source, _, split = s.partition(":")
     split = split or "test"
     data = ByteData.from_config(dataclasses.replace(cfg.data, source=source), unsplit=split == "all")
-    strategy.rate_offset.fill_(start)
+    strategy.set_rate_knob(start)
     row = {"none": score(data, split)}
     for name, target in (("own", round(row["none"]["rate"], 4)), ("0.2", 0.2)):
         for how in ("released online", "online", "calibrated"):
             row[f"{how} @ {name}"] = {"target": target, **held(data, split, target, how)}
-            strategy.rate_offset.fill_(start)
+            strategy.set_rate_knob(start)
     report["table"][s] = row
     print(s, json.dumps(row), flush=True)
     with open(out, "w") as f:
