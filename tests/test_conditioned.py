@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from learntok.boundaries.learned import CONDITION_BINS
+from learntok.boundaries.rate import CONDITION_BINS
 from learntok.data import encode
 from learntok.model.objective import batch_baseline, rate_loss
 from learntok.run.rate import decided_rate, set_rate, strategy_inputs, text_batches

@@ -12,7 +12,8 @@ import torch
 
 from learntok import AUNet
 from learntok.boundaries import learned
-from learntok.boundaries.base import BoundaryStrategy, RateControl, strategy_class, strategy_names
+from learntok.boundaries.base import BoundaryStrategy, strategy_class, strategy_names
+from learntok.boundaries.rate import RateControl
 from learntok.data import BOS, EOS, encode
 from learntok.text.display import escape_controls
 from learntok.model.generate import (
@@ -57,7 +58,7 @@ def tiny(boundary="learned", w=8) -> AUNet:
     )
     if conditioned:  # per-target biases as if trained, and a condition
         model.strategy.condition.bias.copy_(torch.linspace(1.0, -1.0, model.strategy.condition.bias.numel()))
-        model.strategy.condition.rate.fill_(0.3)
+        model.strategy.set_condition(0.3)
     if boundary.startswith("bpe"):
         with warnings.catch_warnings():  # a BPE of 20 words cannot reach rho*: no matter
             warnings.simplefilter("ignore")
@@ -115,7 +116,7 @@ def test_online_control_decides_in_generation_as_the_full_forward(boundary, w, m
     the decisions that one full forward over the finished sequence makes with the same draws:
     the controller's state carries through the prefill and every step."""
     model = tiny(boundary, w)
-    model.strategy.rate_control = RateControl(0.35)
+    model.strategy.set_rate_control(RateControl(0.35))
     draws, real = [], learned.uniform_draws
     monkeypatch.setattr(learned, "uniform_draws", lambda shape, device: draws.append(real(shape, device)) or draws[-1])
     prompts = [prompt_ids(p) for p in PROMPTS]

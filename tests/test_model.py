@@ -13,7 +13,7 @@ from learntok.boundaries.learned import (
     sample_reference,
     sample_scan,
 )
-from learntok.boundaries.base import RateControl
+from learntok.boundaries.rate import RateControl
 from learntok.data import BOS, encode
 from learntok.nn.pooling import downsample, downsample_reference, upsample, upsample_reference
 
@@ -55,7 +55,7 @@ def test_causality(w, boundary, train_mode):
     model = tiny_model(boundary.partition("-")[0], window=w, rate_conditioned=boundary.endswith("-conditioned"))
     model.train(train_mode)
     if boundary.endswith("-online"):
-        model.strategy.rate_control = RateControl(0.3)
+        model.strategy.set_rate_control(RateControl(0.3))
     text = shakespeare(80)
     x = encode(text).unsqueeze(0)
     T = x.size(1)

@@ -8,8 +8,7 @@ import math
 import pytest
 import torch
 
-from learntok.boundaries.base import RateControl
-from learntok.boundaries.common import controlled_reference, controlled_scan
+from learntok.boundaries.rate import RateControl, controlled_reference, controlled_scan
 from learntok.boundaries.learned import byte_logit
 
 CONTROLS = [
@@ -120,7 +119,8 @@ def test_every_strategy_declares_its_online_gain_in_its_knobs_units(name, unit):
     threshold rules, 1 for the learned policy's logit). From an offset fitted on the text it only
     follows drift (GENTLE_GAIN, no warm-up); with no text to fit on it must find the offset within
     a row (gain 1, warm-up gain four times that), and apply_setting rebuilds the same one."""
-    from learntok.run.rate import GENTLE_GAIN, apply_setting, set_rate
+    from learntok.boundaries.rate import GENTLE_GAIN
+    from learntok.run.rate import apply_setting, set_rate
     from tests.test_rate import VAL_TEXT, tiny
 
     model = tiny(name)
@@ -128,6 +128,6 @@ def test_every_strategy_declares_its_online_gain_in_its_knobs_units(name, unit):
         setting = set_rate(model, 0.2, text, mode="online")
         control = model.strategy.rate_control
         assert (control.gain, control.warmup_gain, control.warmup_bytes) == pytest.approx(gains), (name, text)
-        model.strategy.rate_control = None
+        model.strategy.set_rate_control(None)
         apply_setting(model, setting)
         assert model.strategy.rate_control == control

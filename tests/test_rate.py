@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 from learntok import AUNet
-from learntok.boundaries.common import bisect_rate, bresenham, whitespace_boundaries
+from learntok.boundaries.common import bresenham, whitespace_boundaries
+from learntok.boundaries.rate import bisect_rate
 from learntok.boundaries.whitespace import whitespace_at_rate, whitespace_step
 from learntok.compare.runner import parse_variant, variants_from_args
 from learntok.data import encode

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from learntok.boundaries import strategy_names
-from learntok.boundaries.base import OffsetKnob, RateControl, RuleKnob
+from learntok.boundaries.rate import OffsetKnob, RateControl, RuleKnob
 from learntok.util.errors import ConfigError
 from learntok.run.rate import apply_setting, rate_mode, set_rate
 
@@ -49,7 +49,7 @@ def test_set_read_back_restore(name):
     assert strategy.exact_knob(0.3) == (0.3 if kind == "rule" else None)
     with strategy.rate_knob_kept():
         strategy.set_rate_knob(value)
-        strategy.rate_control = RateControl(0.3)
+        strategy.set_rate_control(RateControl(0.3))
         assert strategy.rate_knob() == value  # exact: each value is one a float32 holds
         if kind == "offset":
             assert float(strategy.rate_offset) == value  # the buffer the strategy decides with
@@ -63,7 +63,7 @@ def test_kept_restores_after_an_error_and_a_conditioned_policy():
     rate = strategy.condition.rate.clone()
     with pytest.raises(RuntimeError), strategy.rate_knob_kept():
         strategy.set_rate_knob(-2.0)
-        strategy.condition.rate.fill_(0.45)
+        strategy.set_condition(0.45)
         raise RuntimeError("inside the block")
     assert strategy.rate_knob() == 0.0 and torch.equal(strategy.condition.rate, rate)
 

@@ -13,7 +13,8 @@ import torch
 
 from learntok import AUNet, ModelConfig, ObjectiveConfig
 from learntok.boundaries import bpe, bpe_causal, strategy_names
-from learntok.boundaries.base import RateControl, build_strategy, strategy_class
+from learntok.boundaries.base import build_strategy, strategy_class
+from learntok.boundaries.rate import RateControl
 from learntok.boundaries.common import whitespace_boundaries
 from learntok.boundaries.entropy import EntropyBoundaries
 from learntok.boundaries.nawrot import binomial_log_prob, relaxed_bernoulli
@@ -62,7 +63,7 @@ def test_causality(models, name, train_mode, online):
         pytest.skip(f"{name} has no online rate control")
     model = models[name]
     model.train(train_mode)
-    model.strategy.rate_control = RateControl(0.3) if online else None
+    model.strategy.set_rate_control(RateControl(0.3) if online else None)
     x = encode(shakespeare(90) + "é ü—!".encode()).unsqueeze(0).repeat(2, 1)
     T = x.size(1)
     state = copy.deepcopy(model.state_dict())
@@ -86,7 +87,7 @@ def test_causality(models, name, train_mode, online):
         assert torch.equal(p1.boundaries, o1.boundaries)  # prescribed decisions pass through
         torch.testing.assert_close(p1.logits[:, sl], p2.logits[:, sl], atol=1e-5, rtol=1e-5)
     model.load_state_dict(state)
-    model.strategy.rate_control = None
+    model.strategy.set_rate_control(None)
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from learntok.boundaries.base import RateControl
+from learntok.boundaries.rate import RateControl
 from learntok.run.checkpoint import load_run
 from learntok.data import ByteData, DataConfig
 from learntok.data.corpora import BUILTINS
@@ -34,8 +34,8 @@ for corpus in BUILTINS:
     for r in RATES:
         row = {"corpus": corpus, "target": r, "offset": offsets[r]}
         for mode in ("calibrated", "online"):
-            strategy.rate_offset.fill_(offsets[r])
-            strategy.rate_control = RateControl.for_rule(r, sampled=True) if mode == "online" else None
+            strategy.set_rate_knob(offsets[r])
+            strategy.set_rate_control(RateControl.for_rule(r, sampled=True) if mode == "online" else None)
             res = evaluate_bpb(model, data, "test", opts)
             row[mode] = {"rate": res["boundary_rate"], "bpb": res["bpb"], "bytes": res["n_bytes"]}
         table.append(row)

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 import torch
 
-from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, OffsetKnob, register
-from learntok.boundaries.common import controlled_scan, decision_mask, fixed_output
+from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
+from learntok.boundaries.common import counted_at, decision_mask, fixed_output
+from learntok.boundaries.rate import OffsetKnob, controlled_scan
 from learntok.data.vocab import is_byte
 from learntok.util.ranges import ranged
 
@@ -43,7 +44,7 @@ class EntropyBoundaries(OffsetKnob, BoundaryStrategy):
     only. The threshold tracks the (1 - rho*) quantile of H causally, by feedback on the realised
     rate after each training forward (`update_threshold`); a forward decides with the threshold
     from earlier batches. No gradient. Why feedback rather than an EMA of quantiles:
-    docs/strategies.md ("entropy"). Inference-time rate control (learntok.run.rate): `rate_offset`
+    docs/strategies.md ("entropy"). Inference-time rate control (learntok.boundaries.rate): `rate_offset`
     (nats, 0 unless calibrated, not saved) lowers the threshold, H[t-1] > thr - offset; online
     rate control (`rate_control`) moves it further, byte by byte, with the decisions made."""
 
@@ -100,7 +101,7 @@ class EntropyBoundaries(OffsetKnob, BoundaryStrategy):
         return {"entropy": torch.zeros(batch, device=device), **self.control_init(batch, device)}
 
     def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
-        return {"entropy": next_byte_entropy(early_logits[:, -1]), **self.control_prefill(x, decisions)}
+        return {"entropy": next_byte_entropy(early_logits[:, -1]), **self.control_prefill(decisions, decision_mask(x))}
 
     def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
         limit, control = self.threshold() - self.rate_offset, self.rate_control
@@ -112,4 +113,4 @@ class EntropyBoundaries(OffsetKnob, BoundaryStrategy):
             else:
                 boundaries = (state["entropy"] > limit - control.offset(state["control"])).float()
         a = boundaries.float()
-        return a, a, {"entropy": next_byte_entropy(early_logits), **self.control_step(state, a, x, t)}
+        return a, a, {"entropy": next_byte_entropy(early_logits), **self.control_step(state, a, counted_at(x, t))}

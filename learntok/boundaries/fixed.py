@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import torch
 
-from learntok.boundaries.base import BoundaryOutput, RuleKnob, register
+from learntok.boundaries.base import BoundaryOutput, register
 from learntok.boundaries.common import StatelessStrategy, bresenham, fixed_output
+from learntok.boundaries.rate import RuleKnob
 
 
 @register("fixed")
@@ -17,7 +18,7 @@ class FixedBoundaries(RuleKnob, StatelessStrategy):
     """Boundaries at the byte positions t (BOS = 0) where floor(rho* t) steps up (`bresenham`):
     every k-th byte when rho* = 1/k (the classic fixed stride), strides floor(1/rho*) and
     ceil(1/rho*) mixed to give exactly floor(rho* t) boundaries in the first t bytes otherwise.
-    `rule_rate` is rho* unless set at inference (learntok.run.rate)."""
+    `rule_rate` is rho* unless set at inference (learntok.boundaries.rate)."""
 
     def __init__(self, cfg):
         super().__init__(cfg)

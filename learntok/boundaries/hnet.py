@@ -19,8 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, OffsetKnob, register
-from learntok.boundaries.common import controlled_scan, decision_mask
+from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
+from learntok.boundaries.common import counted_at, decision_mask
+from learntok.boundaries.rate import OffsetKnob, controlled_scan
 from learntok.nn.config import ModelConfig
 from learntok.util.ranges import ranged
 
@@ -59,7 +60,7 @@ class HNetRouting(OffsetKnob, BoundaryStrategy):
     confidence: its chunker, `ema` (learntok.nn.chunkers.EMADechunk), which reads p from
     BoundaryOutput.probs. Aux loss: the ratio loss toward 1/rho*.
 
-    Inference-time rate control (learntok.run.rate): `rate_offset` (logit units, 0 unless
+    Inference-time rate control (learntok.boundaries.rate): `rate_offset` (logit units, 0 unless
     calibrated, not saved) moves the routing threshold: boundary iff logit(p) + offset > 0,
     i.e. p > sigmoid(-offset) (0.5 at offset 0, H-Net's rule); online rate control
     (`rate_control`) moves the offset further, byte by byte, with the decisions made."""
@@ -106,7 +107,7 @@ class HNetRouting(OffsetKnob, BoundaryStrategy):
         return {"q": torch.zeros(batch, self.cfg.byte_width, device=device), **self.control_init(batch, device)}
 
     def prefill_state(self, h, x, decisions, early_logits=None) -> dict:
-        return {"q": self.q(h[:, -1].float()).float(), **self.control_prefill(x, decisions)}
+        return {"q": self.q(h[:, -1].float()).float(), **self.control_prefill(decisions, decision_mask(x))}
 
     def step(self, h, x, t, state, early_logits=None, greedy=False, boundaries=None):
         q, k = self.q(h.float()).float(), self.k(h.float()).float()  # (B, D)
@@ -120,4 +121,4 @@ class HNetRouting(OffsetKnob, BoundaryStrategy):
             a = (p > self.threshold()).float()
         else:
             a = (p > torch.sigmoid(-(self.rate_offset + control.offset(state["control"])))).float()
-        return a, p, {"q": q, **self.control_step(state, a, x, t)}
+        return a, p, {"q": q, **self.control_step(state, a, counted_at(x, t))}

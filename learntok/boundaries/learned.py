@@ -25,8 +25,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, OffsetKnob, PolicyTerms, register
-from learntok.boundaries.common import controlled_scan, decision_mask, target_logit
+from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, PolicyTerms, register
+from learntok.boundaries.common import counted_at, decision_mask, target_logit
+from learntok.boundaries.rate import OffsetKnob, RateCondition, controlled_scan
 from learntok.nn.config import ModelConfig
 from learntok.util.ranges import ranged
 
@@ -157,75 +158,6 @@ class LearnedConfig:
     softcap: float = ranged(6.0, gt=0)  # c: the logit's soft cap, c * tanh(z / c) (logit units)
 
 
-CONDITION_BINS = 8  # grid points of the rate-conditioned controller, log-spaced over rate_range
-
-
-class RateCondition(nn.Module):
-    """Rate-conditioned training's targets and their controller (docs/rate.md, "One model for
-    every rate"). In training, each group of `rows` consecutive rows draws a target rho
-    log-uniform from [lo, hi]; in evaluation every row takes `rate` (what --rate sets; the
-    model's target_rate by default). The policy is told rho as its offset, logit(rho) + bias(rho):
-    bias is the integral rate controller per target, CONDITION_BINS terms log-spaced over the
-    range and interpolated linearly in log rho, each moved by the rate error of the rows near it.
-    The offset is made nondecreasing in rho (a running max over the grid), so a higher request
-    never cuts fewer boundaries for the same draws (w = 1). Outside the range it is logit(rho)
-    plus the nearest end's bias. Shapes: B rows, K = CONDITION_BINS."""
-
-    def __init__(self, lo: float, hi: float, rows: int, default: float):
-        super().__init__()
-        self.lo, self.hi, self.rows = lo, hi, rows
-        self.register_buffer("bias", torch.zeros(CONDITION_BINS))  # per-target integral terms (logit units; saved)
-        self.register_buffer("rate", torch.tensor(float(default)), persistent=False)  # the condition in evaluation
-        self.register_buffer("pending", torch.zeros(2, CONDITION_BINS), persistent=False)  # error and bytes per bin
-
-    def grid(self) -> torch.Tensor:
-        """(K,) the grid's rates."""
-        return torch.logspace(math.log10(self.lo), math.log10(self.hi), CONDITION_BINS, device=self.bias.device)
-
-    def targets(self, batch: int, device: torch.device, training: bool) -> torch.Tensor:
-        """(B,) each row's target: drawn in groups of `rows` (training), else the condition."""
-        if not training:
-            return self.rate.expand(batch).to(device)
-        u = torch.rand(-(-batch // self.rows), device=device)  # one draw per group
-        rho = torch.exp(math.log(self.lo) + u * (math.log(self.hi) - math.log(self.lo)))
-        return rho.repeat_interleave(self.rows)[:batch]
-
-    def _place(self, rho: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(B,) grid index below each rho (long) and the fraction toward the next, in log rate."""
-        pos = (torch.log(rho) - math.log(self.lo)) / (math.log(self.hi) - math.log(self.lo)) * (CONDITION_BINS - 1)
-        pos = pos.clamp(0, CONDITION_BINS - 1)
-        low = pos.floor().clamp(max=CONDITION_BINS - 2)
-        return low.long(), pos - low
-
-    def offset(self, rho: torch.Tensor) -> torch.Tensor:
-        """(B,) the policy's offset for targets rho (B,)."""
-        levels = torch.cummax(torch.logit(self.grid()) + self.bias, 0).values  # (K,) nondecreasing
-        low, f = self._place(rho)
-        inside = (1 - f) * levels[low] + f * levels[low + 1]
-        ends = levels[[0, -1]] - torch.logit(self.grid()[[0, -1]])  # the ends' bias after the running max
-        outside = torch.logit(rho) + torch.where(rho < self.lo, ends[0], ends[1])
-        return torch.where((rho < self.lo) | (rho > self.hi), outside, inside)
-
-    @torch.no_grad()
-    def record(self, rho: torch.Tensor, a: torch.Tensor, counted: torch.Tensor) -> None:
-        """Add each row's rate error (its decisions a (B, T) over the bytes counted (B, T)) to
-        the grid points around its target, weighted by the row's bytes."""
-        n = counted.sum(1)  # (B,)
-        err = (a * counted).sum(1) - rho * n  # (B,) boundaries over or under the target
-        low, f = self._place(rho)
-        for idx, w in ((low, 1 - f), (low + 1, f)):
-            self.pending[0].index_add_(0, idx, w * err)
-            self.pending[1].index_add_(0, idx, w * n)
-
-    @torch.no_grad()
-    def adapt(self, gain: float) -> None:
-        """bias <- bias - gain (rate - rho) per grid point, from the rows recorded since the last call."""
-        err, n = self.pending
-        if gain > 0:
-            self.bias.sub_(gain * torch.where(n > 0, err / n.clamp(min=1e-9), torch.zeros_like(err)))
-        self.pending.zero_()
-
-
 @register("learned", config=LearnedConfig)
 class LearnedPolicy(OffsetKnob, BoundaryStrategy):
     has_policy = True
@@ -302,7 +234,7 @@ class LearnedPolicy(OffsetKnob, BoundaryStrategy):
 
     @property
     def rate_offset(self) -> torch.Tensor:
-        """The knob of inference-time rate control (learntok.run.rate): the controller's own bias,
+        """The knob of inference-time rate control (learntok.boundaries.rate): the controller's own bias,
         added to every logit. Raising it raises the rate."""
         return self.rate_bias
 
@@ -336,7 +268,7 @@ class LearnedPolicy(OffsetKnob, BoundaryStrategy):
         padded = F.pad(decisions.float(), (self.opts.window - 1, 0))  # (B, W-1 + T): zeros before 0
         return {
             "past": padded[:, decisions.size(1) :],  # (B, W-1) the last w-1 decisions
-            **self.control_prefill(x, decisions),
+            **self.control_prefill(decisions, decision_mask(x)),
         }
 
     @torch.no_grad()
@@ -356,4 +288,8 @@ class LearnedPolicy(OffsetKnob, BoundaryStrategy):
         else:
             thr = torch.zeros_like(logits) if greedy else torch.logit(uniform_draws(logits.shape, logits.device))
             a = (thr < logits).float()
-        return a, probs, {"past": torch.cat([past, a[:, None]], dim=1)[:, 1:], **self.control_step(state, a, x, t)}
+        return (
+            a,
+            probs,
+            {"past": torch.cat([past, a[:, None]], dim=1)[:, 1:], **self.control_step(state, a, counted_at(x, t))},
+        )

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, OffsetKnob, register
+from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
 from learntok.boundaries.common import decision_mask, target_logit
+from learntok.boundaries.rate import OffsetKnob
 from learntok.nn.config import ModelConfig
 from learntok.nn.pooling import straight_through
 from learntok.util.ranges import ranged
@@ -61,7 +62,7 @@ class DynamicPooling(OffsetKnob, BoundaryStrategy):
     the straight-through decisions in the pooling matrix, binomial prior. Greedy: a[t] = l[t] > 0.
     log_prob is 0 (no score-function term); logits are reported detached, so the objective's
     L_rate does not act on them: the prior holds the rate. Inference-time rate control
-    (learntok.run.rate): `rate_offset` (logit units, 0 unless calibrated; not saved) is added to the
+    (learntok.boundaries.rate): `rate_offset` (logit units, 0 unless calibrated; not saved) is added to the
     predictor's logit."""
 
     chunker = "mean"  # a token is its segment's mean (learntok.nn.chunkers.MeanPool)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import torch
 
-from learntok.boundaries.base import BoundaryOutput, RuleKnob, register
+from learntok.boundaries.base import BoundaryOutput, register
 from learntok.boundaries.common import StatelessStrategy, decision_mask, fixed_output
+from learntok.boundaries.rate import RuleKnob
 
 
 @register("uniform")
@@ -17,7 +18,7 @@ class UniformBoundaries(RuleKnob, StatelessStrategy):
     """floor(rho* n + u) boundaries (u uniform in [0, 1): rho* n rounded at random, so exactly
     rho* n in expectation) at random positions among the n real bytes after BOS of each
     sequence; BOS is always a boundary on top. The control for the learned policy: same rate, no information.
-    `rule_rate` is rho* unless set at inference (learntok.run.rate). Prescribed boundaries pass through."""
+    `rule_rate` is rho* unless set at inference (learntok.boundaries.rate). Prescribed boundaries pass through."""
 
     def __init__(self, cfg):
         super().__init__(cfg)

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, OffsetKnob, register
-from learntok.boundaries.common import bisect_rate, bresenham, decision_mask, fixed_output, whitespace_boundaries
+from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
+from learntok.boundaries.common import bresenham, decision_mask, fixed_output, whitespace_boundaries
+from learntok.boundaries.rate import OffsetKnob, bisect_rate
 from learntok.data.vocab import BOS, bos_rows, row_pieces
 
 
@@ -83,7 +84,7 @@ class WhitespaceBoundaries(OffsetKnob, BoundaryStrategy):
     words above r_ws, short words merged into the next below it. The knob is saved with the
     weights (checkpoints from before it load with theta = 0, the plain rule)."""
 
-    rate_offset_range = (-0.999, 1.0)  # theta's bracket for bisection (learntok.run.rate)
+    rate_offset_range = (-0.999, 1.0)  # theta's bracket for bisection (learntok.boundaries.rate)
 
     def __init__(self, cfg):
         super().__init__(cfg)

@@ -1,23 +1,18 @@
 """Compression as a dial (docs/rate.md): run a trained model at another boundary rate
-with no retraining.
-
-Each strategy reads and sets its knob through the interface (`BoundaryStrategy.rate_knob`,
-`set_rate_knob`, `exact_knob`, `rate_knob_kept`), one of two kinds:
-- a rule that places boundaries at a given rate exactly (`RuleKnob`, `rule_rate`: uniform,
-  fixed): set it;
-- a scalar offset whose rise raises the rate (`OffsetKnob`, `rate_offset`, a 0-d buffer, with
-  the bracket `rate_offset_range`): the learned policy's logit offset (the buffer the rate controller
-  turns, so the policy's ranking of bytes is kept and only its cut moves), entropy's and
-  H-Net's thresholds, the whitespace rule's knob. `calibrate` finds the offset that hits the
-  requested rate on held-out text by bisection: the rate is measured with the same seeded
-  draws at every offset (common random numbers), so it is nondecreasing in the offset (exactly
-  so for w = 1 and the thresholds; for w > 1 a rise can in principle cut a later boundary, and
-  the bisection still converges to a crossing).
-A strategy with neither (bpe: its rate is its vocabulary, fitted before training) says so.
+with no retraining. This module is the run-level service: the mode `--rate` runs in
+(`rate_mode`), a calibration on held-out text, the setting reported (`RateSetting`) and put
+back (`apply_setting`). The dial itself, the knobs, the online controller and a
+rate-conditioned policy's condition, is learntok.boundaries.rate's, reached through the
+strategy's methods only: a rule's rate is set exactly (`exact_knob`); an offset is calibrated
+(`calibrate`) by bisection on held-out text, the rate measured with the same seeded draws at
+every offset (common random numbers), so that it is nondecreasing in the offset (exactly so
+for w = 1 and the thresholds; for w > 1 a rise can in principle cut a later boundary, and the
+bisection still converges to a crossing); a rate-conditioned policy is told the rate
+(`set_condition`). A strategy with none of these (bpe: its rate is its vocabulary) says so.
 
 Two modes (`RATE_MODES`). "calibrated": the offset found on held-out text, fixed. "online": the
-same start, then the offset moves byte by byte with the decisions made (an integral controller
-on each row's running rate, `RateControl`), so the rate holds on text unlike the calibration
+same start, then the offset moves byte by byte with the decisions made (`set_rate_control`
+with the controller `online_control` picks), so the rate holds on text unlike the calibration
 text; the default where the strategy has it (`online_rate`: learned, frozen, entropy, hnet).
 
 Shapes: B batch, T bytes (BOS at t = 0).
@@ -30,8 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from learntok.boundaries.base import RateControl, no_rate_knob
-from learntok.boundaries.common import bisect_rate
+from learntok.boundaries.rate import no_rate_knob, online_control
 from learntok.data.dataset import ByteData
 from learntok.data.vocab import bos_rows, row_pieces
 from learntok.util.errors import ConfigError, wrong_type, wrong_value
@@ -41,7 +35,6 @@ from learntok.util.runtime import MODEL_STATE, inference
 
 CALIBRATION_BYTES = 1 << 16  # held-out bytes a calibration reads by default
 TOLERANCE = 0.005  # |reached - target| beyond which `set_rate` reports the target missed
-GENTLE_GAIN = 0.03  # online control's gain (knob units per unit rate error per byte) from an offset fitted on the text
 RATE_MODES = ("online", "calibrated")  # `--rate-mode`: move the knob with the decisions made, or fix it
 KNOB_NAMES = {
     "rule": "rule",
@@ -152,20 +145,18 @@ def calibrate(
 
 
 def calibrate_inputs(
-    knob, inputs, target: float, greedy: bool = False, seed: int = 0, iters: int = 30
+    strategy, inputs, target: float, greedy: bool = False, seed: int = 0, iters: int = 30
 ) -> tuple[float, float, int]:
-    """`calibrate` from `strategy_inputs`."""
+    """`calibrate` from `strategy_inputs` (the strategy's `calibrate_knob`)."""
     n_bytes = 0
 
-    def rate_of(offset: float) -> float:
+    def rate_now() -> float:
         nonlocal n_bytes
-        knob.set_rate_knob(offset)
-        rate, n_bytes = decided_rate(knob, inputs, greedy, seed)
+        rate, n_bytes = decided_rate(strategy, inputs, greedy, seed)
         return rate
 
-    offset, reached = bisect_rate(rate_of, target, *knob.rate_offset_range, iters=iters)
-    knob.set_rate_knob(offset)
-    return knob.rate_knob(), reached, n_bytes
+    offset, reached = strategy.calibrate_knob(rate_now, target, iters)
+    return offset, reached, n_bytes
 
 
 def rate_mode(model, target: float, mode: str | None = None) -> str:
@@ -184,21 +175,9 @@ def rate_mode(model, target: float, mode: str | None = None) -> str:
             f"strategy {name!r} has no online rate control (its knob is "
             f"{strategy.knob_name or 'fixed at training'}): use --rate-mode calibrated"
         )
-    if strategy.condition is None and strategy.rate_knob() is None:
+    if strategy.condition_range() is None and strategy.rate_knob() is None:
         raise no_rate_knob(name)
     return mode
-
-
-def online_control(strategy, target: float, greedy: bool, fitted: bool = False) -> RateControl:
-    """The online controller for `strategy` at `target` under its decision rule: drawn unless
-    greedy, with gains in the strategy's knob units (`rate_gain_unit`). `fitted`: the start offset
-    was calibrated on the text's own first bytes, so the controller only follows drift, at
-    GENTLE_GAIN with no warm-up (a strong controller there reorders the model's own cuts and costs
-    bits: docs/rate.md, "What control costs"); otherwise it must find the offset within a row."""
-    unit = strategy.rate_gain_unit
-    if fitted:
-        return RateControl(target, gain=GENTLE_GAIN * unit, warmup_gain=GENTLE_GAIN * unit, warmup_bytes=0, settle=0.0)
-    return RateControl.for_rule(target, strategy.samples and not greedy, unit)
 
 
 def held_out_argument(batches, seq_len: int) -> list[torch.Tensor] | None:
@@ -254,8 +233,8 @@ def _set_checked_rate(
     model, target: float, batches: list[torch.Tensor] | None, greedy: bool, seed: int, mode: str
 ) -> RateSetting:
     strategy, name = model.strategy, model.cfg.boundary
-    strategy.rate_control = None  # calibration decides without the controller
-    if strategy.condition is not None:
+    strategy.set_rate_control(None)  # calibration decides without the controller
+    if strategy.condition_range() is not None:
         return condition_rate(model, target, batches, greedy, seed, mode)
     exact = strategy.exact_knob(target)
     if exact is not None:
@@ -265,12 +244,12 @@ def _set_checked_rate(
     if not batches and mode == "calibrated":
         raise ConfigError(f"strategy {name!r} calibrates its rate on held-out text: give some")
     if not batches:
-        strategy.rate_control = online_control(strategy, target, greedy)
+        strategy.set_rate_control(online_control(strategy, target, greedy))
         return RateSetting(name, target, "online", strategy.rate_knob(), 0.0, 0, greedy=greedy)
     inputs = strategy_inputs(model, batches)
     offset, reached, n = calibrate_inputs(strategy, inputs, target, greedy, seed)
     if mode == "online":
-        strategy.rate_control = online_control(strategy, target, greedy, fitted=True)
+        strategy.set_rate_control(online_control(strategy, target, greedy, fitted=True))
         reached, n = decided_rate(strategy, inputs, greedy, seed)
     note = ""
     if abs(reached - target) > TOLERANCE:
@@ -291,12 +270,12 @@ def condition_rate(
     ("calibrated" mode: the offset the model was trained to use for it; "online": online control
     from there). The rate reached on `batches` is reported when they are given."""
     strategy, name = model.strategy, model.cfg.boundary
-    strategy.condition.rate.fill_(target)
+    strategy.set_condition(target)
     if mode == "online":
-        strategy.rate_control = online_control(strategy, target, greedy)
+        strategy.set_rate_control(online_control(strategy, target, greedy))
     reached, n = decided_rate(strategy, strategy_inputs(model, batches), greedy, seed) if batches else (0.0, 0)
-    offset = float(strategy.condition.offset(strategy.condition.rate.reshape(1))[0] + strategy.rate_offset)
-    lo, hi = strategy.condition.lo, strategy.condition.hi
+    offset = float(strategy.condition_offset(torch.tensor([target]))[0])
+    lo, hi = strategy.condition_range()
     note = "" if lo <= target <= hi else f"outside the trained range {lo:g}..{hi:g}"
     return RateSetting(
         name, target, "condition" if mode == "calibrated" else "online", offset, reached, n, note, greedy
@@ -334,12 +313,12 @@ def apply_setting(model, setting: RateSetting) -> None:
     rule's rate, the offset, or a rate-conditioned policy's condition; online control restarted
     from there when the setting is online."""
     strategy = model.strategy
-    strategy.rate_control = None
-    if strategy.condition is not None:
-        strategy.condition.rate.fill_(setting.target)
+    conditioned = strategy.condition_range() is not None
+    strategy.set_rate_control(None)
+    if conditioned:
+        strategy.set_condition(setting.target)
     else:
         strategy.set_rate_knob(setting.value)
     if setting.knob == "online":  # gentle where the start was fitted on text (n_bytes > 0), as set_rate made it
-        strategy.rate_control = online_control(
-            strategy, setting.target, setting.greedy, fitted=setting.n_bytes > 0 and strategy.condition is None
-        )
+        fitted = setting.n_bytes > 0 and not conditioned
+        strategy.set_rate_control(online_control(strategy, setting.target, setting.greedy, fitted))

@@ -90,13 +90,12 @@ class PageCollector:
 def condition_grid(strategy, offset: float, points: int = 64) -> list[list[float]] | None:
     """PageData.conditions of a rate-conditioned policy whose page logit offset is `offset`: the
     condition enters the logit as an offset alone, so the model conditioned on rate r cuts as the
-    page does at d = condition.offset(r) + rate_offset - offset. None for any other strategy."""
-    condition = getattr(strategy, "condition", None)
-    if condition is None:
+    page does at d = strategy.condition_offset(r) - offset. None for any other strategy."""
+    if strategy.condition_range() is None:
         return None
-    rates = torch.logspace(-2, math.log10(0.9), points, device=strategy.rate_offset.device)
+    rates = torch.logspace(-2, math.log10(0.9), points, device=next(strategy.parameters()).device)
     with torch.no_grad():
-        moved = (condition.offset(rates) + strategy.rate_offset - offset).tolist()
+        moved = (strategy.condition_offset(rates) - offset).tolist()
     return [[d, r] for d, r in zip(moved, rates.tolist())]
 
 

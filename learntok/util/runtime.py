@@ -120,7 +120,7 @@ def set_rng_state(state: dict) -> None:
 
 
 # The state a block borrows and gives back: a model's rate knob, online control and training flag
-# (boundaries.base.rate_knob_kept, eval_mode, rate.set_rate) and torch's global RNG, which every
+# (boundaries.rate's rate_knob_kept, eval_mode, rate.set_rate) and torch's global RNG, which every
 # private stream is swapped into (PrivateRNG.active). Process-wide, as the RNG is; reentrant, as
 # these blocks nest. Every block that changes such state for a while holds it, so a thread never
 # sees another's (generation in one thread, Tokenizer.encode at a rate in another: docs/reliability.md).
