@@ -39,9 +39,8 @@ from learntok.data.identity import DATA_IDENTITY, source_identity
 from learntok.run.done import marked, read_done, write_done
 from learntok.compare.frontier import check_sweep, write_frontier
 from learntok.compare.jobs import Job, follow_parent, last_line, run_jobs
-from learntok.run.plots import read_metrics
+from learntok.run import metrics_log
 from learntok.run.folder import anchored
-from learntok.run.tracking import append_row
 from learntok.train.loop import train
 
 ALIASES = {  # short override names for variants
@@ -143,8 +142,8 @@ def evaluate_run(
 
 def train_speed(run_dir: Path) -> float:
     """Mean training bytes per second over the run's logged windows (0 if none)."""
-    train_lines, _ = read_metrics(run_dir)
-    speeds = [r["bytes_per_s"] for r in train_lines if r.get("bytes_per_s")]
+    train_rows, _ = metrics_log.split(metrics_log.read(run_dir))
+    speeds = [v for v in metrics_log.series(train_rows, "bytes_per_s")[1] if v]
     return sum(speeds) / len(speeds) if speeds else 0.0
 
 
@@ -219,7 +218,7 @@ def run_variant(
         DATA_IDENTITY: identity,
     }
     if env.is_main:
-        append_row(run_dir, "eval", summary["step"], figures)
+        metrics_log.append(run_dir, "eval", summary["step"], figures)
         write_done(run_dir, record)
     return record
 
