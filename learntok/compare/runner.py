@@ -29,9 +29,10 @@ from learntok.compare.report import (
     write_results,
 )
 from learntok.run.config import STRATEGY, RunConfig, load_config
+from learntok.data.corpora import check_source
 from learntok.data.dataset import ByteData, small_split_warnings
 from learntok.run.distributed import DistEnv, barrier, init_distributed, shutdown
-from learntok.util.errors import ConfigError
+from learntok.util.errors import ConfigError, DataError
 from learntok.evaluation.metrics import EvalOptions, columns
 from learntok.evaluation.score import evaluate_bpb
 from learntok.util.files import inside
@@ -104,6 +105,15 @@ def variant_config(spec: str, preset: str | None, overrides: list[str]) -> RunCo
         o for o in overrides if not o.startswith(f"{STRATEGY}.") or o.partition("=")[0][len(STRATEGY) + 1 :] in options
     ]
     return load_config(preset, None, [*shared, *own])
+
+
+def check_variant_source(spec: str, cfg: RunConfig) -> None:
+    """A variant's data source (shared, or its own `+data.source=...`) names a corpus or a path
+    that is there: else one line naming the variant, before any variant trains."""
+    try:
+        check_source(cfg.data.source)
+    except DataError as e:
+        raise DataError(f"variant {spec!r}: {e}") from None
 
 
 def check_strategy_options(variants: list[str], overrides: list[str]) -> None:
@@ -309,8 +319,9 @@ def compare(
     units = [(spec, seed) for spec in variants for seed in (seeds if seeds is not None else [None])]
     # one config a run, built once: a bad name fails here, before any training
     cfgs = [variant_config(spec, preset, [*overrides, *seed_override(seed)]) for spec, seed in units]
-    for spec, seed in units:  # every run folder inside --out, before anything is written
+    for (spec, seed), cfg in zip(units, cfgs):  # run folders inside --out, sources there: before any write
         run_folder(out, spec, seed)
+        check_variant_source(spec, cfg)
     env = init_distributed(cfgs[0].system.device)
     if env.is_main:
         out.mkdir(parents=True, exist_ok=True)
