@@ -13,9 +13,9 @@ from learntok.util.errors import DataError
 
 PACKAGE = Path(__file__).resolve().parents[1] / "learntok"
 OWNER = "learntok/run/metrics_log.py"
-# modules that may name the log's path constant without reading the log: the run folder's checks
-# (which names a run folder holds) and the model card (which file its figures came from)
-NAMES_ONLY = {"learntok/run/folder.py", "learntok/hf/card.py"}
+# the module that may name the log's path constant without reading the log: the run folder's
+# checks (which names a run folder holds; whether it has logged steps is metrics_log's answer)
+NAMES_ONLY = {"learntok/run/folder.py"}
 
 
 def log_readers(source: str, names_allowed: bool = False) -> list[str]:

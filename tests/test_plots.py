@@ -1,4 +1,4 @@
-"""`learntok plot`: metrics.jsonl parsing and PNG curves."""
+"""`learntok plot`: the metrics log split into curves (learntok.run.metrics_log) and PNG curves."""
 
 import pytest
 
@@ -38,7 +38,7 @@ def fake_run(path, shift=0.0):
     return path
 
 
-def test_read_metrics_splits_train_and_val(tmp_path):
+def test_the_log_splits_into_train_and_val_rows(tmp_path):
     train, val = split(read(fake_run(tmp_path / "a")))
     assert len(train) == 10 and len(val) == 2
     assert series(val, "val_bpb") == ([50, 100], [pytest.approx(2.6), pytest.approx(2.1)])

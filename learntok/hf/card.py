@@ -51,7 +51,7 @@ def recorded_figures(folder: Path | None) -> dict | None:
                 "bpb": r["val_bpb"],
                 "boundary_rate": r.get("val_boundary_rate"),
                 "step": r.get("step"),
-                "source": metrics_log.METRICS,
+                "source": metrics_log.log_path(run).name,
             }
     except (OSError, ValueError, KeyError, TypeError, DataError):
         return None  # a card never stops an export: it goes without figures
