@@ -45,7 +45,7 @@ from learntok.data import ByteData
 from learntok.run.distributed import compile_model, init_distributed
 from learntok.util.errors import CheckpointError, ConfigError, DataError, TrainingDiverged
 from learntok.model.objective import loss, objective_for
-from learntok.run.plots import read_metrics
+from learntok.run import metrics_log
 from learntok.util.runtime import resolve_dtype, seed_everything
 from learntok.run.distributed import fit_strategy
 from learntok.train.loop import train
@@ -200,7 +200,7 @@ def backbone_digest(state: dict[str, torch.Tensor]) -> str:
 def training_seconds(run_dir: Path) -> float:
     """Seconds the run spent in training steps, from its metrics: each log window's bytes over its
     bytes/s (windows exclude validation and checkpoints, so this is the wall-clock the arms share)."""
-    rows, _ = read_metrics(run_dir)
+    rows, _ = metrics_log.split(metrics_log.read(run_dir))
     seconds, seen = 0.0, 0
     for r in rows:
         if r.get("bytes_per_s"):

@@ -510,10 +510,10 @@ def test_an_unsupported_or_absent_device_is_refused_at_start_up(workdir, capsys,
 
 def test_plot_reads_the_metrics_as_the_trainer_does_wherever_a_kill_cuts_them(workdir):
     """Cut RUN/metrics.jsonl at every byte (what kill -9 mid-write may leave): the one reader
-    (runfolder.metric_rows, which resume and `plot` share) returns exactly the rows of the
-    whole lines, and `plot` draws the run."""
-    from learntok.run.plots import plot_runs, read_metrics
-    from learntok.run.folder import metric_rows
+    (learntok.run.metrics_log, which resume, `plot`, `segment` and `compare` share) returns exactly
+    the rows of the whole lines, and `plot` draws the run."""
+    from learntok.run import metrics_log
+    from learntok.run.plots import plot_runs
 
     path = workdir / "run" / "metrics.jsonl"
     data = path.read_bytes()
@@ -523,13 +523,12 @@ def test_plot_reads_the_metrics_as_the_trainer_does_wherever_a_kill_cuts_them(wo
         ends = [len(b"".join(lines[: i + 1])) for i in range(len(lines))]
         whole = sum(end <= cut or end - 1 == cut for end in ends)  # a line cut just before its newline is whole
         expected = [json.loads(line) for line in lines[:whole]]
-        assert [row for _, row in metric_rows(path)] == expected, cut
-        if expected:
-            train, val = read_metrics(workdir / "run")
-            assert sorted(map(str, train + val)) == sorted(map(str, expected))
-        else:
+        assert metrics_log.read(path) == expected, cut
+        train, val = metrics_log.split(metrics_log.read(workdir / "run"))
+        assert sorted(map(str, train + val)) == sorted(map(str, expected))
+        if not expected:
             with pytest.raises(DataError, match="no metrics rows"):
-                read_metrics(workdir / "run")
+                plot_runs([workdir / "run"], workdir / "plots")
     path.write_bytes(data[: len(data) - 3])
     assert len(plot_runs([workdir / "run"], workdir / "plots")) == 3
 

@@ -1,9 +1,10 @@
-"""`learntok plot`: metrics.jsonl parsing and PNG curves."""
+"""`learntok plot`: the metrics log split into curves (learntok.run.metrics_log) and PNG curves."""
 
 import pytest
 
 from learntok.util.errors import DataError
-from learntok.run.plots import plot_diagnose, plot_runs, read_metrics, series
+from learntok.run.metrics_log import read, series, split
+from learntok.run.plots import plot_diagnose, plot_runs
 
 from conftest import write_jsonl
 
@@ -37,8 +38,8 @@ def fake_run(path, shift=0.0):
     return path
 
 
-def test_read_metrics_splits_train_and_val(tmp_path):
-    train, val = read_metrics(fake_run(tmp_path / "a"))
+def test_the_log_splits_into_train_and_val_rows(tmp_path):
+    train, val = split(read(fake_run(tmp_path / "a")))
     assert len(train) == 10 and len(val) == 2
     assert series(val, "val_bpb") == ([50, 100], [pytest.approx(2.6), pytest.approx(2.1)])
     assert series(train, "bpb", x="bytes_seen")[0][0] == 10_000
@@ -54,11 +55,11 @@ def test_plot_runs_writes_one_png_per_metric(tmp_path):
 
 def test_bad_metrics_files(tmp_path):
     with pytest.raises(DataError, match="does not exist"):
-        read_metrics(tmp_path / "nope")
+        read(tmp_path / "nope")
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "metrics.jsonl").write_text('{"step": 1}\n{"bpb": 2}\n')
     with pytest.raises(DataError, match="line 2: no field 'step'"):
-        read_metrics(tmp_path / "r")
+        read(tmp_path / "r")
 
 
 def test_plot_diagnose(tmp_path):

@@ -86,8 +86,9 @@ def test_compare_jobs_keeps_a_log_per_variant_and_shows_one_line_each(tmp_path):
 
 
 def test_a_failed_variant_names_its_log(tmp_path):
-    """The child fails when it reads the data (the parent checks only the config); the error
-    says so and where the whole log is."""
+    """The child fails when it reads the data (the parent checks only the config and that the
+    source is there); the error says so and where the whole log is."""
+    (tmp_path / "empty.txt").write_bytes(b"")
     r = learntok(
         "compare",
         "--strategies",
@@ -97,14 +98,14 @@ def test_a_failed_variant_names_its_log(tmp_path):
         "--steps",
         "1",
         "--out",
-        tmp_path,
+        tmp_path / "cmp",
         *STEPS1,
-        f"data.source={tmp_path / 'missing.txt'}",
+        f"data.source={tmp_path / 'empty.txt'}",
     )
-    log = tmp_path / "fixed" / "train.log"
+    log = tmp_path / "cmp" / "fixed" / "train.log"
     assert r.returncode == 2 and r.stderr.count("learntok: error:") == 1
     assert "variant fixed failed (exit 2)" in r.stderr and f"its whole log: {log}" in r.stderr
-    assert "missing.txt" in r.stderr and "missing.txt" in log.read_text()
+    assert "empty.txt is empty" in r.stderr and "empty.txt is empty" in log.read_text()
 
 
 @pytest.mark.parametrize("command", ["eval", "segment"])

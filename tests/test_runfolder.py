@@ -42,21 +42,21 @@ KILLER = r"""
 import json, os, signal, sys
 import torch
 import learntok.run.checkpoint as ckpt
-import learntok.run.tracking as tracking
+import learntok.run.metrics_log as metrics_log
 from learntok.cli import main
 
 point, at, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 die = lambda: os.kill(os.getpid(), signal.SIGKILL)
 
 if point == "metrics-row":          # half a metrics row on disk, then killed
-    append = tracking.append_row
+    append = metrics_log.append
     def torn_row(run_dir, kind, step, row):
         if step == at and kind == "train":
             with open(os.path.join(run_dir, "metrics.jsonl"), "a") as f:
                 f.write(json.dumps({"kind": kind, "step": step, **row})[:25])
             die()
         return append(run_dir, kind, step, row)
-    tracking.append_row = torn_row
+    metrics_log.append = torn_row
 elif point == "checkpoint":         # killed while state.pt of checkpoint `at` is half written
     save = torch.save
     def torn_save(obj, f, *a, **k):

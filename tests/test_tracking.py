@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from learntok.run.config import load_config
-from learntok.run.plots import read_metrics
+from learntok.run.metrics_log import read, split
 from learntok.train.loop import train
 
 from test_compare import TINY
@@ -35,7 +35,7 @@ def test_metrics_rows_have_a_kind_and_a_time(tmp_path):
     got = rows(tmp_path / "r")
     assert [(r["kind"], r["step"]) for r in got] == [("fit", 0), ("train", 1), ("val", 1), ("train", 2), ("val", 2)]
     assert all(isinstance(r["time"], float) for r in got) and got[0]["time"] <= got[-1]["time"]
-    train_rows, val_rows = read_metrics(tmp_path / "r")  # readers still split them
+    train_rows, val_rows = split(read(tmp_path / "r"))  # readers still split them
     assert [r["step"] for r in train_rows] == [0, 1, 2] and [r["step"] for r in val_rows] == [1, 2]
 
 

@@ -27,7 +27,7 @@ from learntok.data.shards import read_index
 from learntok.util.errors import CheckpointError, ConfigError, DataError
 from learntok.compare.jobs import last_line
 from learntok.model.pretrained import read_config
-from learntok.run.plots import read_metrics
+from learntok.run import metrics_log
 from learntok.util.ranges import INT64, Range, field_range
 from learntok.run.folder import trim_logs
 
@@ -355,11 +355,11 @@ def jsonl(t: Path):
 
 def metrics(t: Path):
     (t / "metrics.jsonl").write_text('{"step": 1}\n' + deep_json() + "\n")
-    return lambda: read_metrics(t)
+    return lambda: metrics_log.read(t)
 
 
 def metrics_on_resume(t: Path):
-    """A run's own reader of its logs on resume (runfolder.metric_rows, the one reader): a deep
+    """A run's own reader of its logs on resume (learntok.run.metrics_log, the one reader): a deep
     row before the last line is an error naming it, as for `plot`; the file is left as it was."""
     (t / "metrics.jsonl").write_text('{"step": 1}\n' + deep_json() + "\n")
     return lambda: trim_logs(t, 1)

@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from learntok.evaluation.statistics import mean_and_se
-from learntok.run.plots import pyplot, read_metrics, series
+from learntok.run.metrics_log import read, series, split
+from learntok.run.plots import pyplot
 
 ARMS = {"learned": "fp32", "learned+system.dtype=bf16": "bf16 autocast"}
 
@@ -37,7 +38,7 @@ def curves(root: Path, key: str, rows: int) -> dict[str, dict[str, dict[int, flo
     for arm in ARMS:
         out[arm] = {}
         for seed, run in seed_runs(root, arm).items():
-            xs, ys = series(read_metrics(run)[rows], key)
+            xs, ys = series(split(read(run))[rows], key)
             out[arm][seed] = dict(zip(xs, ys))
     return out
 

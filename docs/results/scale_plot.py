@@ -9,7 +9,8 @@ rate is drawn once a seed. Run from the repo root once the runs are in RUNS:
 import sys
 from pathlib import Path
 
-from learntok.run.plots import pyplot, read_metrics, series
+from learntok.run.metrics_log import read, series, split
+from learntok.run.plots import pyplot
 
 PAPER = "learned+objective.gamma=0.99+strategy.window=8+objective.lambda_pi=0.01+objective.rate_gain=0+objective.rate_settle_gain=0+optim.policy_lr_mult=1"
 ARMS = {  # arm folder (compare's variant name) -> label
@@ -33,12 +34,12 @@ def seeds(arm: Path) -> dict[str, Path]:
 def main(root: Path, out: Path) -> None:
     plt = pyplot()
     fig, (ws_ax, bpb_ax) = plt.subplots(1, 2, figsize=(12, 4.5))
-    base = {k: dict(zip(*series(read_metrics(p)[1], "val_bpb"))) for k, p in seeds(root / "uniform").items()}
+    base = {k: dict(zip(*series(split(read(p))[1], "val_bpb"))) for k, p in seeds(root / "uniform").items()}
     for i, (name, label) in enumerate(ARMS.items()):
         runs = seeds(root / name)
         diffs: dict[float, list[float]] = {}
         for j, (k, run) in enumerate(runs.items()):
-            train, val = read_metrics(run)
+            train, val = split(read(run))
             xs, ys = series(train, "whitespace_rate")
             ws_ax.plot(xs, smooth(ys), color=f"C{i}", lw=1.0, ls=["-", "--", ":"][j % 3], label=f"{label} {k}".strip())
             for x, y in zip(*series(val, "val_bpb")):

@@ -5,7 +5,19 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from learntok.cli.options import add_device, add_greedy, add_json, add_model, add_rate, add_seed, check_run, request
+from learntok.cli.options import (
+    Input,
+    add_device,
+    add_greedy,
+    add_json,
+    add_model,
+    add_rate,
+    add_seed,
+    check_run,
+    model_data,
+    request,
+    run_data,
+)
 from learntok.cli.results import short_run_hint, write_json
 from learntok.cli.values import POSITIVE, REPEAT, VOCAB, WINDOW, text_arg
 from learntok.util.files import input_data, input_file, input_run, output_folder
@@ -36,7 +48,7 @@ def add_eval(sub) -> None:
     )
     add_device(p)
     add_json(p, "write every figure to this JSON file")
-    p.set_defaults(func=cmd_eval)
+    p.set_defaults(func=cmd_eval, reads=eval_reads)
 
 
 def cmd_eval(args) -> None:
@@ -47,6 +59,12 @@ def cmd_eval(args) -> None:
     print(format_report(report))
     write_json(args.json, report)
     short_run_hint(run)  # the checkpoint evaluated, not the one `latest` names now
+
+
+def eval_reads(args) -> list[Input]:
+    """What `eval` reads beyond its options' paths: the run's own data, unless --source (an
+    option's path) replaces it."""
+    return run_data(args.model) if args.source is None else []
 
 
 def add_eval_tasks(sub) -> None:
@@ -91,7 +109,7 @@ def add_diagnose(sub) -> None:
     p.add_argument("--out", type=output_folder, help="folder for diagnose.md/.json/.png (default RUN/diagnose)")
     add_device(p)
     add_json(p, "also write the table to this JSON file")
-    p.set_defaults(func=cmd_diagnose)
+    p.set_defaults(func=cmd_diagnose, reads=model_data)
 
 
 def cmd_diagnose(args) -> None:

@@ -1,21 +1,56 @@
 """The options several commands take, each defined once: the run a command reads, `--device`,
 `--seed` and `--greedy`, `--rate` with `--rate-mode`, `--json`, `--threads` and the `key=value`
 overrides. A command passes its own help where the words differ; the type, default and choices
-stay the same everywhere."""
+stay the same everywhere.
+
+Also what a command reads beyond the paths its options name (`Input`): each command that reads
+more (the data its config or its run names) declares it beside its function, as
+`set_defaults(reads=...)`, a function of the parsed arguments that resolves those paths as the
+command does; learntok.cli.outputs checks the command's outputs against them."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 
 from learntok.cli.values import RATE_ARG, SEED_ARG, number
-from learntok.util.errors import CheckpointError, ConfigError
+from learntok.util.errors import CheckpointError, ConfigError, DataError
 from learntok.util.files import input_run, output_file
 from learntok.util.ranges import THREADS
 
 RUN_OR_MODEL = "run folder (latest checkpoint), model/checkpoint folder, or a shipped model's name (tiny-shakespeare)"
 RATE_MODES = "with --rate: online (the offset moves with the decisions made, so the rate holds on any text; the default where the strategy has it) or calibrated (the offset found on val, fixed)"
+
+
+@dataclass(frozen=True)
+class Input:
+    """A path a command reads."""
+
+    what: str  # what names it, e.g. "data.source", "--config"; "" for a positional argument
+    path: str  # as given
+    data: bool = True  # a data folder (nothing may be written inside); False: a run or model folder
+
+
+def run_data(run: str) -> list[Input]:
+    """The data of the run or checkpoint `run`, found as the command finds it (the run located and
+    its config read, learntok.run.checkpoint); none for a model folder. A run that cannot be read
+    names nothing here: the command reports it."""
+    from learntok.run.checkpoint import locate_run, run_config_of
+
+    try:
+        cfg = run_config_of(locate_run(run))
+    except (CheckpointError, ConfigError, DataError, OSError):
+        return []
+    return [] if cfg is None else [Input("data.source", cfg.data.source)]
+
+
+def model_data(args) -> list[Input]:
+    """What a command that reads its run's data declares it reads (`reads`): that data, whatever
+    its options ask of it (diagnose's training batches, segment --held-out's test passage,
+    sample --rate's calibration on val), so that no output of it replaces the data."""
+    return run_data(args.model)
 
 
 def device_arg(text: str) -> str:

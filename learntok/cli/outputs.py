@@ -15,8 +15,9 @@ An output names a file (`--json`, `--html`) or a folder (`--out`). Refused, each
 - a folder output that is a training run's folder, but for `train` itself (learntok.run.folder.claim);
   a folder a command writes by default (plot's RUN/plots, diagnose's RUN/diagnose) is checked too.
 Files are then written whole by learntok.util.files.write_output. A command line's outputs and inputs
-are found from its options' types (learntok.util.files: output_file, input_data, ...), the data.source a
-train or compare names, and the data.source of a run it reads.
+are found from its options' types (learntok.util.files: output_file, input_data, ...) and, for what
+it reads beyond them, from its command's own declaration (`reads`, learntok.cli.options.Input): no
+config or run is read here.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from learntok.util.errors import CheckpointError, ConfigError, DataError, OutputRefused
-from learntok.util.files import INPUT_TYPES, OUTPUT_TYPES, check_name, input_data, input_run, output_folder
+from learntok.cli.options import Input
+from learntok.util.errors import OutputRefused
+from learntok.util.files import INPUT_TYPES, OUTPUT_TYPES, check_name, input_data, output_folder
 
 # The checks read runs and name the files of checkpoints and run folders through modules that
 # load torch: they are imported inside the checks, which run only for a command line that names
@@ -38,13 +40,6 @@ class Output:
     option: str  # the option that names it, e.g. "--json"
     path: str  # as given
     folder: bool = False  # a folder output (--out) rather than a file
-
-
-@dataclass(frozen=True)
-class Input:
-    what: str  # what names it, e.g. "data.source", "--config"; "" for a positional argument
-    path: str  # as given
-    data: bool = True  # a data folder (nothing may be written inside); False: a run or model folder
 
 
 # ---------------------------------------------------------------- a command line's paths
@@ -65,40 +60,18 @@ def command_outputs(args) -> list:
     ]
 
 
-def command_inputs(args) -> list:
-    """Every path this command line reads: the options typed input_*, the data.source a train
-    or compare names (overrides, --config, the run resumed), and a run's own data.source."""
-    from learntok.run.config import read_file
-    from learntok.model.pretrained import read_config, resolve
-
+def command_inputs(args) -> list[Input]:
+    """Every path this command line reads: the options typed input_*, and what its command
+    declares it reads beyond them (its `reads`, beside the command in its cli module: the data
+    its config or its run names, resolved as the command resolves it)."""
     typed = [
-        (a, a.option_strings[0] if a.option_strings else "", v)
+        Input(a.option_strings[0] if a.option_strings else "", v, a.type is input_data)
         for a in args.command_parser._actions
         if a.type in INPUT_TYPES
         for v in _values(args, a)
     ]
-    inputs = [Input(name, v, a.type is input_data) for a, name, v in typed]
-    tables = []
-    resumed = [Path(args.out) / "config.toml"] if getattr(args, "resume", False) and args.out else []
-    for path in [getattr(args, "config", None), *resumed]:
-        try:
-            tables.append(read_file(path) if path else {})
-        except (ConfigError, DataError):  # the command reports it
-            pass
-    sources = [t["data"].get("source") for t in tables if isinstance(t.get("data"), dict)]
-    sources += [
-        value.strip()
-        for key, _, value in (o.partition("=") for o in getattr(args, "overrides", []))
-        if key.strip() == "data.source"
-    ]
-    runs = [v for a, _, v in typed if a.type is input_run and getattr(args, "source", None) is None]
-    for run in runs:
-        try:
-            data = read_config(resolve(run)).get("data")
-        except (CheckpointError, ConfigError, DataError, OSError):
-            continue
-        sources += [data.get("source")] if isinstance(data, dict) else []
-    return inputs + [Input("data.source", s) for s in sources if isinstance(s, str)]
+    reads = getattr(args, "reads", None)
+    return typed + (reads(args) if reads else [])
 
 
 def check_command_line(args) -> None:

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import sys
 
-from learntok.cli.options import add_device, add_greedy, add_json, add_model, add_rate, add_seed, check_run, request
+from learntok.cli.options import (
+    add_device,
+    add_greedy,
+    add_json,
+    add_model,
+    add_rate,
+    add_seed,
+    check_run,
+    model_data,
+    request,
+)
 from learntok.cli.results import short_run_hint, write_json
 from learntok.cli.values import GENERATED_BYTES_ARG, POSITIVE, PROBABILITY, TEMPERATURE_ARG, WINDOW, text_arg
 from learntok.util.files import input_file, output_file
@@ -33,7 +43,7 @@ def add_segment(sub) -> None:
     )
     add_rate(p, "cut at this boundary rate, calibrated on the first 64 KB of the text cut (docs/rate.md)")
     add_json(p, "write chunks and stats to this JSON file")
-    p.set_defaults(func=cmd_segment)
+    p.set_defaults(func=cmd_segment, reads=model_data)
 
 
 def cmd_segment(args) -> None:
@@ -70,7 +80,7 @@ def add_sample(sub) -> None:
         p,
         "write the prompt, the generated text (and its bytes in base64), bytes/s and boundary rate to this JSON file",
     )
-    p.set_defaults(func=cmd_sample)
+    p.set_defaults(func=cmd_sample, reads=model_data)
 
 
 def cmd_sample(args) -> None:

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
 from pathlib import Path
 
-from learntok.cli.options import add_json, add_overrides, add_rate, add_seed, request
+from learntok.cli.options import Input, add_json, add_overrides, add_rate, add_seed, request, run_data
 from learntok.cli.results import write_json
 from learntok.cli.values import COUNT, FRACTION_ARG, POSITIVE, PROBABILITY, SHARD_MB
 from learntok.util.environment import launch_rank
-from learntok.util.errors import ConfigError
+from learntok.util.errors import ConfigError, DataError
 from learntok.util.files import input_data, input_file, input_run, output_folder
 
 # compare's options that train variants, refused with --runs (learntok.compare.runs.refuse_training)
@@ -55,7 +56,7 @@ def add_train(sub) -> None:
     p.add_argument("--steps", type=POSITIVE, help="optimizer steps (train.steps)")
     add_json(p, "also write the summary to this JSON file")
     add_overrides(p)
-    p.set_defaults(func=cmd_train, left=train_left)
+    p.set_defaults(func=cmd_train, reads=train_reads, left=train_left)
 
 
 def default_preset(preset: str | None, file: str | Path | None) -> str | None:
@@ -63,20 +64,37 @@ def default_preset(preset: str | None, file: str | Path | None) -> str | None:
     return preset or (None if file else "tiny")
 
 
-def cmd_train(args) -> None:
+def train_config(args):
+    """(the config `train` runs, the name its default folder starts with): defaults <- the preset
+    <- --config, or a resumed run's config.toml when neither is given <- the overrides."""
     from learntok.run.config import load_config
-    from learntok.train.loop import train
 
     if args.resume and not args.out:
         raise ConfigError("--resume needs --out RUN_DIR")
     base = Path(args.out) / "config.toml" if args.resume and not (args.preset or args.config) else args.config
     preset = default_preset(args.preset, base)
-    cfg = load_config(preset, base, with_steps(args))
-    args.out = args.out or default_out(preset or Path(base).stem, cfg.model.boundary)
+    return load_config(preset, base, with_steps(args)), preset or Path(base).stem
+
+
+def cmd_train(args) -> None:
+    from learntok.train.loop import train
+
+    cfg, name = train_config(args)
+    args.out = args.out or default_out(name, cfg.model.boundary)
     summary = train(cfg, args.out, resume=args.resume)
     if launch_rank() == 0:  # under torchrun, one summary
         print(json.dumps(summary, indent=2))
         write_json(args.json, summary)
+
+
+def train_reads(args) -> list[Input]:
+    """What `train` reads beyond its options' paths: the data.source of the config it runs
+    (`train_config`); a config that does not resolve names nothing here (cmd_train reports it)."""
+    try:
+        cfg, _ = train_config(args)
+    except (ConfigError, DataError):
+        return []
+    return [Input("data.source", cfg.data.source)]
 
 
 def train_left(args) -> str:
@@ -193,12 +211,13 @@ def add_compare(sub) -> None:
     add_overrides(p, "config overrides shared by every variant")
     p.set_defaults(
         func=cmd_compare,
+        reads=compare_reads,
         left=lambda args: f"finished variants are kept in {args.out}; the same command with --out {args.out} continues",
     )
 
 
 def cmd_compare(args) -> None:
-    from learntok.compare.runner import compare, parse_seeds, variants_from_args
+    from learntok.compare.runner import compare, parse_seeds
     from learntok.compare.report import format_seed_table, format_table, seed_summary
 
     if args.runs is not None:
@@ -210,16 +229,44 @@ def cmd_compare(args) -> None:
         )
     if args.strategies is None:
         raise ConfigError("compare needs --strategies (variants to train) or --runs (finished runs to evaluate)")
-    preset = args.preset or "tiny"
-    overrides = with_steps(args)
+    preset, overrides, variants = compare_setup(args)
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
     out = args.out = args.out or default_out("compare", preset)
-    variants = variants_from_args(args.strategies, args.ablations, args.rates)
     records = compare(variants, out, preset, overrides, args.eval_bytes, jobs=args.jobs, sweep=args.sweep, seeds=seeds)
     if launch_rank() == 0:  # under torchrun, one table
         print(format_seed_table(seed_summary(records, variants)) if seeds is not None else format_table(records))
         print(f"results in {out}", file=sys.stderr)
         write_json(args.json, {"results": records})
+
+
+def compare_setup(args) -> tuple[str, list[str], list[str]]:
+    """(preset, shared overrides, variants) of a `compare` that trains: the preset (default tiny)
+    and overrides every variant's config is built from (learntok.compare.runner.variant_config)."""
+    from learntok.compare.runner import variants_from_args
+
+    return args.preset or "tiny", with_steps(args), variants_from_args(args.strategies, args.ablations, args.rates)
+
+
+def compare_reads(args) -> list[Input]:
+    """What `compare` reads beyond its options' paths: each variant's data.source, its config
+    built as `compare` builds it (the shared overrides, then the variant's own, e.g.
+    `learned+data.source=FILE`); with --runs, the data of the first run (whose windows every run
+    is scored on). What does not resolve names nothing here (the command reports it)."""
+    from learntok.compare.runner import variant_config
+
+    if args.runs is not None:
+        return run_data(args.runs[0])
+    if args.strategies is None:
+        return []
+    sources = []
+    try:
+        preset, overrides, variants = compare_setup(args)
+        for spec in variants:
+            with contextlib.suppress(ConfigError, DataError):
+                sources.append(variant_config(spec, preset, overrides).data.source)
+    except ConfigError:
+        return []
+    return [Input("data.source", s) for s in dict.fromkeys(sources)]
 
 
 def cmd_compare_runs(args) -> None:

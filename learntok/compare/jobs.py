@@ -28,11 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from learntok.util.environment import PARENT, parent_pid
-from learntok.util.errors import DataError
 from learntok.util.files import open_no_follow
 from learntok.util.progress import Progress
-from learntok.run.folder import LOG, METRICS, metrics_row
-from learntok.util.json_toml import parse_json
+from learntok.run import metrics_log
+from learntok.run.folder import LOG
 
 POLL_S = 2.0  # seconds between looks at a running child's metrics.jsonl (and, off Linux, at its parent)
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -153,34 +152,11 @@ def _run(job: Job, env: dict, progress: bool, children: Children) -> int:
 def show_state(bar: Progress, job: Job) -> None:
     """Move a child's bar to its latest logged step, with its latest val bpb and, once every step
     is done, that it is being evaluated."""
-    step, val_bpb, evaluated = latest_figures(job.run_dir)
-    figures = {"val_bpb": f"{val_bpb:.4f}"} if val_bpb is not None else {}
-    bar.set_postfix(**figures, **({"now": "evaluating"} if step >= job.steps and not evaluated else {}), refresh=False)
-    bar.update(max(0, step - bar.n))  # displays, at most every mininterval
-
-
-def latest_figures(run_dir: Path, tail: int = 1 << 16) -> tuple[int, float | None, bool]:
-    """(latest training step, latest val bpb or None, whether a final evaluation row is there)
-    from the end of a run's metrics.jsonl, which its writer may be appending to (a torn last
-    line is skipped)."""
-    path, step, val_bpb, evaluated = run_dir / METRICS, 0, None, False
-    if not path.is_file():
-        return step, val_bpb, evaluated
-    with open(path, "rb") as f:
-        f.seek(max(0, f.seek(0, os.SEEK_END) - tail))
-        lines = f.read().splitlines()
-    for line in lines:
-        try:  # a row torn by the writer, or not a row (runfolder.metrics_row): not counted
-            row = metrics_row(parse_json(line), str(path))
-        except (ValueError, DataError):
-            continue
-        kind = row.get("kind")
-        if kind == "train":
-            step = max(step, row["step"])
-        elif kind == "val":
-            val_bpb = row.get("val_bpb", val_bpb)
-        evaluated = evaluated or kind == "eval"
-    return step, val_bpb, evaluated
+    now = metrics_log.latest(job.run_dir)
+    figures = {"val_bpb": f"{now.val_bpb:.4f}"} if now.val_bpb is not None else {}
+    evaluating = now.step >= job.steps and not now.evaluated
+    bar.set_postfix(**figures, **({"now": "evaluating"} if evaluating else {}), refresh=False)
+    bar.update(max(0, now.step - bar.n))  # displays, at most every mininterval
 
 
 def last_line(log: Path) -> str:

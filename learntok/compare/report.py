@@ -16,7 +16,8 @@ from learntok.evaluation.statistics import mean_and_se, over_seeds, verdict
 from learntok.run.config_info import settings_label
 from learntok.run.labels import RATE_SLACK, REFERENCE, at_rate, covers, rate_cell, unequal_rate
 from learntok.util.files import write_text_atomic
-from learntok.run.plots import pyplot, read_metrics, save_curves, series
+from learntok.run import metrics_log
+from learntok.run.plots import pyplot, save_curves
 
 # The paper's figures for orientation (docs/compare.md): test bits per byte at 147M on FineWeb,
 # and the whitespace rate of the 40M ablations, all at a target rate of 0.2. Keyed by learntok's
@@ -180,8 +181,8 @@ def plot_curves(out: Path, folders: dict[str, list[Path]]) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for i, (spec, runs) in enumerate(folders.items()):
         for j, run_dir in enumerate(runs):
-            _, val = read_metrics(run_dir)
-            xs, ys = series(val, "val_bpb", "bytes_seen")
+            _, val = metrics_log.split(metrics_log.read(run_dir))
+            xs, ys = metrics_log.series(val, "val_bpb", "bytes_seen")
             if xs:
                 ax.plot(
                     xs,

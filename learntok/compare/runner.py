@@ -29,9 +29,10 @@ from learntok.compare.report import (
     write_results,
 )
 from learntok.run.config import STRATEGY, RunConfig, load_config
+from learntok.data.corpora import check_source
 from learntok.data.dataset import ByteData, small_split_warnings
 from learntok.run.distributed import DistEnv, barrier, init_distributed, shutdown
-from learntok.util.errors import ConfigError
+from learntok.util.errors import ConfigError, DataError
 from learntok.evaluation.metrics import EvalOptions, columns
 from learntok.evaluation.score import evaluate_bpb
 from learntok.util.files import inside
@@ -39,9 +40,8 @@ from learntok.data.identity import DATA_IDENTITY, source_identity
 from learntok.compare.done import marked, read_done, write_done
 from learntok.compare.frontier import check_sweep, write_frontier
 from learntok.compare.jobs import Job, follow_parent, last_line, run_jobs
-from learntok.run.plots import read_metrics
+from learntok.run import metrics_log
 from learntok.run.folder import anchored
-from learntok.run.tracking import append_row
 from learntok.train.loop import train
 
 ALIASES = {  # short override names for variants
@@ -107,6 +107,15 @@ def variant_config(spec: str, preset: str | None, overrides: list[str]) -> RunCo
     return load_config(preset, None, [*shared, *own])
 
 
+def check_variant_source(spec: str, cfg: RunConfig) -> None:
+    """A variant's data source (shared, or its own `+data.source=...`) names a corpus or a path
+    that is there: else one line naming the variant, before any variant trains."""
+    try:
+        check_source(cfg.data.source)
+    except DataError as e:
+        raise DataError(f"variant {spec!r}: {e}") from None
+
+
 def check_strategy_options(variants: list[str], overrides: list[str]) -> None:
     """A shared `strategy.KEY=value` must be an option of at least one variant's strategy."""
     strategies = {parse_variant(v)[0] for v in variants} & set(strategy_names())
@@ -143,8 +152,8 @@ def evaluate_run(
 
 def train_speed(run_dir: Path) -> float:
     """Mean training bytes per second over the run's logged windows (0 if none)."""
-    train_lines, _ = read_metrics(run_dir)
-    speeds = [r["bytes_per_s"] for r in train_lines if r.get("bytes_per_s")]
+    train_rows, _ = metrics_log.split(metrics_log.read(run_dir))
+    speeds = [v for v in metrics_log.series(train_rows, "bytes_per_s")[1] if v]
     return sum(speeds) / len(speeds) if speeds else 0.0
 
 
@@ -219,7 +228,7 @@ def run_variant(
         DATA_IDENTITY: identity,
     }
     if env.is_main:
-        append_row(run_dir, "eval", summary["step"], figures)
+        metrics_log.append(run_dir, "eval", summary["step"], figures)
         write_done(run_dir, record)
     return record
 
@@ -310,8 +319,9 @@ def compare(
     units = [(spec, seed) for spec in variants for seed in (seeds if seeds is not None else [None])]
     # one config a run, built once: a bad name fails here, before any training
     cfgs = [variant_config(spec, preset, [*overrides, *seed_override(seed)]) for spec, seed in units]
-    for spec, seed in units:  # every run folder inside --out, before anything is written
+    for (spec, seed), cfg in zip(units, cfgs):  # run folders inside --out, sources there: before any write
         run_folder(out, spec, seed)
+        check_variant_source(spec, cfg)
     env = init_distributed(cfgs[0].system.device)
     if env.is_main:
         out.mkdir(parents=True, exist_ok=True)

@@ -60,6 +60,17 @@ def source_path(source: str) -> Path:
     return Path(source).expanduser()
 
 
+def check_source(source: str) -> None:
+    """Refuse, in one line, a data source that names nothing: empty, or neither a built-in corpus
+    nor an existing path. Opens nothing (what the path holds is judged when it is read), so a
+    command can check every source it will read before any work."""
+    path = source_path(source)
+    if source not in BUILTINS and not path.exists() and not path.is_symlink():
+        raise DataError(
+            f"data source {source!r} is neither a built-in corpus ({', '.join(BUILTINS)}) nor an existing path"
+        )
+
+
 def load_named_documents(source: str, text_field: str = "text") -> tuple[list[bytes], list[str] | None]:
     """(documents, their file names relative to the folder when `source` is a folder, else None).
     Sources are read into memory, at most files.memory_budget() bytes (larger: `learntok prepare`)."""
@@ -77,11 +88,8 @@ def _unnamed_documents(source: str, text_field: str) -> list[bytes]:
         return _stdlib_documents()
     if source == "python-docs":
         return _python_docs_documents()
+    check_source(source)
     path = source_path(source)
-    if not path.exists() and not path.is_symlink():
-        raise DataError(
-            f"data source {source!r} is neither a built-in corpus ({', '.join(BUILTINS)}) nor an existing path"
-        )
     check_size(path, memory_budget())
     docs = [doc for doc in bounded((d for d, _ in file_documents(path, text_field)), "data source", path) if doc]
     if not docs:

@@ -14,7 +14,8 @@ import json
 from pathlib import Path
 
 from learntok import __version__
-from learntok.run.folder import METRICS
+from learntok.run import metrics_log
+from learntok.util.errors import DataError
 
 CARD = "README.md"
 LICENSE = "mit"  # learntok's own (pyproject.toml); the weights are released under it
@@ -43,18 +44,16 @@ def recorded_figures(folder: Path | None) -> dict | None:
                 "boundary_rate": d["test_boundary_rate"],
                 "source": "done.json",
             }
-        rows = [json.loads(line) for line in (run / METRICS).read_text().splitlines() if line.strip()]
-        val = [r for r in rows if "val_bpb" in r]
-        if val:
-            r = val[-1]
+        r = metrics_log.last_logged(run, "val")
+        if r is not None and "val_bpb" in r:
             return {
                 "split": "validation",
                 "bpb": r["val_bpb"],
                 "boundary_rate": r.get("val_boundary_rate"),
                 "step": r.get("step"),
-                "source": METRICS,
+                "source": metrics_log.log_path(run).name,
             }
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, DataError):
         return None  # a card never stops an export: it goes without figures
     return None
 

@@ -30,7 +30,6 @@ from learntok.model.aunet import AUNet
 from learntok.model.pretrained import (
     CONFIG,
     LATEST,
-    ModelFiles,
     WEIGHTS,
     atomic_dir,
     commit,
@@ -262,8 +261,7 @@ def load_run_folder(
 
 def _load_located(run: RunRef, device: str | torch.device) -> tuple[AUNet, RunConfig | None]:
     files = _version_checked(read_model_files, run.folder, copy.deepcopy(run.config), device)
-    # a run config is checked whole, as `train` checks it, before the model is built
-    run_cfg = _version_checked(run_config_of, files) if isinstance(files.config.get("model"), dict) else None
+    run_cfg = _version_checked(run_config_of, run)  # checked whole, as `train` checks it, before the model is built
     model = _version_checked(AUNet.from_files, files, map_location=device)
     return model.eval(), run_cfg
 
@@ -280,12 +278,17 @@ def _version_checked(read, *args, **kwargs):
         raise CheckpointError(f"{e} (a checkpoint from an incompatible learntok version?)") from None
 
 
-def run_config_of(files: ModelFiles) -> RunConfig:
-    """The run config in a checkpoint's config.json; a bad section or value names the file."""
+def run_config_of(run: RunRef) -> RunConfig | None:
+    """The run config in a located checkpoint's config.json (None for a bare model folder, whose
+    config is the model's alone), without reading its weights: what `load_run` returns with the
+    model, and what a command declares it reads from a run (its data). A bad section or value
+    names the file."""
+    if not isinstance(run.config.get("model"), dict):
+        return None
     try:
-        return RunConfig.from_dict(files.config)
+        return RunConfig.from_dict(copy.deepcopy(run.config))
     except ConfigError as e:
-        raise ConfigError(f"{files.folder / CONFIG}: {e}") from None
+        raise ConfigError(f"{run.folder / CONFIG}: {e}") from None
 
 
 @contextmanager

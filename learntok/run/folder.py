@@ -31,13 +31,15 @@ from pathlib import Path
 
 from learntok.model.pretrained import LATEST
 from learntok.run.config import RunConfig, read_file
+from learntok.run import metrics_log
+from learntok.run.metrics_log import METRICS
 from learntok.data.dataset import anchored_source
-from learntok.util.errors import ConfigError, DataError, FormatError, RunFolderError
-from learntok.util.files import remove_stale_tmp, no_follow_fd, read_input, write_text_atomic
-from learntok.util.json_toml import expect, expect_fields, parse_json
+from learntok.util.errors import ConfigError, DataError, RunFolderError
+from learntok.util.files import remove_stale_tmp, no_follow_fd, write_text_atomic
+from learntok.util.json_toml import parse_json
 
 LOCK = ".lock"
-METRICS, SEGMENTS, CONFIG, WANDB = "metrics.jsonl", "segments.txt", "config.toml", "wandb"
+SEGMENTS, CONFIG, WANDB = "segments.txt", "config.toml", "wandb"
 RUN_FILES = (METRICS, SEGMENTS, CONFIG, "checkpoints", WANDB)  # what `train` writes into a run folder
 EVENTS = "events.out.tfevents."  # the name prefix of TensorBoard event files (log.tensorboard)
 LOG = "train.log"  # a run's console log, kept by `compare --jobs` across resumes (never cleared)
@@ -140,41 +142,6 @@ def _remove_unused_folders() -> None:
             key.rmdir()
 
 
-def metric_rows(path: str | Path) -> list[tuple[str, dict]]:
-    """(line, row) for each row of a metrics.jsonl: the one reader of it, for the trainer and for
-    `plot`. A row is what `metrics_row` accepts. A last line cut before its newline
-    that does not parse (what kill -9 in the middle of a write leaves) is left out; any other
-    line that is not a row is an error naming it."""
-    text = read_input(path, "metrics file").decode("utf-8", errors="replace")
-    lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
-    rows = []
-    for i, (lineno, line) in enumerate(lines):
-        try:
-            row = parse_json(line)
-        except FormatError as e:
-            if i == len(lines) - 1 and not text.endswith("\n"):  # torn by a crash
-                break
-            raise DataError(f"{path} line {lineno}: {e}") from None
-        rows.append((line, metrics_row(row, f"{path} line {lineno}")))
-    return rows
-
-
-def metrics_row(row, where: str) -> dict:
-    """`row` when it is a metrics row: an object with an integer `step`, its `kind` a string and
-    every other field a finite number (what learntok.run.tracking writes; a figure that is NaN, a
-    string or null would plot as nothing or print as nan); else a DataError naming the field."""
-    expect_fields(row, {"step": "an integer"}, where, DataError)
-    for key, value in row.items():
-        expect(value, "a string" if key == "kind" else "a finite number", f"{where}: field {key!r}", DataError)
-    return row
-
-
-def _logged_steps(run_dir: Path) -> int:
-    """The highest step with a row in metrics.jsonl (0 if none)."""
-    path = run_dir / METRICS
-    return max((row["step"] for _, row in metric_rows(path)), default=0) if path.is_file() else 0
-
-
 def _check_fresh(run_dir: Path, ours: bool) -> None:
     names = sorted(p.name for p in run_dir.iterdir() if p.name not in (LOCK, LOG))
     if not names:
@@ -188,7 +155,7 @@ def _check_fresh(run_dir: Path, ours: bool) -> None:
             f"{', ...' if len(foreign) > 3 else ''}); train writes only into a new or empty "
             f"folder, or resumes a run with --resume"
         )
-    if _logged_steps(run_dir) > 0:
+    if metrics_log.logged_steps(run_dir) > 0:
         raise RunFolderError(
             f"run folder {run_dir} has logged steps but no checkpoint to resume from; its "
             f"{METRICS} would mix two runs: choose another --out"
@@ -257,9 +224,7 @@ def stored_config(run_dir: Path) -> RunConfig:
 def trim_logs(run_dir: Path, step: int) -> None:
     """Cut metrics.jsonl and segments.txt back to `step` (what was logged after the checkpoint
     we resume from, and a last line torn by a crash, goes), each replaced atomically."""
-    metrics = run_dir / METRICS
-    if metrics.is_file():
-        write_text_atomic(metrics, "".join(line + "\n" for line, row in metric_rows(metrics) if row["step"] <= step))
+    metrics_log.trim(run_dir, step)
     segments = run_dir / SEGMENTS
     if segments.is_file():
         keep, current = [], 0

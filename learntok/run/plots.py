@@ -1,10 +1,7 @@
 """`learntok plot`: training and validation curves of one or several runs, and the estimator
 variance chart of `learntok diagnose`. PNG through matplotlib's Agg backend (no display).
 
-metrics.jsonl (learntok.run.tracking) holds training rows (`step`, `bytes_seen`, `bpb`,
-`boundary_rate`, `whitespace_rate`, ...) and validation rows (`val_bpb`, `val_boundary_rate`,
-`val_whitespace_rate`), told apart by their `kind` (by their keys in runs written before rows
-had one).
+The curves' rows come from learntok.run.metrics_log.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ from pathlib import Path
 
 from learntok.util.errors import DataError
 from learntok.util.files import replacing
-from learntok.run.folder import METRICS as METRICS_FILE, metric_rows
+from learntok.run import metrics_log
 
 METRICS = {"bpb": "bits per byte", "boundary_rate": "boundary rate", "whitespace_rate": "whitespace rate"}
 
@@ -28,37 +25,19 @@ def pyplot():
     return plt
 
 
-def read_metrics(run: str | Path) -> tuple[list[dict], list[dict]]:
-    """(training rows, validation rows) of RUN/metrics.jsonl (or a metrics.jsonl path), read as
-    the trainer reads it (runfolder.metric_rows: a last row torn by a crash is left out); the
-    strategy's fit row counts as training, compare's final evaluation row as neither."""
-    path = Path(run)
-    path = path / METRICS_FILE if path.is_dir() else path
-    if not path.exists() and not path.is_symlink():
-        raise DataError(f"{path} does not exist: is {run} a run folder?")
-    train, val, rows = [], [], metric_rows(path)
+def run_curves(run: str | Path) -> tuple[list[dict], list[dict]]:
+    """(training rows, validation rows) of a run to plot; a log without rows is one line."""
+    rows = metrics_log.read(run)
     if not rows:
-        raise DataError(f"{path} holds no metrics rows (yet): nothing to plot")
-    for _, rec in rows:
-        kind = rec.get("kind") or ("val" if any(k.startswith("val_") for k in rec) else "train")
-        if kind in ("train", "fit"):
-            train.append(rec)
-        elif kind == "val":
-            val.append(rec)
-    return train, val
-
-
-def series(records: list[dict], key: str, x: str = "step") -> tuple[list[float], list[float]]:
-    """(xs, ys) of the records that have both `x` and `key`."""
-    pts = [(r[x], r[key]) for r in records if key in r and x in r and r[key] is not None]
-    return [p[0] for p in pts], [p[1] for p in pts]
+        raise DataError(f"{metrics_log.log_path(run)} holds no metrics rows (yet): nothing to plot")
+    return metrics_log.split(rows)
 
 
 def plot_runs(runs: list[str | Path], out: str | Path, x: str = "step") -> list[Path]:
     """One PNG per metric (bpb, boundary_rate, whitespace_rate): training (solid, thin) and
     validation (dashed, markers) of every run, one colour per run. Returns the paths written."""
     # a run's name as text for the legend (a folder named in another encoding than UTF-8: U+FFFD)
-    data = {os.fsencode(Path(r).name or str(r)).decode("utf-8", "replace"): read_metrics(r) for r in runs}
+    data = {os.fsencode(Path(r).name or str(r)).decode("utf-8", "replace"): run_curves(r) for r in runs}
     plt = pyplot()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)  # once every run is read
@@ -67,10 +46,10 @@ def plot_runs(runs: list[str | Path], out: str | Path, x: str = "step") -> list[
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for i, (name, (train, val)) in enumerate(data.items()):
             colour = f"C{i % 10}"
-            xs, ys = series(train, key, x)
+            xs, ys = metrics_log.series(train, key, x)
             if xs:
                 ax.plot(xs, ys, color=colour, lw=1, alpha=0.8, label=f"{name} train")
-            xs, ys = series(val, f"val_{key}", x)
+            xs, ys = metrics_log.series(val, f"val_{key}", x)
             if xs:
                 ax.plot(xs, ys, color=colour, ls="--", marker="o", ms=3, label=f"{name} val")
         ax.set_xlabel(x.replace("_", " "))

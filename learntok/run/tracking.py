@@ -1,14 +1,7 @@
 """Where a run's figures go: RUN/metrics.jsonl always, and the same figures in TensorBoard
 (`log.tensorboard = true`) or Weights & Biases (`log.wandb = "PROJECT"`) when asked.
 
-metrics.jsonl holds one JSON object a line, each with its `kind`, its `step` and the wall-clock
-`time` it was written (Unix seconds):
-
-    train  the mean of each training metric over the steps since the last row (loss, bpb,
-           boundary_rate, whitespace_rate, grad_norm, bytes_per_s, ...), lr and bytes_seen
-    val    a periodic validation: val_bpb, val_boundary_rate, val_whitespace_rate, val_bytes
-    fit    what the strategy's fit reports (step 0; e.g. the bpe tokenizer's vocabulary)
-    eval   compare's final evaluation of the run (val_* and test_* figures)
+metrics.jsonl's rows, their kinds and their readers are learntok.run.metrics_log's.
 
 TensorBoard gets each number as the scalar `KIND/NAME` (`train/bpb`, `val/bpb`, `train/lr`,
 `train/bytes_per_s`, ...) and the sample segmentations as text, in event files in the run
@@ -21,9 +14,7 @@ continues it; `WANDB_MODE=offline` (wandb's own setting) logs without a network.
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
-import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,12 +22,11 @@ from pathlib import Path
 from learntok.run.config import LogConfig, RunConfig, to_toml
 from learntok.run.distributed import DistEnv, barrier
 from learntok.util.errors import ConfigError
-from learntok.util.files import open_no_follow, write_text_atomic
-from learntok.run.folder import METRICS, WANDB
+from learntok.util.files import write_text_atomic
+from learntok.run import metrics_log
+from learntok.run.folder import WANDB
 from learntok.util.progress import note
 from learntok.util.runtime import rng_state, set_rng_state
-
-KINDS = ("train", "val", "fit", "eval")
 
 
 def check_trackers(cfg: LogConfig) -> None:
@@ -45,16 +35,6 @@ def check_trackers(cfg: LogConfig) -> None:
         raise ConfigError("log.tensorboard = true needs the tensorboard package: pip install tensorboard")
     if cfg.wandb and importlib.util.find_spec("wandb") is None:
         raise ConfigError(f"log.wandb = {cfg.wandb!r} needs the wandb package: pip install -e '.[wandb]'")
-
-
-def append_row(run_dir: str | Path, kind: str, step: int, row: dict) -> dict:
-    """Append one row of `kind` at `step` to RUN/metrics.jsonl, stamped with the time; returns it."""
-    if kind not in KINDS:
-        raise ValueError(f"metrics kind {kind!r} is not one of {', '.join(KINDS)}")
-    record = {"kind": kind, "step": step, "time": round(time.time(), 3), **row}
-    with open_no_follow(Path(run_dir) / METRICS) as f:  # never through a link out of the run
-        f.write(json.dumps(record) + "\n")
-    return record
 
 
 def scalars(kind: str, row: dict) -> dict[str, float]:
@@ -89,7 +69,7 @@ class Tracker:
     def log(self, kind: str, step: int, row: dict) -> None:
         if not self.enabled:
             return
-        append_row(self.run_dir, kind, step, row)
+        metrics_log.append(self.run_dir, kind, step, row)
         values = {k: v for k, v in scalars(kind, row).items() if math.isfinite(v)}
         if self.tb is not None:
             for tag, v in values.items():

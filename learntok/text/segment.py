@@ -19,9 +19,8 @@ from learntok.util.errors import ConfigError, DataError
 from learntok.util.files import OutputFile
 from learntok.text.display import Chunk, ChunkStream, render_terminal
 from learntok.text.page import PageCollector, condition_grid, page_note, render_html
-from learntok.run.plots import read_metrics
+from learntok.run import metrics_log
 from learntok.run.rate import CALIBRATION_BYTES
-from learntok.run.folder import METRICS
 from learntok.text.tokenizer import Tokenizer
 from learntok.text.windows import Decided, file_rows, read_pieces, segment_stats, text_rows
 
@@ -227,12 +226,8 @@ def held_out_passage(data: ByteData, n_bytes: int = 700, max_docs: int = 1000) -
 
 
 def last_validation(run_dir: str | Path) -> dict[str, float]:
-    """The run's last validation figures in metrics.jsonl (step, val_bpb, val_boundary_rate,
+    """The run's last validation figures in its metrics log (step, val_bpb, val_boundary_rate,
     val_whitespace_rate); empty when there are none (a model or checkpoint folder, a run that
-    logged nothing yet). A metrics file that is there is read whole: a bad row is an error."""
-    path = Path(run_dir) / METRICS
-    if not path.is_file() or not path.stat().st_size:
-        return {}
-    _, val = read_metrics(path)
-    keys = ("step", "val_bpb", "val_boundary_rate", "val_whitespace_rate")
-    return {k: val[-1][k] for k in keys if k in val[-1]} if val else {}
+    logged nothing yet). A log that is there is read whole: a bad row is an error."""
+    val = metrics_log.last_logged(run_dir, "val") or {}
+    return {k: val[k] for k in ("step", "val_bpb", "val_boundary_rate", "val_whitespace_rate") if k in val}
