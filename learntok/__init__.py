@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "AUNet": "learntok.model.aunet",
     "ModelOutput": "learntok.model.aunet",
-    "ModelConfig": "learntok.nn.config",
+    "ModelConfig": "learntok.model.config",
     "ObjectiveConfig": "learntok.model.objective",
     "Encoding": "learntok.text.tokenizer",
     "Tokenizer": "learntok.text.tokenizer",

@@ -113,7 +113,7 @@ CAST_STRATEGIES = ["learned", "frozen", "nawrot", "hnet", "entropy", "whitespace
 @pytest.mark.parametrize("name", CAST_STRATEGIES)
 def test_a_model_cast_to_16_bits_runs_and_matches_fp32(name, dtype):
     from learntok.model.aunet import AUNet
-    from learntok.nn.config import ModelConfig
+    from learntok.model.config import ModelConfig
 
     torch.manual_seed(0)
     x = torch.randint(0, 256, (2, 64))

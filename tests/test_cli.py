@@ -112,7 +112,7 @@ def test_an_error_line_has_one_prefix(monkeypatch, capsys, message):
 def test_segment_helpers():
     from learntok.text.display import display_chunks, render_terminal
     from learntok.model.aunet import AUNet
-    from learntok.nn.config import ModelConfig
+    from learntok.model.config import ModelConfig
     from learntok.text.windows import segment_text
 
     assert [c.data for c in display_chunks(b"ab cd!", [0, 2, 4, 5])] == [b"ab", b" c", b"d", b"!"]

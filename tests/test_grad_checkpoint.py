@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from learntok.model.aunet import AUNet
-from learntok.nn.config import ModelConfig
+from learntok.model.config import ModelConfig
 from learntok.train.loop import train
 
 

@@ -7,7 +7,7 @@ import torch
 
 from learntok.boundaries import strategy_names
 from learntok.model.aunet import AUNet
-from learntok.nn.config import ModelConfig
+from learntok.model.config import ModelConfig
 
 
 def backbone(boundary: str, seed: int) -> dict[str, torch.Tensor]:

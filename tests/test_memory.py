@@ -16,7 +16,7 @@ CHILD = """
 import resource, sys, torch
 from learntok.model.generate import generate
 from learntok.model.aunet import AUNet
-from learntok.nn.config import ModelConfig
+from learntok.model.config import ModelConfig
 from learntok.text.windows import segment_text
 
 torch.manual_seed(0)
@@ -63,7 +63,7 @@ SEGMENT_CHILD = """
 import os, resource, sys, torch
 from learntok.cli import main
 from learntok.model.aunet import AUNet
-from learntok.nn.config import ModelConfig
+from learntok.model.config import ModelConfig
 
 torch.manual_seed(0)
 folder, paths = sys.argv[1], sys.argv[2:]

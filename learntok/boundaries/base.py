@@ -13,13 +13,26 @@ Shapes: B batch, T bytes (BOS at t = 0), S tokens, D width.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Protocol
 
 import torch
 from torch import nn
 
 from learntok.boundaries.rate import RateDial
-from learntok.nn.config import ModelConfig
+
+
+class Backbone(Protocol):
+    """What a strategy reads of the model's config (learntok.model.config.ModelConfig, which the
+    model builds it from): the strategy sits below the model, so it names these fields, not the class."""
+
+    boundary: str  # the strategy's registry key
+    byte_width: int  # width of the encoder vectors it decides from
+    init_std: float  # std of the normal init of its weights
+    target_rate: float  # rho*: target boundaries per byte
+    rate_conditioned: bool  # told a target rate per row (learntok.boundaries.rate.RateCondition)
+    rate_range: tuple[float, float]  # the conditioned targets' range
+    rows_per_rate: int  # rows of a micro-batch sharing one drawn target
+    strategy: dict[str, Any]  # its own options ([strategy])
 
 
 @dataclass
@@ -86,13 +99,13 @@ class BoundaryStrategy(nn.Module, RateDial):
         return self
 
     @classmethod
-    def own_weights(cls, cfg: ModelConfig) -> int:
+    def own_weights(cls, cfg: Backbone) -> int:
         """About how many weights the strategy adds to the model, from the config alone (nothing
         built): the size checks count them with the backbone's (learntok.model.sizes). Strategies
         whose options grow their weights say so; small fixed ones are left out."""
         return 0
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: Backbone):
         super().__init__()
         self.cfg = cfg
         self.opts = self.Config(**cfg.strategy)  # validated by the config loader; checked again here
@@ -187,5 +200,5 @@ def strategy_class(name: str) -> type[BoundaryStrategy]:
     return _REGISTRY[name]
 
 
-def build_strategy(cfg: ModelConfig) -> BoundaryStrategy:
+def build_strategy(cfg: Backbone) -> BoundaryStrategy:
     return strategy_class(cfg.boundary)(cfg)

@@ -19,10 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
+from learntok.boundaries.base import Backbone, BoundaryOutput, BoundaryStrategy, register
 from learntok.boundaries.common import counted_at, decision_mask
 from learntok.boundaries.rate import OffsetKnob, controlled_scan
-from learntok.nn.config import ModelConfig
 from learntok.util.ranges import ranged
 
 
@@ -70,7 +69,7 @@ class HNetRouting(OffsetKnob, BoundaryStrategy):
     rate_offset_range = (-12.0, 12.0)  # logit units: the routing threshold is sigmoid(-offset)
     rate_gain_unit = 0.1  # online control moves the threshold by 0.1 of a logit's step (docs/rate.md)
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: Backbone):
         super().__init__(cfg)
         self.q = nn.Linear(cfg.byte_width, cfg.byte_width, bias=False)
         self.k = nn.Linear(cfg.byte_width, cfg.byte_width, bias=False)

@@ -25,10 +25,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, PolicyTerms, register
+from learntok.boundaries.base import Backbone, BoundaryOutput, BoundaryStrategy, PolicyTerms, register
 from learntok.boundaries.common import counted_at, decision_mask, target_logit
 from learntok.boundaries.rate import OffsetKnob, RateCondition, controlled_scan
-from learntok.nn.config import ModelConfig
 from learntok.util.ranges import ranged
 
 
@@ -167,11 +166,11 @@ class LearnedPolicy(OffsetKnob, BoundaryStrategy):
     rate_offset_range = (-24.0, 24.0)  # logit units; the soft cap (6) saturates well inside
 
     @classmethod
-    def own_weights(cls, cfg: ModelConfig) -> int:
+    def own_weights(cls, cfg: Backbone) -> int:
         """The projection to the window's w logits: (byte width + 1) x w."""
         return (cfg.byte_width + 1) * int(cfg.strategy.get("window", cls.Config.window))
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: Backbone):
         super().__init__(cfg)
         self.norm = nn.RMSNorm(cfg.byte_width, elementwise_affine=False)
         self.proj = nn.Linear(cfg.byte_width, self.opts.window)

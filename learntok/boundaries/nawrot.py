@@ -20,10 +20,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from learntok.boundaries.base import BoundaryOutput, BoundaryStrategy, register
+from learntok.boundaries.base import Backbone, BoundaryOutput, BoundaryStrategy, register
 from learntok.boundaries.common import decision_mask, target_logit
 from learntok.boundaries.rate import OffsetKnob
-from learntok.nn.config import ModelConfig
 from learntok.nn.pooling import straight_through
 from learntok.util.ranges import ranged
 
@@ -68,7 +67,7 @@ class DynamicPooling(OffsetKnob, BoundaryStrategy):
     chunker = "mean"  # a token is its segment's mean (learntok.nn.chunkers.MeanPool)
     rate_offset_range = (-12.0, 12.0)  # logit units, added to the predictor's logit
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: Backbone):
         super().__init__(cfg)
         hidden = max(1, round(self.opts.hidden_mult * cfg.byte_width))
         self.mlp = nn.Sequential(nn.Linear(cfg.byte_width, hidden), nn.GELU(), nn.Linear(hidden, 1))

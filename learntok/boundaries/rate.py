@@ -280,7 +280,7 @@ class RateDial:
     conditionable: bool = False  # it can be trained rate-conditioned (model.rate_conditioned, docs/rate.md)
     rate_control: RateControl | None = None  # online rate control at inference (None: off)
     condition: RateCondition | None  # a rate-conditioned policy's targets (set by the strategy's __init__)
-    cfg: object  # the strategy's ModelConfig (its `boundary` names it in messages)
+    cfg: object  # the model config the strategy was built from (its `boundary` names it in messages)
 
     def set_rate_control(self, control: RateControl | None) -> None:
         """Run under online rate control `control` from the next forward or decoding state on

@@ -29,7 +29,7 @@ import torch
 from learntok.run.checkpoint import load_run
 from learntok.data.dataset import ByteData
 from learntok.util.errors import ConfigError
-from learntok.nn.config import position_bytes
+from learntok.model.config import position_bytes
 from learntok.util.files import write_text_atomic
 from learntok.model.objective import ObjectiveConfig, loss
 from learntok.run.plots import plot_diagnose

@@ -30,7 +30,7 @@ from learntok.util.progress import note
 from learntok.run.rate import held_out_batches, set_rate
 from learntok.util.runtime import resolve_device
 from learntok.evaluation.score import WINDOW_COLUMNS, evaluate_bpb, paired_difference, window_nats
-from learntok.nn.config import position_bytes
+from learntok.model.config import position_bytes
 
 
 # ---------------------------------------------------------------- the command

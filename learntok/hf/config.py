@@ -20,7 +20,7 @@ from learntok.util.errors import CheckpointError, ConfigError
 from learntok.run.config import RunConfig
 from learntok.model.generate import BOUNDARY_MODES, DEFAULT_BOUNDARIES
 from learntok.model.pretrained import MODEL_TYPE, STRATEGY, check_format, model_config, trained_seq_len
-from learntok.nn.config import ModelConfig
+from learntok.model.config import ModelConfig
 from learntok.util.ranges import SEED
 
 DEFAULT_CONTEXT = 1024  # bytes a row, where the folder does not say the window it was trained at

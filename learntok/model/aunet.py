@@ -23,7 +23,7 @@ from learntok.boundaries.base import BoundaryOutput, build_strategy
 import learntok.util.checks as check
 from learntok.util import unicode
 from learntok.data.vocab import encode
-from learntok.nn.config import ModelConfig
+from learntok.model.config import ModelConfig
 from learntok.model.generate import generate, stream
 from learntok.nn.layers import RMSNorm, Stack
 from learntok.nn.chunkers import build_chunker

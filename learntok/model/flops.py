@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from learntok.model.aunet import AUNet
-from learntok.nn.config import ModelConfig
+from learntok.model.config import ModelConfig
 
 
 def meta_model(cfg: ModelConfig) -> AUNet:

@@ -25,7 +25,7 @@ from learntok.boundaries.options import STRATEGY, strategy_options, upgraded
 from learntok.util.errors import CheckpointError, ConfigError, NotFiniteError, OutputError
 from learntok.util.typed_fields import check_fields, is_utf8
 from learntok.util.files import check_name, read_input, replaceable_folder
-from learntok.nn.config import ModelConfig
+from learntok.model.config import ModelConfig
 from learntok.model.sizes import FP32, check_model_sizes
 from learntok.util.ranges import INT64
 from learntok.util.shipped import named_folder, unknown_name

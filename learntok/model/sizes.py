@@ -10,7 +10,7 @@ its weights take beside what this process can get."""
 from __future__ import annotations
 
 from learntok.boundaries.base import strategy_class
-from learntok.nn.config import ModelConfig
+from learntok.model.config import ModelConfig
 from learntok.util.errors import ConfigError
 from learntok.util.files import memory_budget
 

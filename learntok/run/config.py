@@ -23,7 +23,7 @@ from learntok.data.dataset import DataConfig
 from learntok.util.errors import ConfigError, FormatError
 from learntok.util.typed_fields import check_fields, check_values, field_types, parse_value
 from learntok.util.files import read_input, write_text_atomic
-from learntok.nn.config import ModelConfig
+from learntok.model.config import ModelConfig
 from learntok.model.objective import ObjectiveConfig, objective_for
 from learntok.model.sizes import check_model_sizes
 from learntok.util.ranges import INT64, SEED, THREADS, ranged

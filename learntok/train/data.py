@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from learntok.data.dataset import ByteData, small_split_warnings
 from learntok.data.identity import source_identity
-from learntok.nn.config import position_bytes
+from learntok.model.config import position_bytes
 from learntok.run.config import RunConfig, check_memory, config_warnings
 from learntok.run.distributed import DistEnv, micro_plan
 
