@@ -367,3 +367,17 @@ def test_set_rate_names_a_wrong_held_out_text(batches, error, words):
     """set_rate's held-out text of the wrong type or empty is refused by name, before any work."""
     with pytest.raises(error, match=re.escape(words)):
         set_rate(tiny("learned"), 0.2, batches)
+
+
+def test_the_rate_mode_option_offers_the_modes_the_service_runs():
+    """`--rate-mode`'s choices (cli/options.py, which imports no library module at the top) are
+    learntok.run.rate.RATE_MODES: a new mode added to one is offered by the other."""
+    import argparse
+
+    from learntok.cli.options import add_rate
+    from learntok.run.rate import RATE_MODES
+
+    p = argparse.ArgumentParser()
+    add_rate(p, "rate")
+    choices = next(a.choices for a in p._actions if a.dest == "rate_mode")
+    assert tuple(choices) == RATE_MODES
