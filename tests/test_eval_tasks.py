@@ -113,6 +113,16 @@ def test_reading_windows_are_consecutive_slices_from_each_texts_start(lengths, s
     assert list(zip(text.tolist(), start.tolist(), size.tolist())) == expect
 
 
+@pytest.mark.parametrize(
+    "lengths, seq_len, words",
+    [([3], 1, "seq_len 1"), ([3], 0, "seq_len 0"), ([3], 2.5, "seq_len 2.5"), ([3], True, "seq_len True"),
+     ([-1], 8, "lengths"), ([[3]], 8, "lengths")],
+)  # fmt: skip
+def test_reading_windows_names_a_wrong_argument(lengths, seq_len, words):
+    with pytest.raises(ValueError, match=words):
+        reading_windows(np.array(lengths), seq_len)
+
+
 def test_rolling_windows_score_every_byte_once_after_bos():
     data = bytes(range(50))
     wins = rolling_windows(data, seq_len=17)  # rows of 17: BOS and 16 bytes

@@ -313,8 +313,12 @@ def reading_windows(lengths: np.ndarray, seq_len: int) -> tuple[np.ndarray, np.n
     Returns (text, start offset, bytes) of each window, (W,) int64 each, texts in order. The one
     definition: `eval`'s windows, lm-eval's rolling windows (learntok.evaluation.tasks) and the
     `transformers` model's reading of a row longer than its window (learntok.hf.modeling)."""
-    n = seq_len - 1
+    if isinstance(seq_len, bool) or not isinstance(seq_len, (int, np.integer)) or seq_len < 2:
+        raise ValueError(f"reading_windows: seq_len {seq_len!r} must be an int of at least 2 (BOS and a byte)")
     lengths = np.asarray(lengths, dtype=np.int64)
+    if lengths.ndim != 1 or (lengths < 0).any():
+        raise ValueError("reading_windows: lengths must be a 1-d array of byte counts, none negative")
+    n = seq_len - 1
     per_text = -(-lengths // n)  # (n,) windows per text
     text = np.repeat(np.arange(len(lengths)), per_text)  # (W,)
     start = (np.arange(len(text)) - np.repeat(np.cumsum(per_text) - per_text, per_text)) * n  # (W,)
