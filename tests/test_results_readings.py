@@ -90,3 +90,19 @@ def test_the_registered_study_reads_as_its_registered_tests():
             for rule, d in r["rules"].items():
                 assert d["reads"] == registered_reading(d, look["alpha"], result["margin"]), (rule, d["reads"])
                 assert f"| {d['reads']} |" in table
+
+
+def test_the_study_pages_count_the_seeds_its_json_has():
+    """The README and the study's page say how many seeds have finished: the JSON's count, and the
+    page's range is the JSON's first and last seed."""
+    path = RESULTS / "preregistered-prose.json"
+    if not path.exists():
+        pytest.skip("the registered study has no finished seeds yet")
+    seeds = json.loads(path.read_text())["seeds"]
+    total = re.compile(r"\b(\d+) of 30 seeds")
+    for page in (ROOT / "README.md", RESULTS / "preregistered-prose.md"):
+        counts = {int(n) for n in total.findall(page.read_text().replace("\n", " "))}
+        assert counts == {len(seeds)}, (page.name, counts, len(seeds))
+    status = (RESULTS / "preregistered-prose.md").read_text()
+    assert f"({seeds[0]}-{seeds[-1]}, every arm)" in status
+    assert f"seeds {seeds[0]}-{seeds[-1]} so far" in status
