@@ -19,7 +19,8 @@ PAGES = [
 ]
 ORDERINGS = sorted(p for p in RESULTS.glob("ordering-*.json"))
 LEVEL = re.compile(
-    r"\b(?:is|are|were|was|stays?|stayed|ends?|ended)\s+level\b|(?<!byte )(?<!token )\blevel\s+with\b", re.IGNORECASE
+    r"\b(?:is|are|were|was|stays?|stayed|ends?|ended)\s+level\b|(?<!byte )(?<!token )\blevel\s+(?:with\b|at\s+\d)",
+    re.IGNORECASE,
 )
 
 
@@ -52,19 +53,47 @@ def test_each_ordering_reading_is_what_its_p_value_and_interval_give(path):
         assert cell == d["reads"], (path.name, arm, cell)
 
 
-def test_the_readmes_code_table_reads_as_its_json():
-    result = json.loads((RESULTS / "ordering-code.json").read_text())
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    names = {"uniform": "uniform (random", "hnet": "hnet (H-Net", "nawrot": "nawrot (dynamic", "entropy": "entropy (BLT)",
-             "whitespace": "whitespace (SpaceByte)", "bpe-causal": "bpe-causal (a BPE"}  # fmt: skip
-    for arm, label in names.items():
-        row = next(line for line in readme.splitlines() if line.startswith(f"| {label}"))
-        reads = row.rstrip(" |").split("|")[-1].strip()
-        want = result["arms"][arm]["learned_minus"]["reads"]
-        if want == "tie":
-            assert not reads.startswith(("**lower", "**higher", "lower", "higher")), (arm, reads)
+def readme_tables() -> list[list[list[str]]]:
+    """The README's ordering tables, in order (code, then prose): each row's cells."""
+    tables, rows = [], None
+    for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("| arm | seeds | test bpb"):
+            rows = []
+            tables.append(rows)
+        elif rows is not None and line.startswith("| ") and not line.startswith("| ---"):
+            rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+        elif not line.startswith("|"):
+            rows = None
+    return tables
+
+
+ARM_LABELS = {"learned (": "learned", "uniform (": "uniform", "hnet (": "hnet", "nawrot (": "nawrot",
+              "entropy (": "entropy", "whitespace (": "whitespace", "bpe-causal (": "bpe-causal",
+              "frozen (": "frozen"}  # fmt: skip
+
+
+@pytest.mark.parametrize("index, name", [(0, "ordering-code.json"), (1, "ordering-prose.json")])
+def test_the_readmes_ordering_tables_read_as_their_json(index, name):
+    """Every figure of the README's two ordering tables is its JSON's, rounded once to three
+    places, and each reading is the JSON's (a tie never starts with a direction)."""
+    result = json.loads((RESULTS / name).read_text())
+    rows = readme_tables()[index]
+    assert rows, name
+    for cells in rows:
+        arm = next(v for k, v in ARM_LABELS.items() if cells[0].startswith(k))
+        v = result["arms"][arm]
+        assert cells[1] == str(len(v["per_seed"])), (arm, cells[1])
+        assert cells[2] == f"{v['test_bpb']:.3f} ({v['se']:.3f})", (arm, cells[2])
+        assert cells[3] == f"{v['rate']:.3f}", (arm, cells[3])
+        d = v.get("learned_minus")
+        if not d:
+            continue
+        assert cells[4].strip("*") == f"{d['diff']:+.3f} ({d['se']:.3f})".replace("+-", "-"), (arm, cells[4])
+        assert cells[5] == f"[{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]", (arm, cells[5])
+        if d["reads"] == "tie":
+            assert not cells[6].startswith(("**lower", "**higher", "lower", "higher")), (arm, cells[6])
         else:
-            assert reads.startswith(f"**{want}**"), (arm, reads)
+            assert cells[6].startswith(f"**{d['reads']}**"), (arm, cells[6])
 
 
 def registered_reading(d: dict, alpha: float, margin: float) -> str:

@@ -248,7 +248,9 @@ def table_of(analysis: dict) -> list[str]:
         r = analysis[scoring]
         lines += [
             "",
-            f"Learned scored with {scoring} cuts: below every rule (intersection-union) p {r['primary']['p']:.4f}.",
+            f"Learned scored with {scoring} cuts: the test that learned is below every rule "
+            f"(intersection-union) gives p {r['primary']['p']:.4f}, "
+            f"{'accepted' if r['primary']['learned_below_every_rule'] else 'not accepted'} at {r['primary']['alpha']}.",
             "",
             "| learned - rule | diff (s.e.) | 95% CI | 90% CI | p (Holm) | TOST p (Holm) | reads |",
             "|---|---|---|---|---|---|---|",
