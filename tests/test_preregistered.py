@@ -92,7 +92,10 @@ def test_a_scoring_pass_over_finished_runs_writes_every_registered_figure(study,
     assert interim["sampled"]["primary"]["learned_below_every_rule"]  # 0.03 below at s.d. 0.003
     assert interim["sampled_minus_greedy"]["diff"] == pytest.approx(0.01)
     assert {k: v["seeds"] for k, v in interim["places"].items()} == {"word_space": 10, "first_letter": 5}
+    assert [d["between"] for d in interim["places_differences"]] == ["first_letter - word_space"]
     assert result["looks"]["so_far"]["note"].startswith("not a registered look")
     assert study.stopped_early(result)
     assert result["run_minutes"] == pytest.approx(2 * len(seeds) * len(study.ARMS))
-    assert (tmp_path / "study-table.md").read_text().count("| learned - rule |") == 4
+    table = (tmp_path / "study-table.md").read_text()
+    assert table.count("| learned - rule |") == 4
+    assert table.count("| where learned settled |") == 2 and table.count("- learned - uniform:") == 2

@@ -181,10 +181,12 @@ def analyse(scores: dict, seeds: list[int], alpha: float) -> dict:
     result["places"] = {
         k: {"seeds": len(v), "bpb": mean_and_se(v)[0], "se": mean_and_se(v)[1]} for k, v in places.items()
     }
-    if len(places) == 2 and all(len(v) >= 2 for v in places.values()):
-        (ka, va), (kb, vb) = sorted(places.items())
-        (ma, sa), (mb, sb) = mean_and_se(va), mean_and_se(vb)
-        result["places_difference"] = {"between": f"{ka} - {kb}", "diff": ma - mb, "se": math.hypot(sa, sb)}
+    settled = sorted((k, v) for k, v in places.items() if len(v) >= 2)
+    result["places_differences"] = [
+        {"between": f"{ka} - {kb}", "diff": result["places"][ka]["bpb"] - result["places"][kb]["bpb"],
+         "se": math.hypot(result["places"][ka]["se"], result["places"][kb]["se"])}
+        for i, (ka, _) in enumerate(settled) for kb, _ in settled[i + 1 :]
+    ]  # fmt: skip
     return result
 
 
@@ -238,8 +240,33 @@ def markdown(result: dict) -> str:
     for look, analysis in result["looks"].items():
         lines += ["", f"### {look.replace('_', ' ')}: {len(analysis['seeds'])} seeds, tested at {analysis['alpha']}"]
         lines += [f"({analysis['note']})"] if "note" in analysis else []
-        lines += table_of(analysis)
+        lines += table_of(analysis) + secondary_of(analysis)
     return "\n".join(lines) + "\n"
+
+
+def secondary_of(analysis: dict) -> list[str]:
+    """The registered secondary figures of one look, uncorrected and named so."""
+    lines = ["", "Secondary, uncorrected:", ""]
+    u = analysis.get("learned_minus_uniform")
+    if u:
+        lines.append(
+            f"- learned - uniform: {u['diff']:+.4f} ({u['se']:.4f}), 95% CI [{u['ci95'][0]:+.4f}, {u['ci95'][1]:+.4f}], "
+            f"p {u['p']:.4f}, {u['n']} seeds"
+        )
+    g = analysis["sampled_minus_greedy"]
+    lines.append(
+        f"- learned, sampled - greedy cuts on the same windows: {g['diff']:+.4f} ({g['se']:.4f}), "
+        f"95% CI [{g['ci95'][0]:+.4f}, {g['ci95'][1]:+.4f}], {g['n']} seeds (greedy rate {g['greedy_rate']:.3f})"
+    )
+    lines += ["", "| where learned settled | seeds | test bpb (s.e.) |", "|---|---|---|"]
+    for place, v in sorted(analysis["places"].items(), key=lambda kv: -kv[1]["seeds"]):
+        se = f"{v['se']:.4f}" if v["seeds"] > 1 else "-"
+        lines.append(f"| {place} | {v['seeds']} | {v['bpb']:.4f} ({se}) |")
+    for d in analysis["places_differences"]:
+        lines.append(
+            f"\nBy place, {d['between']}: {d['diff']:+.4f} ({d['se']:.4f}), a difference of means, not a test."
+        )
+    return lines
 
 
 def table_of(analysis: dict) -> list[str]:
