@@ -99,3 +99,4 @@ def test_a_scoring_pass_over_finished_runs_writes_every_registered_figure(study,
     table = (tmp_path / "study-table.md").read_text()
     assert table.count("| learned - rule |") == 4
     assert table.count("| where learned settled |") == 2 and table.count("- learned - uniform:") == 2
+    assert "- learned settled on word_space: 11 seeds" in table and table.count(": test rate ") == len(study.ARMS)

@@ -112,6 +112,8 @@ def score(a: argparse.Namespace, arm: str, seed: int) -> dict:
         row["sampled_same_windows"] = {"bpb": sampled["bpb"], "rate": sampled["boundary_rate"]}
         row["greedy"] = {"bpb": greedy["bpb"], "rate": greedy["boundary_rate"], "scored": greedy_scored}
         row["settled_on"] = settled_on(sampled)
+        if row["settled_on"]:
+            row["settled_f1"] = sampled[row["settled_on"]]["f1"]
     return row
 
 
@@ -237,11 +239,34 @@ def markdown(result: dict) -> str:
         lines.append(
             f"| {arm} | {len(v['seeds'])} | {v['test_bpb']:.4f} ({v['se']:.4f}) | {v['rate']:.3f} | {', '.join(v['scored'])} |"
         )
+    lines += design_checks(result)
     for look, analysis in result["looks"].items():
         lines += ["", f"### {look.replace('_', ' ')}: {len(analysis['seeds'])} seeds, tested at {analysis['alpha']}"]
         lines += [f"({analysis['note']})"] if "note" in analysis else []
         lines += table_of(analysis) + secondary_of(analysis)
     return "\n".join(lines) + "\n"
+
+
+def design_checks(result: dict) -> list[str]:
+    """What the runs show of the design, not of the answer: each arm's test rate and how it was
+    scored, where each learned run settled (seeds and F1 with sampled cuts), and learned's
+    sampled - greedy range."""
+    lines = ["", "Design checks, every finished seed:", ""]
+    for arm, v in result["arms"].items():
+        rates = [r["rate"] for r in v["per_seed"]]
+        lines.append(f"- {arm}: test rate {min(rates):.3f}-{max(rates):.3f}, scored {', '.join(v['scored'])}")
+    learned = dict(zip(result["arms"]["learned"]["seeds"], result["arms"]["learned"]["per_seed"]))
+    places: dict[str, list[int]] = {}
+    for seed, r in learned.items():
+        places.setdefault(str(r["settled_on"]), []).append(seed)
+    for place, seeds in sorted(places.items(), key=lambda kv: -len(kv[1])):
+        f1 = [learned[s]["settled_f1"] for s in seeds if "settled_f1" in learned[s]]
+        span = (f", F1 {min(f1):.2f}" + (f"-{max(f1):.2f}" if len(f1) > 1 else "")) if f1 else ""
+        count = f"{len(seeds)} seed" + "s" * (len(seeds) > 1)
+        lines.append(f"- learned settled on {place}: {count} ({', '.join(map(str, seeds))}){span}")
+    gap = [r["sampled_same_windows"]["bpb"] - r["greedy"]["bpb"] for r in learned.values()]
+    lines.append(f"- learned, sampled - greedy cuts per seed: {min(gap):+.4f} to {max(gap):+.4f}")
+    return lines
 
 
 def secondary_of(analysis: dict) -> list[str]:
