@@ -91,4 +91,4 @@ def test_every_code_name_a_page_quotes_exists(page):
     ],
 )
 def test_the_check_names_what_is_gone(name, is_stale):
-    assert bool(NAME.match(name)) and stale(name) == is_stale or not NAME.match(name) and not is_stale
+    assert (bool(NAME.match(name)) and stale(name)) == is_stale

@@ -177,9 +177,7 @@ def analyse(scores: dict, seeds: list[int], alpha: float) -> dict:
     result["sampled_minus_greedy"] = difference(
         [r["sampled_same_windows"]["bpb"] - r["greedy"]["bpb"] for r in learned]
     ) | {"greedy_rate": mean_and_se([r["greedy"]["rate"] for r in learned])[0]}
-    places: dict[str, list[float]] = {}
-    for r in learned:
-        places.setdefault(str(r["settled_on"]), []).append(r["bpb"])
+    places = {k: [scores["learned", s]["bpb"] for s in v] for k, v in settled_places(scores, seeds).items()}
     result["places"] = {
         k: {"seeds": len(v), "bpb": mean_and_se(v)[0], "se": mean_and_se(v)[1]} for k, v in places.items()
     }
@@ -190,6 +188,14 @@ def analyse(scores: dict, seeds: list[int], alpha: float) -> dict:
         for i, (ka, _) in enumerate(settled) for kb, _ in settled[i + 1 :]
     ]  # fmt: skip
     return result
+
+
+def settled_places(scores: dict, seeds: list[int]) -> dict[str, list[int]]:
+    """The seeds at which the learned run settled on each place."""
+    places: dict[str, list[int]] = {}
+    for s in seeds:
+        places.setdefault(str(scores["learned", s]["settled_on"]), []).append(s)
+    return places
 
 
 def looks(scores: dict, seeds: list[int], first: list[int]) -> dict:
@@ -256,9 +262,7 @@ def design_checks(result: dict) -> list[str]:
         rates = [r["rate"] for r in v["per_seed"]]
         lines.append(f"- {arm}: test rate {min(rates):.3f}-{max(rates):.3f}, scored {', '.join(v['scored'])}")
     learned = dict(zip(result["arms"]["learned"]["seeds"], result["arms"]["learned"]["per_seed"]))
-    places: dict[str, list[int]] = {}
-    for seed, r in learned.items():
-        places.setdefault(str(r["settled_on"]), []).append(seed)
+    places = settled_places({("learned", s): r for s, r in learned.items()}, list(learned))
     for place, seeds in sorted(places.items(), key=lambda kv: -len(kv[1])):
         f1 = [learned[s]["settled_f1"] for s in seeds if "settled_f1" in learned[s]]
         span = (f", F1 {min(f1):.2f}" + (f"-{max(f1):.2f}" if len(f1) > 1 else "")) if f1 else ""
