@@ -135,3 +135,46 @@ def test_the_study_pages_count_the_seeds_its_json_has():
     status = (RESULTS / "preregistered-prose.md").read_text()
     assert f"({seeds[0]}-{seeds[-1]}, every " in status
     assert f"seeds {seeds[0]}-{seeds[-1]} so far" in status
+
+
+RULE_LABELS = {"entropy (": "entropy", "whitespace (": "whitespace", "hnet (": "hnet"}
+
+
+def readme_study_table() -> tuple[str, list[list[str]]]:
+    """The README's table of the registered study: its header and each row's cells."""
+    header, rows = "", []
+    for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("| learned - rule |"):
+            header = line
+        elif header and line.startswith("| ") and not line.startswith("| ---"):
+            rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+        elif header and not line.startswith("|"):
+            break
+    return header, rows
+
+
+def test_the_readmes_study_table_reads_as_the_latest_registered_look():
+    """The README shows the study's latest registered look (the final one once it is in, the
+    interim one before), every figure its JSON's rounded once to three places, and every reading
+    the registered one at that look's level."""
+    path = RESULTS / "preregistered-prose.json"
+    if not path.exists():
+        pytest.skip("the registered study has no finished seeds yet")
+    result = json.loads(path.read_text())
+    name = next((k for k in ("final", "interim") if k in result["looks"]), None)
+    if name is None:
+        pytest.skip("no registered look yet")
+    look = result["looks"][name]
+    header, rows = readme_study_table()
+    assert header.endswith(f"| reads at {look['alpha']:g} |"), header
+    rules = look["sampled"]["rules"]
+    named = [next(v for k, v in RULE_LABELS.items() if cells[0].startswith(k)) for cells in rows]
+    assert sorted(named) == sorted(rules), named
+    for rule, cells in zip(named, rows):
+        d = rules[rule]
+        assert cells[1] == str(len(look["seeds"])), cells
+        assert cells[2].strip("*") == f"{d['diff']:+.3f} ({d['se']:.3f})", cells
+        assert cells[3] == f"[{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]", cells
+        assert cells[4] == f"{d['p']:.3f} ({d['p_holm']:.3f})", cells
+        assert cells[5] == f"{d['p_tost']:.3f} ({d['p_tost_holm']:.3f})", cells
+        assert cells[6].strip("*") == d["reads"], cells
