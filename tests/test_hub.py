@@ -423,6 +423,9 @@ def test_the_second_rounds_cases_are_one_clear_error(tmp_path):
     ]
     if not torch.cuda.is_available():
         cases.append((lambda: LearntokForCausalLM.from_pretrained("tiny-shakespeare", device_map="cuda"), "CUDA"))
+        cases.append(
+            (lambda: LearntokForCausalLM.from_pretrained("tiny-shakespeare", device_map={"": "cuda:0"}), "CUDA")
+        )
     (tmp_path / "file.txt").write_text("x")
     for call, words in cases:
         with pytest.raises(ValueError, match=words):
