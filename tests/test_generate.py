@@ -278,6 +278,31 @@ def test_prefill_state_equals_replaying_step(boundary, w, T):
             assert fast[k] == slow[k]
 
 
+@pytest.mark.parametrize("boundary,w", STEP_STRATEGIES)
+def test_selected_rows_decode_as_those_rows_read_alone(boundary, w):
+    """Beam search keeps some rows and repeats others between steps (DecodeState.select): the
+    selected state decodes as a state that read those rows' bytes itself, past the attention
+    window, the same decisions and the same logits."""
+    model = tiny(boundary, w)
+    g = torch.Generator().manual_seed(0)
+    x = torch.cat([torch.full((3, 1), BOS), torch.randint(32, 123, (3, 9), generator=g)], 1)  # (3, 10)
+    before, after = torch.randint(32, 123, (3, 6), generator=g), torch.randint(32, 123, (3, 2 * WINDOW), generator=g)
+    rows = torch.tensor([2, 0, 0])
+    state, _, decided = prefill(model, x, greedy=True)
+    ref, _, _ = prefill(model, x[rows], boundaries=decided[rows], greedy=True)  # the same cuts (uniform's are drawn)
+    for j in range(before.size(1)):
+        _, a = decode_step(model, state, before[:, j], greedy=True)
+        decode_step(model, ref, before[rows, j], boundaries=a[rows], greedy=True)
+    state.select(rows)
+    for j in range(after.size(1)):
+        torch.manual_seed(j)
+        logits, a = decode_step(model, state, after[:, j], greedy=True)
+        torch.manual_seed(j)
+        want, b = decode_step(model, ref, after[:, j], greedy=True)
+        assert torch.equal(a, b), j
+        torch.testing.assert_close(logits, want, atol=1e-5, rtol=1e-5)
+
+
 def test_sample_command_streams_the_generation(tmp_path, capsys):
     from learntok.cli import main
 

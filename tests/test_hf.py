@@ -23,7 +23,7 @@ from conftest import ROOT, assert_one_line_error, checksums, run_cli, write_lm_e
 
 transformers = pytest.importorskip("transformers")
 from learntok import AUNet, Tokenizer  # noqa: E402
-from learntok.data.vocab import PAD  # noqa: E402
+from learntok.data.vocab import BOS, EOS, PAD  # noqa: E402
 from learntok.util.errors import CheckpointError  # noqa: E402
 from learntok.hf import LearntokByteTokenizer, LearntokForCausalLM, export  # noqa: E402  (registers the Auto classes)
 from learntok.util.shipped import shipped_names  # noqa: E402
@@ -151,6 +151,45 @@ def test_the_tokenizer_reads_special_names_as_text_and_refuses_non_text():
         with pytest.raises((TypeError, ValueError)) as e:
             tok(bad)
         assert "\n" not in str(e.value)
+
+
+def test_the_tokenizer_saves_and_loads_back_as_it_was(tmp_path):
+    tok = LearntokByteTokenizer(add_bos_token=True)
+    tok.save_pretrained(tmp_path / "tok")
+    back = AutoTokenizer.from_pretrained(tmp_path / "tok")
+    assert type(back) is LearntokByteTokenizer and back.add_bos_token and back.padding_side == "left"
+    assert back("ab")["input_ids"] == [BOS, 97, 98]
+    assert AutoTokenizer.from_pretrained(tmp_path / "tok", add_bos_token=False)("ab")["input_ids"] == [97, 98]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda t: t.add_tokens(["<foo>"]),
+        lambda t: t.add_tokens(["<foo>"], special_tokens=True),
+        lambda t: t.add_special_tokens({"additional_special_tokens": ["<x>"]}),
+        lambda t: t.add_special_tokens({"bos_token": "<bos>"}),
+        lambda t: t.add_special_tokens({"bos_token": "</s>"}),
+        lambda t: t.add_special_tokens({"unk_token": "<unk>"}),
+    ],
+)
+def test_a_token_the_model_cannot_read_is_refused_before_any_change(call):
+    """The byte vocabulary is fixed, as resize_token_embeddings says: a token added would have an
+    id the model has no row for, and a special token moved would change what the model reads."""
+    tok = LearntokByteTokenizer()
+    before = (dict(tok.special_tokens_map), dict(tok.added_tokens_encoder), len(tok))
+    with pytest.raises(ValueError, match="the byte vocabulary is fixed"):
+        call(tok)
+    assert (dict(tok.special_tokens_map), dict(tok.added_tokens_encoder), len(tok)) == before
+    assert tok.all_special_ids == [BOS, EOS, PAD] and tok.add_special_tokens({"pad_token": "<pad>"}) == 0
+
+
+def test_return_dict_false_gives_a_tuple():
+    model = LearntokForCausalLM.from_pretrained("tiny-shakespeare")
+    ids = torch.tensor([[BOS, 104, 105, 33]])
+    out = model(ids, labels=ids, return_dict=False)
+    assert isinstance(out, tuple) and len(out) == 3 and out[0].dim() == 0 and out[1].shape[:2] == (1, 4)
+    assert isinstance(model(ids, return_dict=False)[0], torch.Tensor) and model(ids, return_dict=False)[0].dim() == 3
 
 
 def test_export_reads_back_bit_for_bit(base, tmp_path):

@@ -67,3 +67,26 @@ def test_sampled_boundaries_and_bytes_are_reproducible_with_the_cache():
 def test_the_cache_reports_its_length():
     cache = LearntokCache()
     assert cache.get_seq_length() == 0 and not cache.is_initialized
+
+
+@pytest.mark.parametrize(
+    "prompts, options",
+    [
+        (["ROMEO: "], {"num_beams": 2}),
+        (["To be, or not"], {"num_beams": 3, "num_return_sequences": 3}),
+        (["to be", "or no"], {"num_beams": 2}),  # a batch of one length: the cache, rows reordered per prompt
+        (["to be", "or not to"], {"num_beams": 2}),  # left-padded: read whole at every step
+        (["ROMEO: "], {"num_beams": 2, "do_sample": True}),
+        (["\u00e9t\u00e9 "], {"num_beams": 4, "length_penalty": 0.5}),
+    ],
+)
+def test_beam_search_with_the_cache_gives_the_bytes_of_reading_the_prefix_whole(models, prompts, options):
+    """Beam search keeps and repeats rows between steps (LearntokCache.reorder_cache): with the
+    cache it gives the bytes of use_cache=False, which reads every beam's prefix whole."""
+    hf, _ = models
+    ids = LearntokByteTokenizer()(prompts, return_tensors="pt", padding=True)
+    outs = []
+    for use_cache in (True, False):
+        torch.manual_seed(0)
+        outs.append(hf.generate(**ids, max_new_tokens=30, min_new_tokens=30, use_cache=use_cache, **options))
+    assert torch.equal(outs[0], outs[1])

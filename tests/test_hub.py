@@ -74,6 +74,65 @@ def test_a_hub_repo_id_loads_from_the_cache_in_a_fresh_process(tmp_path):
     assert text.startswith("ROMEO: ") and len(text) > len("ROMEO: ") and n > 0
 
 
+OLD = "fedcba9876543210fedcba9876543210fedcba98"
+MULTI = "someuser/learntok-multi"
+
+
+@pytest.fixture(scope="module")
+def revisions(tmp_path_factory):
+    """A cache whose REPO's main is tiny-python, with tiny-shakespeare at OLD (branch v1), and
+    MULTI holding tiny-chinese in its subfolder `zh`."""
+    from learntok.hf import export
+
+    cache = tmp_path_factory.mktemp("revisions") / "hub"
+    repo, multi = cache / f"models--{REPO.replace('/', '--')}", cache / f"models--{MULTI.replace('/', '--')}"
+    export("tiny-python", repo / "snapshots" / COMMIT)
+    export("tiny-shakespeare", repo / "snapshots" / OLD)
+    export("tiny-chinese", multi / "snapshots" / COMMIT / "zh")
+    for folder, refs in ((repo, {"main": COMMIT, "v1": OLD}), (multi, {"main": COMMIT})):
+        (folder / "refs").mkdir(parents=True)
+        for name, commit in refs.items():
+            (folder / "refs" / name).write_text(commit)
+    return cache
+
+
+@pytest.mark.parametrize("auto", [True, False], ids=["Auto", "LearntokForCausalLM"])
+@pytest.mark.parametrize(
+    "repo, options, shipped",
+    [
+        (REPO, {}, "tiny-python"),
+        (REPO, {"revision": "main"}, "tiny-python"),
+        (REPO, {"revision": "v1"}, "tiny-shakespeare"),
+        (REPO, {"revision": OLD}, "tiny-shakespeare"),
+        (MULTI, {"subfolder": "zh"}, "tiny-chinese"),
+        (MULTI, {"subfolder": "zh", "revision": COMMIT}, "tiny-chinese"),
+    ],
+)
+def test_the_hubs_keywords_select_what_loads(revisions, auto, repo, options, shipped):
+    """revision (a branch or a commit), subfolder and cache_dir select the weights, as they select
+    the config and the tokenizer in `transformers`, never the default branch instead."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from learntok import AUNet
+    from learntok.hf import LearntokByteTokenizer, LearntokForCausalLM
+
+    where = {"cache_dir": str(revisions), "local_files_only": True, **options}
+    model = (AutoModelForCausalLM if auto else LearntokForCausalLM).from_pretrained(repo, **where)
+    want = AUNet.from_pretrained(shipped).state_dict()
+    assert want.keys() == model.aunet.state_dict().keys()
+    assert all(torch.equal(a, want[k]) for k, a in model.aunet.state_dict().items())
+    assert type(AutoTokenizer.from_pretrained(repo, **where)) is LearntokByteTokenizer
+
+
+def test_a_revision_not_in_the_cache_is_one_error(revisions):
+    from learntok.hf import LearntokForCausalLM
+    from learntok.util.errors import CheckpointError
+
+    with pytest.raises(CheckpointError, match="at revision 'nope'"):
+        LearntokForCausalLM.from_pretrained(REPO, cache_dir=str(revisions), local_files_only=True, revision="nope")
+
+
 def test_the_commands_read_a_hub_repo_id(tmp_path):
     env = offline_env(hub_cache(tmp_path))
     r = subprocess.run(
@@ -116,12 +175,17 @@ def hub_calls(monkeypatch):
 
     def create_repo(self, repo_id, *args, **kwargs):
         calls.append(("create_repo", repo_id))
-        return huggingface_hub.RepoUrl(f"https://huggingface.co/{repo_id}")
+        named = repo_id if "/" in repo_id else f"me/{repo_id}"  # a bare name is the user's repo
+        return huggingface_hub.RepoUrl(f"https://huggingface.co/{named}")
+
+    def create_branch(self, repo_id, *, branch, **kwargs):
+        calls.append(("create_branch", repo_id, branch))
 
     def upload_folder(self, *, repo_id, folder_path, **kwargs):
-        calls.append(("upload_folder", repo_id, sorted(p.name for p in Path(folder_path).iterdir())))
+        calls.append(("upload_folder", repo_id, sorted(p.name for p in Path(folder_path).iterdir()), kwargs))
 
     monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", create_repo)
+    monkeypatch.setattr(huggingface_hub.HfApi, "create_branch", create_branch)
     monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", upload_folder)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     return calls
@@ -138,6 +202,23 @@ def test_push_to_hub_uploads_the_saved_folder_through_huggingface_hub(tmp_path, 
         ("create_repo", "me/tiny"), ("upload_folder", "me/tiny"), ("create_repo", "me/tiny2"), ("upload_folder", "me/tiny2"),
     ]  # fmt: skip
     assert all(set(files) <= set(c[2]) for c in hub_calls if c[0] == "upload_folder")
+
+
+def test_a_push_goes_where_transformers_would_push_it(tmp_path, hub_calls):
+    """To the repo the Hub names for a bare name, to a branch (made first) or as a pull request."""
+    from learntok.hf import LearntokForCausalLM
+
+    model = LearntokForCausalLM.from_pretrained("tiny-shakespeare")
+    model.save_pretrained(tmp_path / "tiny", push_to_hub=True)
+    model.push_to_hub("me/tiny", revision="dev", commit_description="why")
+    model.push_to_hub("me/tiny", create_pr=True)
+    uploads = [(c[1], c[3]) for c in hub_calls if c[0] == "upload_folder"]
+    assert uploads[0][0] == "me/tiny" and "revision" not in uploads[0][1]
+    assert ("create_branch", "me/tiny", "dev") in hub_calls
+    assert uploads[1][1]["revision"] == "dev" and uploads[1][1]["commit_description"] == "why"
+    assert uploads[2][1]["create_pr"] is True and [c for c in hub_calls if c[0] == "create_branch"] == [
+        ("create_branch", "me/tiny", "dev")
+    ]
 
 
 @pytest.mark.parametrize(
@@ -232,6 +313,54 @@ def test_one_trainer_step_through_labels_moves_the_policy_and_the_early_head(tmp
     assert moved == set(before)
 
 
+def test_trainer_checkpoints_with_activation_checkpointing_and_resumes_from_them(tmp_path):
+    """Trainer(gradient_checkpointing=True) saves a checkpoint every step through save_pretrained
+    (with the state_dict it passes) and resume_from_checkpoint reads that checkpoint's weights
+    back (the file holds the AUNet's names; the Trainer loads it with strict=False)."""
+    import torch
+    from transformers import DataCollatorForLanguageModeling, Trainer, TrainingArguments
+
+    from learntok.hf import LearntokByteTokenizer, LearntokForCausalLM
+
+    tok = LearntokByteTokenizer()
+    data = [tok(t) for t in ["To be, or not to be", "ROMEO: O, she doth teach", "abc", "JULIET: Good night"]]
+    collate = DataCollatorForLanguageModeling(tok, mlm=False)
+
+    def args(**kwargs):
+        return TrainingArguments(
+            output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=2, learning_rate=1e-2,
+            report_to=[], use_cpu=True, logging_strategy="no", **kwargs,
+        )  # fmt: skip
+
+    model = LearntokForCausalLM.from_pretrained("tiny-shakespeare")
+    Trainer(
+        model=model, args=args(save_strategy="steps", save_steps=1, gradient_checkpointing=True),
+        train_dataset=data, data_collator=collate,
+    ).train()  # fmt: skip
+    assert model.is_activation_checkpointing
+    saved = LearntokForCausalLM.from_pretrained(tmp_path / "out" / "checkpoint-2")
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), saved.state_dict().values()))
+    resumed = LearntokForCausalLM.from_pretrained("tiny-shakespeare")
+    Trainer(model=resumed, args=args(save_strategy="no"), train_dataset=data, data_collator=collate).train(
+        resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-2")
+    )
+    assert all(torch.equal(a, b) for a, b in zip(resumed.state_dict().values(), saved.state_dict().values()))
+
+
+def test_activation_checkpointing_refuses_what_it_would_not_do():
+    from learntok.hf import LearntokForCausalLM
+
+    model = LearntokForCausalLM.from_pretrained("tiny-shakespeare")
+    for kwargs in ({"every_n_layers": 2}, {"offload": True}):
+        with pytest.raises(ValueError, match="nothing was changed"):
+            model.activation_checkpointing_enable(**kwargs)
+        assert not model.is_activation_checkpointing
+    model.activation_checkpointing_enable({"use_reentrant": False})
+    assert model.is_activation_checkpointing and model.is_gradient_checkpointing
+    model.gradient_checkpointing_disable()
+    assert not model.is_activation_checkpointing
+
+
 def test_masked_labels_train_the_lm_loss_on_them_alone():
     import torch
 
@@ -294,6 +423,9 @@ def test_the_second_rounds_cases_are_one_clear_error(tmp_path):
     ]
     if not torch.cuda.is_available():
         cases.append((lambda: LearntokForCausalLM.from_pretrained("tiny-shakespeare", device_map="cuda"), "CUDA"))
+        cases.append(
+            (lambda: LearntokForCausalLM.from_pretrained("tiny-shakespeare", device_map={"": "cuda:0"}), "CUDA")
+        )
     (tmp_path / "file.txt").write_text("x")
     for call, words in cases:
         with pytest.raises(ValueError, match=words):

@@ -31,6 +31,7 @@ Shapes: B batch, T ids, V vocabulary.
 
 from __future__ import annotations
 
+import copy
 import os
 import tempfile
 from dataclasses import dataclass
@@ -54,9 +55,10 @@ from learntok.model.aunet import AUNet
 from learntok.model.generate import DecodeState, decode_step, prefill
 from learntok.model.objective import ObjectiveConfig, objective_for
 from learntok.model.objective import loss as objective_loss
-from learntok.model.pretrained import read_model
+from learntok.model.pretrained import load_weights, read_model
 from learntok.util.ranges import TEMPERATURE
 from learntok.util.runtime import PrivateRNG
+from learntok.util.shipped import hub_folder, shipped_folder
 
 
 @dataclass
@@ -88,8 +90,10 @@ class LearntokCache(Cache):
     def is_initialized(self) -> bool:
         return self.state is not None
 
-    def reorder_cache(self, beam_idx):
-        raise NotImplementedError("LearntokCache: beam search is not supported; use greedy or sampling")
+    def reorder_cache(self, beam_idx: torch.Tensor) -> None:
+        """Beam search's step: row r continues beam beam_idx[r] (DecodeState.select)."""
+        if self.state is not None:
+            self.state.select(beam_idx)
 
 
 def compact_rows(
@@ -159,11 +163,45 @@ def hub_ready() -> None:
         )
 
 
-def upload(folder: Path, repo_id: str, token, private: bool | None, message: str | None) -> None:
-    """Create `repo_id` on the Hub if needed and upload `folder` to it, through huggingface_hub."""
+def upload(folder: Path, repo_id: str, token, private: bool | None, message: str | None, **where) -> None:
+    """Create `repo_id` on the Hub if needed and upload `folder` to it, through huggingface_hub,
+    as `transformers` pushes: to the repo the Hub names (a bare name is the user's), to the branch
+    `revision` (made if missing) or as a pull request (`create_pr`), with `commit_description`."""
     api = huggingface_hub.HfApi(token=token if isinstance(token, str) else None)
-    api.create_repo(repo_id, exist_ok=True, private=private)
-    api.upload_folder(repo_id=repo_id, folder_path=str(folder), commit_message=message or "Upload learntok model")
+    repo_id = api.create_repo(repo_id, exist_ok=True, private=private).repo_id
+    revision = where.get("revision")
+    if revision is not None and not where.get("create_pr") and not revision.startswith("refs/pr"):
+        api.create_branch(repo_id, branch=revision, exist_ok=True)
+    api.upload_folder(
+        repo_id=repo_id,
+        folder_path=str(folder),
+        commit_message=message or "Upload learntok model",
+        **{k: v for k, v in where.items() if v is not None},
+    )
+
+
+HUB_OPTIONS = ("revision", "cache_dir", "token", "local_files_only", "force_download")
+
+
+def source_folder(path, options: dict) -> str | Path:
+    """What from_pretrained reads, as `transformers` resolves it: a Hub repo id's snapshot at
+    `revision` (a branch, tag or commit; the default branch when None) through huggingface_hub's
+    cache (`cache_dir`, `token`, `local_files_only`, `force_download`: learntok.util.shipped.hub_folder),
+    `path` itself for anything else (a folder, a run, a shipped name: the Hub's options have
+    nothing to select there); then its `subfolder`, when one is given."""
+    text, subfolder = os.fspath(path), options.get("subfolder") or ""
+    hub = {k: options.get(k) for k in HUB_OPTIONS}
+    if subfolder:
+        hub["allow_patterns"] = [f"{subfolder}/*"]  # that folder's files alone
+    folder = shipped_folder(text) or hub_folder(text, **hub)
+    if not subfolder:
+        return folder or text
+    return (folder or Path(text)) / subfolder
+
+
+def aunet_names(state_dict: dict) -> dict:
+    """A state dict of LearntokForCausalLM's names ("aunet." first) or of the AUNet's, with the AUNet's."""
+    return {k.removeprefix("aunet."): v for k, v in state_dict.items()}
 
 
 def labels_are_the_inputs(input_ids: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> bool:
@@ -201,17 +239,48 @@ class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
     def get_output_embeddings(self) -> torch.nn.Module:
         return self.aunet.head.linear
 
-    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict | None = None) -> None:
+    def activation_checkpointing_enable(
+        self, activation_checkpointing_kwargs: dict | None = None, every_n_layers: int = 1, offload: bool = False
+    ) -> None:
         """Recompute each block's activations in the backward (AUNet.set_gradient_checkpointing;
-        non-reentrant, whatever the keywords ask): the same loss and gradients, less memory."""
+        non-reentrant, whatever the keywords ask): the same loss and gradients, less memory. Every
+        block is recomputed and nothing is offloaded: another `every_n_layers` or `offload=True`
+        is refused, nothing changed. `transformers`' Trainer (`gradient_checkpointing=True`) calls
+        this, or `gradient_checkpointing_enable`, its older name."""
+        if every_n_layers != 1 or offload:
+            raise ValueError(
+                f"LearntokForCausalLM: activation checkpointing recomputes every block and offloads nothing "
+                f"(every_n_layers={every_n_layers!r}, offload={offload!r} asked); nothing was changed"
+            )
         self.aunet.set_gradient_checkpointing(True)
 
-    def gradient_checkpointing_disable(self) -> None:
+    def activation_checkpointing_disable(self) -> None:
         self.aunet.set_gradient_checkpointing(False)
 
     @property
-    def is_gradient_checkpointing(self) -> bool:
+    def is_activation_checkpointing(self) -> bool:
         return any(getattr(m, "checkpointing", False) for m in self.aunet.modules())
+
+    def gradient_checkpointing_enable(
+        self, gradient_checkpointing_kwargs: dict | None = None, every_n_layers: int = 1, offload: bool = False
+    ) -> None:
+        """`activation_checkpointing_enable`, by its older name."""
+        self.activation_checkpointing_enable(gradient_checkpointing_kwargs, every_n_layers, offload)
+
+    def gradient_checkpointing_disable(self) -> None:
+        self.activation_checkpointing_disable()
+
+    @property
+    def is_gradient_checkpointing(self) -> bool:
+        return self.is_activation_checkpointing
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """torch's load_state_dict, which also reads the AUNet's own names (the names a learntok
+        folder's model.safetensors holds: `transformers`' Trainer reads that file into the model
+        when it resumes from a checkpoint, with strict=False, which would load none of them)."""
+        own = self.aunet.state_dict().keys()
+        named = {f"aunet.{k}" if k in own and not k.startswith("aunet.") else k: v for k, v in state_dict.items()}
+        return super().load_state_dict(named, strict=strict, assign=assign)
 
     def resize_token_embeddings(self, new_num_tokens: int | None = None, *args, **kwargs) -> torch.nn.Module:
         """The vocabulary is the 256 bytes and BOS, EOS, PAD (its table padded to VOCAB_SIZE rows):
@@ -244,7 +313,8 @@ class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
         windows (`window_rows`); `in_windows=False` reads them whole, as the native decoder does
         (generate() without a cache passes it, so its bytes are the cached decoder's at any length).
         Arguments that do not apply to this model (position ids, caches, use_cache) are accepted
-        and ignored: positions are each row's own."""
+        and ignored: positions are each row's own. `return_dict=False` gives the tuple of the
+        fields given (loss, logits, boundaries), as `transformers` models do."""
         if input_ids is None or input_ids.dim() != 2:
             raise ValueError("LearntokForCausalLM: give input_ids (B, T), byte ids from LearntokByteTokenizer")
         if isinstance(cache, LearntokCache) and labels is None:
@@ -274,7 +344,8 @@ class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
                 logits[:, :-1].float().reshape(-1, logits.size(-1)), target.reshape(-1), ignore_index=-100
             )
         boundaries = place(from_windows(out.boundaries, where), spans, T)
-        return LearntokCausalLMOutput(loss=loss, logits=logits, boundaries=boundaries)
+        output = LearntokCausalLMOutput(loss=loss, logits=logits, boundaries=boundaries)
+        return output if return_dict is not False else output.to_tuple()  # (loss, logits, boundaries), as given
 
     def objective(self) -> ObjectiveConfig:
         """The objective the model was trained with (its run config's [objective]; the defaults for
@@ -340,9 +411,10 @@ class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
         """A learntok run folder (latest checkpoint), checkpoint or model folder, shipped name, or
         a folder `save_pretrained` / `learntok export` wrote; read by learntok (safetensors).
         Of `transformers`' keywords, `dtype` / `torch_dtype` and `device_map` (one device) are
-        applied; the settings of `config` (boundaries, boundary_seed) and of keywords of that name
-        are kept; hub keywords (revision, trust_remote_code, ...) have nothing to do for a folder."""
-        files = read_model(os.fspath(pretrained_model_name_or_path))
+        applied, and the Hub's (`source_folder`: revision, subfolder, cache_dir, token,
+        local_files_only, force_download); the settings of `config` (boundaries, boundary_seed) and
+        of keywords of that name are kept."""
+        files = read_model(source_folder(pretrained_model_name_or_path, kwargs))
         settings = {k: getattr(config, k) for k in ("boundaries", "boundary_seed") if config is not None}
         settings.update({k: kwargs.pop(k) for k in ("boundaries", "boundary_seed") if k in kwargs})
         hf_config = LearntokConfig.from_learntok(files.config, files.trained_seq_len, **settings)
@@ -354,6 +426,8 @@ class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
         if isinstance(dtype, torch.dtype):
             model = model.to(dtype)
         device = kwargs.get("device_map")
+        if isinstance(device, dict):  # {"": device}: the whole model on one device
+            device = set(device.values()).pop() if len(set(device.values())) == 1 else None
         wants_cuda = (
             (isinstance(device, str) and device.startswith("cuda"))
             or isinstance(device, int)
@@ -367,8 +441,6 @@ class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
             raise ValueError(
                 "LearntokForCausalLM.from_pretrained: device_map 'meta' holds no weights to run; give cpu or cuda"
             )
-        if isinstance(device, dict):  # {"": device}: the whole model on one device
-            device = set(device.values()).pop() if len(set(device.values())) == 1 else None
         if isinstance(device, (str, int, torch.device)) and device != "auto":
             model = model.to(device)
         return model.eval()
@@ -385,11 +457,18 @@ class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
         safe_serialization: bool = True,
         max_shard_size: int | str | None = None,
         is_main_process: bool = True,
+        state_dict: dict | None = None,
+        revision: str | None = None,
+        create_pr: bool = False,
+        commit_description: str | None = None,
         **kwargs,
     ) -> None:
         """Write a folder both learntok and `transformers` read, with its model card
         (learntok.hf.export.write_export); with `push_to_hub`, upload it to `repo_id` (default: the
-        folder's name) through huggingface_hub. learntok writes one safetensors file: pickle
+        folder's name; `revision`, `create_pr`, `commit_description` as `transformers` takes them)
+        through huggingface_hub. `state_dict` (as `transformers`' Trainer passes
+        it: this model's names, or the AUNet's) holds the weights written instead of the model's
+        own, checked against it. learntok writes one safetensors file: pickle
         (`safe_serialization=False`) and a model larger than `max_shard_size` are refused, as is
         any other keyword, rather than ignored; nothing is written then."""
         if kwargs:
@@ -410,15 +489,20 @@ class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
             hub_ready()  # offline: one line, before anything is written
         if not is_main_process:
             return
+        aunet = self.aunet
+        if state_dict is not None:  # the weights a Trainer gathered, in a copy of the model
+            aunet = copy.deepcopy(self.aunet)
+            load_weights(aunet, aunet_names(state_dict), Path(save_directory))
         folder = write_export(
-            self.aunet,
+            aunet,
             self.config.learntok,
             save_directory,
             model_card(self.config.learntok, repo_id or Path(save_directory).name),
             what="save_pretrained:",
         )
         if push_to_hub:
-            upload(folder, repo_id or folder.name, token, private, commit_message)
+            where = {"revision": revision, "create_pr": create_pr or None, "commit_description": commit_description}
+            upload(folder, repo_id or folder.name, token, private, commit_message, **where)
 
     def push_to_hub(
         self, repo_id: str, commit_message: str | None = None, private: bool | None = None, token=None, **kwargs

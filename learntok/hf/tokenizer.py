@@ -16,6 +16,7 @@ into are learntok.Tokenizer's (docs/tokenizer.md).
 
 from __future__ import annotations
 
+import json
 import operator
 from pathlib import Path
 
@@ -163,6 +164,47 @@ class LearntokByteTokenizer(PreTrainedTokenizer):
                     f"which belongs to its run: give another folder (nothing was written)"
                 )
         return super().save_pretrained(save_directory, *args, **kwargs)
+
+    def _save_pretrained(self, save_directory, file_names, legacy_format=None, filename_prefix=None):
+        """transformers' own, with `add_bos_token` written into tokenizer_config.json
+        (`transformers` 5 leaves it out, its fast tokenizers keeping it elsewhere), so that
+        AutoTokenizer.from_pretrained gives back the tokenizer that was saved."""
+        for name in file_names:
+            if Path(name).name.endswith("tokenizer_config.json"):
+                config = json.loads(Path(name).read_text(encoding="utf-8"))
+                config["add_bos_token"] = self.add_bos_token
+                Path(name).write_text(json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False) + "\n", "utf-8")
+        return super()._save_pretrained(save_directory, file_names, legacy_format, filename_prefix)
+
+    def add_special_tokens(self, special_tokens_dict: dict, *args, **kwargs) -> int:
+        """transformers' add_special_tokens, checked first: BOS, EOS and PAD keep their tokens
+        and no other token is added (`_add_tokens`); anything else is one ValueError, before
+        anything changes."""
+        roles = {"bos_token": SPECIAL[BOS], "eos_token": SPECIAL[EOS], "pad_token": SPECIAL[PAD]}
+        for key, value in dict(special_tokens_dict).items():
+            values = [str(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
+            allowed = {roles[key]} if key in roles else set(SPECIAL.values())
+            for v in values:
+                if v not in allowed:
+                    raise ValueError(
+                        f"LearntokByteTokenizer: cannot set {key} to {v!r}: the byte vocabulary is fixed (bytes "
+                        f"0-255, {', '.join(f'{r} {t}' for r, t in roles.items())}); nothing was changed"
+                    )
+        return super().add_special_tokens(special_tokens_dict, *args, **kwargs)
+
+    def _add_tokens(self, new_tokens, special_tokens: bool = False) -> int:
+        """The vocabulary is the 256 bytes and BOS, EOS, PAD, which the model's embedding holds:
+        its own special tokens are accepted (transformers adds them so), any other token is
+        refused (one ValueError, nothing added), as `LearntokForCausalLM.resize_token_embeddings`
+        refuses a new size: a token added here would have an id the model cannot read."""
+        known = set(SPECIAL.values())
+        other = [str(t) for t in new_tokens if str(t) not in known]
+        if other:
+            raise ValueError(
+                f"LearntokByteTokenizer: cannot add {other[0]!r}: the byte vocabulary is fixed (bytes 0-255, "
+                f"{', '.join(SPECIAL.values())}); a text is read as its bytes, so nothing was added"
+            )
+        return super()._add_tokens(new_tokens, special_tokens=special_tokens)
 
     def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple:
         return ()  # the vocabulary is the bytes: no file

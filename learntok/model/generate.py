@@ -53,6 +53,26 @@ class DecodeState:
     chunker: dict  # the chunker's decoding state: each row's current token and its own (see learntok.nn.chunkers)
     t: int  # position of the next byte to read (shared by all rows)
 
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep rows `rows` (R,) long, in that order (a row may repeat): what beam search does to
+        its rows between steps. Every part of the state is per row, the row first."""
+        rows = rows.to(torch.long)
+        self.cache.select(rows)
+        self.strategy, self.chunker = rows_of(self.strategy, rows), rows_of(self.chunker, rows)
+
+
+def rows_of(value, rows: torch.Tensor):
+    """A decoding state's per-row values (tensors (B, ...), lists of B items, dicts of them) at
+    `rows` (R,): row r of the result is row rows[r]. Anything else (a 0-d tensor, a number) is
+    shared by every row and kept."""
+    if isinstance(value, torch.Tensor):
+        return value[rows.to(value.device)] if value.dim() else value
+    if isinstance(value, dict):
+        return {k: rows_of(v, rows) for k, v in value.items()}
+    if isinstance(value, list):
+        return [value[i] for i in rows.tolist()]
+    return value
+
 
 @torch.no_grad()
 def prefill(

@@ -53,6 +53,12 @@ class WindowKV:
     def nbytes(self) -> int:
         return 0 if self.k is None else 2 * self.k.numel() * self.k.element_size()
 
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep rows `rows` (R,) long, in that order (a row may repeat): row r becomes rows[r]."""
+        if self.k is not None:
+            rows = rows.to(self.k.device)
+            self.k, self.v = self.k[rows], self.v[rows]
+
 
 class TokenKV:
     """Growing cache of one token-level layer. Row b holds n[b] tokens (its boundaries so far);
@@ -103,6 +109,14 @@ class TokenKV:
     def nbytes(self) -> int:
         return 0 if self.k is None else 2 * self.k.numel() * self.k.element_size()
 
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep rows `rows` (R,) long, in that order (a row may repeat). `longest` stays an upper
+        bound of the rows' counts, as it is between steps."""
+        rows = rows.to(self.n.device)
+        self.n = self.n[rows]
+        if self.k is not None:
+            self.k, self.v = self.k[rows], self.v[rows]
+
 
 @dataclass
 class TokenRows:
@@ -130,6 +144,12 @@ class ModelCache:
 
     def mid_rows(self, rows: torch.Tensor | None) -> list[TokenRows]:
         return [c.rows(rows) for c in self.mid]
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep rows `rows` (R,) long of every layer's cache, in that order (beam search reorders
+        its rows so between steps)."""
+        for c in [*self.encoder, *self.mid, *self.decoder]:
+            c.select(rows)
 
     def nbytes(self) -> int:
         """Bytes held by every key/value buffer."""

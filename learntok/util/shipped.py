@@ -42,11 +42,13 @@ def is_repo_id(text: str) -> bool:
     return bool(REPO_ID.fullmatch(text)) and ".." not in text and not text.endswith((".", "-"))
 
 
-def hub_folder(path: str | os.PathLike) -> Path | None:
+def hub_folder(path: str | os.PathLike, **options) -> Path | None:
     """The local snapshot of the Hub repo `path` names, when it is a repo id and no folder here
     (huggingface_hub.snapshot_download: the cache, or a download, which HF_HUB_OFFLINE=1 rules
-    out); None when it is not a repo id or huggingface_hub is not installed. A repo id that
-    cannot be had is one CheckpointError saying why."""
+    out); None when it is not a repo id or huggingface_hub is not installed. `options` are
+    snapshot_download's (revision, cache_dir, token, local_files_only, force_download,
+    allow_patterns), as `transformers`' from_pretrained passes them. A repo id that cannot be had
+    is one CheckpointError saying why."""
     text = os.fspath(path)
     if not is_repo_id(text) or Path(text).exists():
         return None
@@ -64,10 +66,15 @@ def hub_folder(path: str | os.PathLike) -> Path | None:
         "yes",
         "on",
     )
+    options = {k: v for k, v in options.items() if v is not None}
+    local_only = bool(options.pop("local_files_only", False))
     try:
-        return Path(huggingface_hub.snapshot_download(text, local_files_only=offline))
+        return Path(huggingface_hub.snapshot_download(text, local_files_only=offline or local_only, **options))
     except Exception as e:  # huggingface_hub's errors: not in the cache offline, no such repo, no network
-        where = "in the local Hugging Face cache (HF_HUB_OFFLINE is set)" if offline else "on the Hugging Face Hub"
+        why = "HF_HUB_OFFLINE is set" if offline else "local_files_only"
+        where = f"in the local Hugging Face cache ({why})" if offline or local_only else "on the Hugging Face Hub"
+        if options.get("revision") is not None:
+            where += f" at revision {options['revision']!r}"
         reason = " ".join(str(e).split())
         reason = reason if len(reason) <= 100 else reason[:100] + "..."
         raise CheckpointError(
