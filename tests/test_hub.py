@@ -271,7 +271,7 @@ def test_the_card_has_the_hubs_front_matter(tmp_path):
     assert {m["type"] for m in metrics} == {"bits_per_byte", "boundary_rate"}
 
 
-@pytest.mark.parametrize("size", [400, 259, 1, 0])
+@pytest.mark.parametrize("size", [400, 321, 258, 1, 0, -1])
 def test_resize_token_embeddings_is_refused_before_any_change(tmp_path, size):
     import torch
 
@@ -289,6 +289,22 @@ def test_resize_token_embeddings_is_refused_before_any_change(tmp_path, size):
         == before["aunet.embed.weight"].shape[0]
     )
     assert model.resize_token_embeddings(None) is model.aunet.embed
+
+
+def test_resize_token_embeddings_to_the_tokenizers_size_keeps_the_model():
+    """Fine-tuning scripts call resize_token_embeddings(len(tokenizer)) whatever they added: a size
+    that every id fits (the tokenizer's 259 up to the table's rows) leaves the weights as they are."""
+    import torch
+
+    from learntok.hf import LearntokByteTokenizer, LearntokForCausalLM
+
+    model = LearntokForCausalLM.from_pretrained("tiny-shakespeare")
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    rows = model.aunet.embed.num_embeddings
+    for size in (len(LearntokByteTokenizer()), rows, None):
+        assert model.resize_token_embeddings(size) is model.aunet.embed
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before) and rows == 320
 
 
 def test_one_trainer_step_through_labels_moves_the_policy_and_the_early_head(tmp_path):

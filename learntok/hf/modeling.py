@@ -284,12 +284,14 @@ class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
 
     def resize_token_embeddings(self, new_num_tokens: int | None = None, *args, **kwargs) -> torch.nn.Module:
         """The vocabulary is the 256 bytes and BOS, EOS, PAD (its table padded to VOCAB_SIZE rows):
-        no token can be added, so a new size is refused before anything changes (the same size,
-        or None, returns the embedding as it is)."""
-        if new_num_tokens is not None and new_num_tokens != self.aunet.embed.num_embeddings:
+        no token can be added. A size that every id already fits (from `len(tokenizer)`, which
+        fine-tuning scripts pass, to the table's rows; or None) returns the embedding as it is;
+        any other is refused before anything changes."""
+        rows = self.aunet.embed.num_embeddings
+        if new_num_tokens is not None and not N_SYMBOLS <= new_num_tokens <= rows:
             raise ValueError(
                 f"LearntokForCausalLM.resize_token_embeddings({new_num_tokens}): the byte vocabulary is fixed "
-                f"({N_SYMBOLS} ids in {self.aunet.embed.num_embeddings} rows); nothing was changed"
+                f"({N_SYMBOLS} ids in {rows} rows; {N_SYMBOLS} to {rows} keep it as it is); nothing was changed"
             )
         return self.aunet.embed
 
