@@ -204,6 +204,19 @@ def test_push_to_hub_uploads_the_saved_folder_through_huggingface_hub(tmp_path, 
     assert all(set(files) <= set(c[2]) for c in hub_calls if c[0] == "upload_folder")
 
 
+def test_a_push_from_a_trainers_output_dir_uploads_the_model_alone(tmp_path, hub_calls):
+    from learntok.hf import LearntokForCausalLM
+    from learntok.hf.export import EXPORT_FILES
+
+    (tmp_path / "out" / "checkpoint-7").mkdir(parents=True)
+    (tmp_path / "out" / "checkpoint-7" / "optimizer.pt").write_bytes(b"x")
+    LearntokForCausalLM.from_pretrained("tiny-shakespeare").save_pretrained(
+        tmp_path / "out", push_to_hub=True, repo_id="me/tiny"
+    )
+    (upload,) = [c for c in hub_calls if c[0] == "upload_folder"]
+    assert upload[3]["allow_patterns"] == sorted(EXPORT_FILES) and "checkpoint-7" in upload[2]
+
+
 def test_a_push_goes_where_transformers_would_push_it(tmp_path, hub_calls):
     """To the repo the Hub names for a bare name, to a branch (made first) or as a pull request."""
     from learntok.hf import LearntokForCausalLM
@@ -349,11 +362,18 @@ def test_trainer_checkpoints_with_activation_checkpointing_and_resumes_from_them
         )  # fmt: skip
 
     model = LearntokForCausalLM.from_pretrained("tiny-shakespeare")
-    Trainer(
+    trainer = Trainer(
         model=model, args=args(save_strategy="steps", save_steps=1, gradient_checkpointing=True),
-        train_dataset=data, data_collator=collate,
-    ).train()  # fmt: skip
+        train_dataset=data, data_collator=collate, processing_class=tok,
+    )  # fmt: skip
+    trainer.train()
     assert model.is_activation_checkpointing
+    checkpoints = {p: p.read_bytes() for p in (tmp_path / "out").glob("checkpoint-*/*") if p.is_file()}
+    trainer.save_model()  # into output_dir, beside its checkpoints; twice, as scripts do
+    trainer.save_model()
+    final = LearntokForCausalLM.from_pretrained(tmp_path / "out")
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), final.state_dict().values()))
+    assert checkpoints and all(p.read_bytes() == data for p, data in checkpoints.items())
     saved = LearntokForCausalLM.from_pretrained(tmp_path / "out" / "checkpoint-2")
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), saved.state_dict().values()))
     resumed = LearntokForCausalLM.from_pretrained("tiny-shakespeare")
@@ -361,6 +381,43 @@ def test_trainer_checkpoints_with_activation_checkpointing_and_resumes_from_them
         resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-2")
     )
     assert all(torch.equal(a, b) for a, b in zip(resumed.state_dict().values(), saved.state_dict().values()))
+
+
+@pytest.mark.parametrize(
+    "beside, written",
+    [
+        (["checkpoint-3/", "runs/", "training_args.bin", "trainer_state.json", "all_results.json"], True),
+        (["checkpoint-3/", "notes.txt"], False),
+        (["checkpoint-x/"], False),
+        (["my-runs/"], False),
+        (["model.safetensors/"], False),
+    ],
+)
+def test_save_pretrained_writes_beside_a_trainers_outputs_alone(tmp_path, beside, written):
+    """save_pretrained into a folder that holds a Trainer's outputs (its checkpoints, logs, state)
+    writes the model's files beside them and leaves them as they are; a folder with anything else
+    is refused, nothing touched."""
+    from learntok.hf import LearntokForCausalLM
+    from learntok.util.errors import OutputError
+
+    folder = tmp_path / "out"
+    for name in beside:
+        (folder / name.rstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+        if name.endswith("/"):
+            (folder / name / "kept.txt").parent.mkdir(parents=True)
+            (folder / name / "kept.txt").write_text("kept")
+        else:
+            (folder / name).write_text("kept")
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    model = LearntokForCausalLM.from_pretrained("tiny-shakespeare")
+    if written:
+        model.save_pretrained(folder)
+        assert LearntokForCausalLM.from_pretrained(folder).aunet.embed.num_embeddings == 320
+    else:
+        with pytest.raises(OutputError, match="nothing was written"):
+            model.save_pretrained(folder)
+        assert {p for p in folder.rglob("*") if p.is_file()} == set(before)
+    assert all(p.read_bytes() == data for p, data in before.items())
 
 
 def test_activation_checkpointing_refuses_what_it_would_not_do():

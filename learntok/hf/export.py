@@ -9,6 +9,8 @@ tokenizer's files. learntok reads it back, the same weights bit for bit (tests/t
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 from pathlib import Path
 
@@ -39,14 +41,26 @@ AUTO_MAP = {
 }
 TOKENIZER_FILES = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "chat_template.jinja")
 EXPORT_FILES = frozenset((WEIGHTS, CONFIG, CARD, *TOKENIZER_FILES, *(f"{m}.py" for m in SHIMS)))
+# what `transformers`' Trainer writes into its output_dir beside the model that `trainer.save_model()`
+# saves there: its checkpoints, TensorBoard logs, arguments, state and results
+TRAINER_OUTPUTS = re.compile(
+    r"checkpoint-\d+|runs|training_args\.bin|trainer_state\.json|(?:all|train|eval|test|predict)_results\.json"
+)
 
 
-def write_export(model: AUNet, config: dict, path, card: str | None = None, what: str = "export:") -> Path:
+def trainer_output(name: str) -> bool:
+    """Whether `name` in a folder is one of a Trainer's own outputs (`TRAINER_OUTPUTS`)."""
+    return TRAINER_OUTPUTS.fullmatch(name) is not None
+
+
+def write_export(model: AUNet, config: dict, path, card: str | None = None, what: str = "export:", beside=None) -> Path:
     """Write `model` with `config` (a run config, kept whole, or a model config) and its model
     card (`card`, else one made from the config: learntok.hf.card) into folder `path`, atomically.
-    The folder it replaces must be one this wrote, empty or missing: any other is refused
-    (OutputError), nothing touched."""
-    target = replaceable_folder(path, EXPORT_FILES, what, OutputError)
+    The folder it replaces must be one this wrote, empty or missing, or hold beside those files
+    only entries `beside` names (another writer's: a Trainer's checkpoints, `TRAINER_OUTPUTS`),
+    which stay as they are while each of this writer's files is replaced whole, the weights first
+    and the config last. Any other folder is refused (OutputError), nothing touched."""
+    target = replaceable_folder(path, EXPORT_FILES, what, OutputError, beside)
     native = config if isinstance(config.get("model"), dict) else model_folder_config(model)
     tmp = atomic_dir(target)
     try:
@@ -57,7 +71,11 @@ def write_export(model: AUNet, config: dict, path, card: str | None = None, what
         tokenizer.save_pretrained(tmp)
         for module, (source, name) in SHIMS.items():
             (tmp / f"{module}.py").write_text(f"from {source} import {name}  # noqa: F401\n", encoding="utf-8")
-        commit(tmp, target)
+        if beside and target.is_dir() and any(map(beside, os.listdir(target))):
+            for name in sorted(os.listdir(tmp), key=lambda n: (n == CONFIG, n != WEIGHTS)):
+                os.replace(tmp / name, target / name)
+        else:
+            commit(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target

@@ -50,7 +50,7 @@ from learntok.data.dataset import reading_windows
 from learntok.data.vocab import BOS, EOS, N_SYMBOLS, PAD, VOCAB_SIZE
 from learntok.hf.config import LearntokConfig
 from learntok.hf.card import model_card
-from learntok.hf.export import write_export
+from learntok.hf.export import EXPORT_FILES, trainer_output, write_export
 from learntok.model.aunet import AUNet
 from learntok.model.generate import DecodeState, decode_step, prefill
 from learntok.model.objective import ObjectiveConfig, objective_for
@@ -176,6 +176,7 @@ def upload(folder: Path, repo_id: str, token, private: bool | None, message: str
         repo_id=repo_id,
         folder_path=str(folder),
         commit_message=message or "Upload learntok model",
+        allow_patterns=sorted(EXPORT_FILES),  # the model's files, never what lies beside them (a Trainer's)
         **{k: v for k, v in where.items() if v is not None},
     )
 
@@ -501,6 +502,7 @@ class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
             save_directory,
             model_card(self.config.learntok, repo_id or Path(save_directory).name),
             what="save_pretrained:",
+            beside=trainer_output,  # trainer.save_model() into its output_dir, beside its checkpoints
         )
         if push_to_hub:
             where = {"revision": revision, "create_pr": create_pr or None, "commit_description": commit_description}

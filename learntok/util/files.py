@@ -29,7 +29,7 @@ import shutil
 import stat
 import zlib
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, Callable
 from pathlib import Path
 
 from learntok.util.errors import NAME_FAULTS, ConfigError, DataError, OutputError, os_fault, os_reason, shown_path
@@ -332,13 +332,18 @@ def inside(parent: str | Path, name: str, what: str, error: type[Exception] = Co
 
 
 def replaceable_folder(
-    path: str | Path, names: frozenset[str], what: str, error: type[Exception] = OutputError
+    path: str | Path,
+    names: frozenset[str],
+    what: str,
+    error: type[Exception] = OutputError,
+    beside: Callable[[str], bool] | None = None,
 ) -> Path:
     """`path`, where a folder of `names` is about to be written whole (the old folder replaced):
     missing, empty, or a folder of those names alone, each a regular file (one this writer
-    wrote). Anything else is `error` in one line, nothing touched: a run folder, a checkpoint,
-    a folder of other files, a file, a symbolic link (replacing it would delete what is there),
-    a name the system refuses or a path through a file (`check_name`, `check_parents`)."""
+    wrote), and of entries `beside` names (another writer's, which the caller writes beside
+    and never touches). Anything else is `error` in one line, nothing touched: a run folder, a
+    checkpoint, a folder of other files, a file, a symbolic link (replacing it would delete what
+    is there), a name the system refuses or a path through a file (`check_name`, `check_parents`)."""
     p = Path(path)
     check_name(p, what)
     check_parents(p, what, error)
@@ -349,7 +354,11 @@ def replaceable_folder(
     if not p.is_dir():
         raise error(f"{what} {p} is a file, not a folder: give a new folder (nothing was written)")
     with os.scandir(p) as entries:
-        others = sorted(e.name for e in entries if e.name not in names or not e.is_file(follow_symlinks=False))
+        others = sorted(
+            e.name
+            for e in entries
+            if (e.name not in names or not e.is_file(follow_symlinks=False)) and not (beside and beside(e.name))
+        )
     if others:
         shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
         raise error(
