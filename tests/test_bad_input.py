@@ -190,6 +190,27 @@ def no_val(t: Path) -> str:
     return "noval"
 
 
+def latest_names(t: Path, text: str) -> str:
+    """The run's checkpoint pointer (checkpoints/latest) holding `text`."""
+    (t / "run" / "checkpoints" / "latest").write_text(text)
+    return "run"
+
+
+def link_loop(t: Path, name: str) -> str:
+    """A symbolic link at `name` to itself: resolving it never ends (ELOOP)."""
+    path = t / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    path.symlink_to(path.name)
+    return name
+
+
+def shard_link_loop(t: Path) -> str:
+    """A prepared folder whose first train shard is a symbolic link to itself."""
+    shutil.copytree(t / "prep", t / "looped")
+    return link_loop(t, "looped/train_00000.bin").split("/")[0]
+
+
 TRAIN = ["train", "--preset", "tiny", *TINY]
 # (id, setup(tmp) -> args, words in the error); tmp holds run/, corpus.txt, task.jsonl, prep/
 CASES = [
@@ -555,6 +576,34 @@ CASES = [
     ("prepare-parquet-two-text-columns", lambda t: ["prepare", two_text_columns(t), "--out", "n"], "2 columns"),
     ("train-parquet-two-text-columns", lambda t: [*TRAIN, f"data.source={two_text_columns(t)}", "--out", "n"], "2 col"),
     ("compare-sweep-without-rates", lambda t: ["compare", "--strategies", "uniform", "--sweep", "uniform"], "--rates"),
+    # symbolic links that loop where a path built from a name is resolved (files.resolved: inside, resolve)
+    (
+        "eval-latest-names-a-link-loop",
+        lambda t: link_loop(t, "run/checkpoints/loop") and ["eval", latest_names(t, "loop")],
+        "symbolic links loop",
+    ),
+    (
+        "compare-variant-folder-a-link-loop",
+        lambda t: ["compare", "--strategies", "uniform", "--out", link_loop(t, "c/uniform").split("/")[0]],
+        "symbolic links loop",
+    ),
+    (
+        "compare-seed-folder-a-link-loop",
+        lambda t: [
+            "compare",
+            "--strategies",
+            "uniform",
+            "--seeds",
+            "1",
+            "--out",
+            link_loop(t, "c/uniform/seed0").split("/")[0],
+        ],
+        "symbolic links loop",
+    ),
+    ("train-prepared-shard-a-link-loop", lambda t: [*TRAIN, f"data.source={shard_link_loop(t)}", "--out", "n"], "loop"),
+    # a checkpoint pointer that holds no folder's name (pretrained.resolve)
+    ("eval-latest-holds-a-nul", lambda t: ["eval", latest_names(t, "step_0000003\0x")], "not a checkpoint folder's"),
+    ("eval-latest-holds-two-names", lambda t: ["eval", latest_names(t, "step_0000003\nstep_0000000\n")], "not a check"),
 ]
 
 
