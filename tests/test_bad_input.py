@@ -604,6 +604,11 @@ CASES = [
     # a checkpoint pointer that holds no folder's name (pretrained.resolve)
     ("eval-latest-holds-a-nul", lambda t: ["eval", latest_names(t, "step_0000003\0x")], "not a checkpoint folder's"),
     ("eval-latest-holds-two-names", lambda t: ["eval", latest_names(t, "step_0000003\nstep_0000000\n")], "not a check"),
+    # an empty item in a comma-separated list, wherever one is read (typed_fields.comma_list)
+    ("compare-rates-empty-item", lambda t: ["compare", "--strategies", "uniform", "--rates", "0.2,,0.3"], "empty item"),
+    ("compare-strategies-empty-item", lambda t: ["compare", "--strategies", "uniform,,fixed"], "empty item"),
+    ("config-tuple-empty-item", lambda t: ["config", "optim.betas=0.9,,0.95"], "optim.betas '0.9,,0.95': an empty"),
+    ("train-tuple-leading-comma", lambda t: [*TRAIN, "model.rate_range=,0.1,0.3", "--out", "n"], "empty item"),
 ]
 
 
@@ -675,6 +680,50 @@ def test_every_text_option_given_empty_is_one_line(workdir, capsys, command, opt
     before = checksums(workdir)
     code, err = cli_in_process([command, *NEEDS.get(command, []), option, ""], capsys)
     assert_one_line_error(code, err, f"{option} is empty", before, checksums(workdir))
+
+
+def comma_list_readers() -> list[tuple[str, object]]:
+    """Every reader of a comma-separated list a user writes: --seeds, --strategies, --rates, and an
+    override of each tuple field of every config section (enumerated from the dataclasses)."""
+    import typing
+
+    from learntok.compare.runner import parse_seeds, variants_from_args
+    from learntok.run.config import SECTIONS, defaults, parse_overrides
+    from learntok.util.typed_fields import field_types
+
+    readers = [
+        ("--seeds", parse_seeds),
+        ("--strategies", lambda text: variants_from_args(text, False)),
+        ("--rates", lambda text: variants_from_args("uniform", False, text)),
+    ]
+    for section, cls in SECTIONS.items():
+        for name, tp in field_types(cls).items():
+            if typing.get_origin(tp) is tuple:
+                key = f"{section}.{name}"
+                readers.append((key, lambda text, key=key: parse_overrides(defaults(), [f"{key}={text}"])))
+    return readers
+
+
+# An empty item anywhere in a comma-separated list but last (`1,,2`, `,1`, `1, ,2`) is a typo at every
+# reader of such lists (typed_fields.comma_list): one ConfigError naming the list, never the item dropped.
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.sampled_from(["1", "2", " 3", "0.2 ", "uniform"]), min_size=1, max_size=4),
+    st.integers(0, 3),
+    st.sampled_from(["", " ", "  "]),
+)
+def test_every_comma_list_refuses_an_empty_item(items, at, blank):
+    import re
+
+    from learntok.util.errors import ConfigError
+    from learntok.util.typed_fields import comma_list
+
+    assert comma_list(",".join(items), "x") == comma_list(",".join(items) + ",", "x") == [i.strip() for i in items]
+    at %= len(items)  # the empty item stands before at least one item (a trailing comma is allowed)
+    text = ",".join([*items[:at], blank, *items[at:]])
+    for what, read in comma_list_readers():
+        with pytest.raises(ConfigError, match=rf"^{re.escape(what)} .*: an empty item in the list"):
+            read(text)
 
 
 # Any Python str, lone surrogates included, at the one Unicode check of every text reader.
