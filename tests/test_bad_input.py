@@ -609,6 +609,8 @@ CASES = [
     ("compare-strategies-empty-item", lambda t: ["compare", "--strategies", "uniform,,fixed"], "empty item"),
     ("config-tuple-empty-item", lambda t: ["config", "optim.betas=0.9,,0.95"], "optim.betas '0.9,,0.95': an empty"),
     ("train-tuple-leading-comma", lambda t: [*TRAIN, "model.rate_range=,0.1,0.3", "--out", "n"], "empty item"),
+    # a device this machine lacks, named in a config (runtime.resolve_device; --device: tests/test_guards.py)
+    ("train-device-cpu-1", lambda t: [*TRAIN, "data.source=corpus.txt", "system.device=cpu:1", "--out", "n"], "cpu:1"),
 ]
 
 
