@@ -611,6 +611,8 @@ CASES = [
     ("train-tuple-leading-comma", lambda t: [*TRAIN, "model.rate_range=,0.1,0.3", "--out", "n"], "empty item"),
     # a device this machine lacks, named in a config (runtime.resolve_device; --device: tests/test_guards.py)
     ("train-device-cpu-1", lambda t: [*TRAIN, "data.source=corpus.txt", "system.device=cpu:1", "--out", "n"], "cpu:1"),
+    # options that exclude each other
+    ("config-keys-and-plan", lambda t: ["config", "--keys", "--plan"], "--plan: not allowed with argument --keys"),
 ]
 
 
