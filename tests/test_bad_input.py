@@ -190,6 +190,27 @@ def no_val(t: Path) -> str:
     return "noval"
 
 
+def latest_names(t: Path, text: str) -> str:
+    """The run's checkpoint pointer (checkpoints/latest) holding `text`."""
+    (t / "run" / "checkpoints" / "latest").write_text(text)
+    return "run"
+
+
+def link_loop(t: Path, name: str) -> str:
+    """A symbolic link at `name` to itself: resolving it never ends (ELOOP)."""
+    path = t / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    path.symlink_to(path.name)
+    return name
+
+
+def shard_link_loop(t: Path) -> str:
+    """A prepared folder whose first train shard is a symbolic link to itself."""
+    shutil.copytree(t / "prep", t / "looped")
+    return link_loop(t, "looped/train_00000.bin").split("/")[0]
+
+
 TRAIN = ["train", "--preset", "tiny", *TINY]
 # (id, setup(tmp) -> args, words in the error); tmp holds run/, corpus.txt, task.jsonl, prep/
 CASES = [
@@ -555,6 +576,43 @@ CASES = [
     ("prepare-parquet-two-text-columns", lambda t: ["prepare", two_text_columns(t), "--out", "n"], "2 columns"),
     ("train-parquet-two-text-columns", lambda t: [*TRAIN, f"data.source={two_text_columns(t)}", "--out", "n"], "2 col"),
     ("compare-sweep-without-rates", lambda t: ["compare", "--strategies", "uniform", "--sweep", "uniform"], "--rates"),
+    # symbolic links that loop where a path built from a name is resolved (files.resolved: inside, resolve)
+    (
+        "eval-latest-names-a-link-loop",
+        lambda t: link_loop(t, "run/checkpoints/loop") and ["eval", latest_names(t, "loop")],
+        "symbolic links loop",
+    ),
+    (
+        "compare-variant-folder-a-link-loop",
+        lambda t: ["compare", "--strategies", "uniform", "--out", link_loop(t, "c/uniform").split("/")[0]],
+        "symbolic links loop",
+    ),
+    (
+        "compare-seed-folder-a-link-loop",
+        lambda t: [
+            "compare",
+            "--strategies",
+            "uniform",
+            "--seeds",
+            "1",
+            "--out",
+            link_loop(t, "c/uniform/seed0").split("/")[0],
+        ],
+        "symbolic links loop",
+    ),
+    ("train-prepared-shard-a-link-loop", lambda t: [*TRAIN, f"data.source={shard_link_loop(t)}", "--out", "n"], "loop"),
+    # a checkpoint pointer that holds no folder's name (pretrained.resolve)
+    ("eval-latest-holds-a-nul", lambda t: ["eval", latest_names(t, "step_0000003\0x")], "not a checkpoint folder's"),
+    ("eval-latest-holds-two-names", lambda t: ["eval", latest_names(t, "step_0000003\nstep_0000000\n")], "not a check"),
+    # an empty item in a comma-separated list, wherever one is read (typed_fields.comma_list)
+    ("compare-rates-empty-item", lambda t: ["compare", "--strategies", "uniform", "--rates", "0.2,,0.3"], "empty item"),
+    ("compare-strategies-empty-item", lambda t: ["compare", "--strategies", "uniform,,fixed"], "empty item"),
+    ("config-tuple-empty-item", lambda t: ["config", "optim.betas=0.9,,0.95"], "optim.betas '0.9,,0.95': an empty"),
+    ("train-tuple-leading-comma", lambda t: [*TRAIN, "model.rate_range=,0.1,0.3", "--out", "n"], "empty item"),
+    # a device this machine lacks, named in a config (runtime.resolve_device; --device: tests/test_guards.py)
+    ("train-device-cpu-1", lambda t: [*TRAIN, "data.source=corpus.txt", "system.device=cpu:1", "--out", "n"], "cpu:1"),
+    # options that exclude each other
+    ("config-keys-and-plan", lambda t: ["config", "--keys", "--plan"], "--plan: not allowed with argument --keys"),
 ]
 
 
@@ -626,6 +684,50 @@ def test_every_text_option_given_empty_is_one_line(workdir, capsys, command, opt
     before = checksums(workdir)
     code, err = cli_in_process([command, *NEEDS.get(command, []), option, ""], capsys)
     assert_one_line_error(code, err, f"{option} is empty", before, checksums(workdir))
+
+
+def comma_list_readers() -> list[tuple[str, object]]:
+    """Every reader of a comma-separated list a user writes: --seeds, --strategies, --rates, and an
+    override of each tuple field of every config section (enumerated from the dataclasses)."""
+    import typing
+
+    from learntok.compare.runner import parse_seeds, variants_from_args
+    from learntok.run.config import SECTIONS, defaults, parse_overrides
+    from learntok.util.typed_fields import field_types
+
+    readers = [
+        ("--seeds", parse_seeds),
+        ("--strategies", lambda text: variants_from_args(text, False)),
+        ("--rates", lambda text: variants_from_args("uniform", False, text)),
+    ]
+    for section, cls in SECTIONS.items():
+        for name, tp in field_types(cls).items():
+            if typing.get_origin(tp) is tuple:
+                key = f"{section}.{name}"
+                readers.append((key, lambda text, key=key: parse_overrides(defaults(), [f"{key}={text}"])))
+    return readers
+
+
+# An empty item anywhere in a comma-separated list but last (`1,,2`, `,1`, `1, ,2`) is a typo at every
+# reader of such lists (typed_fields.comma_list): one ConfigError naming the list, never the item dropped.
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.sampled_from(["1", "2", " 3", "0.2 ", "uniform"]), min_size=1, max_size=4),
+    st.integers(0, 3),
+    st.sampled_from(["", " ", "  "]),
+)
+def test_every_comma_list_refuses_an_empty_item(items, at, blank):
+    import re
+
+    from learntok.util.errors import ConfigError
+    from learntok.util.typed_fields import comma_list
+
+    assert comma_list(",".join(items), "x") == comma_list(",".join(items) + ",", "x") == [i.strip() for i in items]
+    at %= len(items)  # the empty item stands before at least one item (a trailing comma is allowed)
+    text = ",".join([*items[:at], blank, *items[at:]])
+    for what, read in comma_list_readers():
+        with pytest.raises(ConfigError, match=rf"^{re.escape(what)} .*: an empty item in the list"):
+            read(text)
 
 
 # Any Python str, lone surrogates included, at the one Unicode check of every text reader.

@@ -129,6 +129,16 @@ def test_segment_helpers():
     assert segment_text(model, text, seed=3) == segment_text(model, text, seed=3)  # seeded
 
 
+@pytest.mark.parametrize("run", [{}, {"step": 3}, {"step": 3, "val_bpb": 2.5}], ids=["model-folder", "no-val", "val"])
+def test_segment_held_out_says_nan_never(run):
+    """`segment --held-out` beside the run's validation figures: the ones its log records, or that
+    none are (a model folder, a run not validated yet); never `nan` (docs/reliability.md)."""
+    from learntok.text.segment import held_out_line
+
+    line = held_out_line({"boundary_rate": 0.2, "whitespace_rate": 0.1}, run)
+    assert "nan" not in line and ("bits per byte 2.500" in line) == ("val_bpb" in run), line
+
+
 def test_an_argument_error_is_refused_before_torch_loads(tmp_path):
     # parsing, an option's value and a missing run are checked before the library (torch) is imported
     code = (

@@ -493,7 +493,7 @@ def test_a_run_file_of_the_wrong_kind_is_one_line(workdir, capsys, name, fresh):
 DEVICE_ROWS = [
     pytest.param(cmd, device, id=f"{cmd}-{device}")
     for cmd, a in typed_options((device_arg,))
-    for device in ("meta", "nosuch", "cuda:99") + (() if torch.backends.mps.is_available() else ("mps",))
+    for device in ("meta", "nosuch", "cuda:99", "cpu:1") + (() if torch.backends.mps.is_available() else ("mps",))
 ]
 
 
@@ -503,6 +503,14 @@ def test_an_unsupported_or_absent_device_is_refused_at_start_up(workdir, capsys,
     code, err = cli_in_process(with_value(BASE[cmd], "--device", device), capsys)
     assert_one_line_error(code, err, "device", before, checksums(workdir))
     assert "checkpoint" not in err
+
+
+@pytest.mark.parametrize("cmd", sorted({cmd for cmd, _ in typed_options((device_arg,))}))
+def test_cpu_0_is_the_cpu(workdir, capsys, cmd):
+    """`cpu:0` names the CPU, as torch does: each command with --device runs on it (the device is
+    passed on as resolve_device names it, `cpu`, which every reader of weights takes)."""
+    code, err = cli_in_process(with_value(BASE[cmd], "--device", "cpu:0"), capsys)
+    assert code == 0, err[-2000:]
 
 
 # ---------------------------------------------------------------- one reader of metrics.jsonl

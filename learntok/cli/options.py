@@ -54,16 +54,16 @@ def model_data(args) -> list[Input]:
 
 
 def device_arg(text: str) -> str:
-    """--device: a device learntok runs on and this machine has (checked before a model is read)."""
+    """--device: a device learntok runs on and this machine has (checked before a model is read),
+    as `resolve_device` names it (`cpu:0` is `cpu`, `cuda` the current GPU's index)."""
     if text == "cpu":  # the default, on every machine: checked without loading torch
         return text
     from learntok.util.runtime import resolve_device
 
     try:
-        resolve_device(text)
+        return str(resolve_device(text))
     except ConfigError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-    return text
 
 
 def add_model(p, help: str | None = RUN_OR_MODEL) -> None:

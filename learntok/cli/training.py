@@ -127,8 +127,9 @@ def add_config(sub) -> None:
         "--preset", type=str, help="packaged preset: tiny, 20M, 40M, 90M, 147M (default: tiny, unless --config)"
     )
     p.add_argument("--config", type=input_file, help="a TOML (or JSON) file of config sections")
-    p.add_argument("--keys", action="store_true", help="list every key instead: type, default and meaning")
-    p.add_argument(
+    show = p.add_mutually_exclusive_group()  # what to show: one of them, or the config
+    show.add_argument("--keys", action="store_true", help="list every key instead: type, default and meaning")
+    show.add_argument(
         "--plan",
         action="store_true",
         help="per GPU: parameters, peak memory, FLOPs, GPU-hours and the "

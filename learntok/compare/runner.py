@@ -36,6 +36,7 @@ from learntok.util.errors import ConfigError, DataError
 from learntok.evaluation.metrics import EvalOptions, columns
 from learntok.evaluation.score import evaluate_bpb
 from learntok.util.files import inside
+from learntok.util.typed_fields import comma_list
 from learntok.data.identity import DATA_IDENTITY, source_identity
 from learntok.compare.done import marked, read_done, write_done
 from learntok.compare.frontier import check_sweep, write_frontier
@@ -160,11 +161,9 @@ def train_speed(run_dir: Path) -> float:
 def parse_seeds(text: str) -> list[int]:
     """`--seeds 3` -> [0, 1, 2]; `--seeds 0,4,5` -> [0, 4, 5] (a list: at least one comma; `7,`
     a list of one). An empty item inside the list (`1,,2`, `,1`) is a typo, refused."""
-    parts = [p.strip() for p in text.split(",")]
-    if "" in parts[:-1]:
-        raise ConfigError(f"--seeds {text!r}: an empty item in the list; give integers separated by commas (0,1,2)")
+    parts = comma_list(text, "--seeds")
     try:
-        values = [int(p) for p in parts if p]
+        values = [int(p) for p in parts]
     except ValueError:
         raise ConfigError(
             f"--seeds {text!r}: expected a count (3) or a comma-separated list of integers (0,1,2)"
@@ -364,9 +363,9 @@ def split_warnings(cfg: RunConfig) -> list[str]:
 def variants_from_args(strategies: str, ablations: bool, rates: str | None = None) -> list[str]:
     """`--strategies a,b+k=v` and `--ablations` -> the variant list (ablations appended once);
     with `--rates 0.1,0.2`, every variant at every rate: `a@0.1, a@0.2, b+k=v@0.1, ...`."""
-    specs = [s.strip() for s in strategies.split(",") if s.strip()]
+    specs = comma_list(strategies, "--strategies")
     specs += [a for a in ABLATIONS if ablations and a not in specs]
     if not rates:
         return specs
-    values = [parse_rate(r.strip(), "--rates") for r in rates.split(",") if r.strip()]
+    values = [parse_rate(r, "--rates") for r in comma_list(rates, "--rates")]
     return [f"{spec}@{rate:g}" for spec in specs for rate in values]

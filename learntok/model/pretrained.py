@@ -24,7 +24,7 @@ from learntok import __version__
 from learntok.boundaries.options import STRATEGY, strategy_options, upgraded
 from learntok.util.errors import CheckpointError, ConfigError, NotFiniteError, OutputError
 from learntok.util.typed_fields import check_fields, is_utf8
-from learntok.util.files import check_name, read_input, replaceable_folder
+from learntok.util.files import check_name, read_input, replaceable_folder, resolved
 from learntok.model.config import ModelConfig
 from learntok.model.sizes import FP32, check_model_sizes
 from learntok.util.ranges import INT64
@@ -172,15 +172,16 @@ def resolve(path: str | Path) -> Path:
         if pointer.is_file():
             name = read_input(pointer, "checkpoint pointer", 4096, CheckpointError).decode("utf-8", "replace").strip()
             target = ckpts / name
-            if not name or Path(name).name != name or name in (".", ".."):
+            # a folder's name: one line of printable text (no NUL, newline or other control character)
+            if not name or Path(name).name != name or name in (".", "..") or not name.isprintable():
                 raise CheckpointError(
                     f"{pointer} names {name!r}, which is not a checkpoint folder's name: "
                     f"a run reads only its own checkpoints"
                 )
-            if not target.resolve().is_relative_to(p.resolve()):
+            real = resolved(target, f"{pointer} names", CheckpointError)
+            if not real.is_relative_to(resolved(p, "model path", CheckpointError)):
                 raise CheckpointError(
-                    f"{pointer} names {name}, a link to {target.resolve()} outside {p}: "
-                    f"a run reads only its own checkpoints"
+                    f"{pointer} names {name}, a link to {real} outside {p}: a run reads only its own checkpoints"
                 )
             if not (target / WEIGHTS).is_file():
                 raise CheckpointError(f"{pointer} names {target.name}, which has no {WEIGHTS}")

@@ -203,13 +203,22 @@ def segment_command(
 
 
 def held_out_line(figures: dict, run: dict) -> str:
-    """The held-out passage's figures beside the run's last validation figures."""
+    """The held-out passage's figures beside the run's last validation figures, each that the
+    run's log records (a model folder, or a run not yet validated, records none: never `nan`)."""
+    names = (
+        ("val_bpb", "bits per byte"),
+        ("val_boundary_rate", "boundary rate"),
+        ("val_whitespace_rate", "whitespace rate"),
+    )
+    recorded = [f"{words} {run[key]:.3f}" for key, words in names if key in run]
     return (
         f"-- this passage: boundary rate {figures['boundary_rate']:.3f}, whitespace rate "
-        f"{figures['whitespace_rate']:.3f} | the run at step {run.get('step', '?')}: validation "
-        f"bits per byte {run.get('val_bpb', float('nan')):.3f}, boundary rate "
-        f"{run.get('val_boundary_rate', float('nan')):.3f}, whitespace rate "
-        f"{run.get('val_whitespace_rate', float('nan')):.3f}"
+        f"{figures['whitespace_rate']:.3f} | "
+        + (
+            f"the run at step {run.get('step', '?')}: validation {', '.join(recorded)}"
+            if recorded
+            else "no validation of the run recorded (no metrics.jsonl rows beside its checkpoint)"
+        )
     )
 
 

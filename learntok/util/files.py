@@ -318,14 +318,33 @@ def remove_stale_tmp(folder: str | Path) -> list[Path]:
     return stale
 
 
+def resolved(path: str | Path, what: str, error: type[Exception] = ConfigError) -> Path:
+    """`path` absolute, with every symbolic link followed (a missing part kept as named): the one
+    way a path is resolved before it is compared with the folder it must stay in (`inside`, a
+    run's `latest`). Symbolic links that loop (`a -> a`) are one line (`error`) naming `what`,
+    where pathlib raises a RuntimeError (before Python 3.13) or leaves the loop in the path."""
+    loop = f"{what} {shown_path(path)}: its symbolic links loop (too many levels of symbolic links)"
+    try:
+        real = Path(path).resolve()
+    except RuntimeError:
+        raise error(loop) from None
+    try:
+        still_a_link = stat.S_ISLNK(os.lstat(real).st_mode)
+    except OSError as e:  # nothing there yet (a folder to make), or a loop in a part of it
+        still_a_link = e.errno == errno.ELOOP
+    if still_a_link:
+        raise error(loop)
+    return real
+
+
 def inside(parent: str | Path, name: str, what: str, error: type[Exception] = ConfigError) -> Path:
     """`parent / name`, where `name` is a value (a variant, run or strategy name, a file an index
-    lists) that must name a path below `parent`: checked after both are resolved, so `..`, an
-    absolute name or a symbolic link that leads out of `parent` is one line (`error`)."""
+    lists) that must name a path below `parent`: checked after both are resolved (`resolved`), so
+    `..`, an absolute name, or a symbolic link that leads out of `parent` or loops is one line (`error`)."""
     if not isinstance(name, str) or not name.strip() or "\0" in name or os.path.isabs(name):
         raise error(f"{what} {name!r} cannot name a folder below {parent}: give a plain name")
-    path, root = Path(parent) / name, Path(parent).resolve()
-    real = path.resolve()
+    path, root = Path(parent) / name, resolved(parent, what, error)
+    real = resolved(path, what, error)
     if real == root or root not in real.parents:
         raise error(f"{what} {name!r} names {real}, outside {parent}: give a name without '..' or a link out")
     return path

@@ -17,9 +17,9 @@ DEVICE_TYPES = ("cpu", "cuda", "mps")  # what learntok runs on (torch knows more
 
 def resolve_device(name: str = "auto") -> torch.device:
     """The one device check (system.device and every --device): auto is CUDA when available,
-    else CPU; a device of another type, or one this machine lacks, is a ConfigError. A CUDA
-    device comes back with its index (`cuda` is the current one, as tensors report it:
-    torch.device("cuda") != torch.device("cuda:0"))."""
+    else CPU; a device of another type, or one this machine lacks (`cpu:1`, `cuda:99`), is a
+    ConfigError. The CPU comes back as `cpu` (`cpu:0` too); a CUDA device with its index (`cuda`
+    is the current one, as tensors report it: torch.device("cuda") != torch.device("cuda:0"))."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     try:
@@ -28,6 +28,10 @@ def resolve_device(name: str = "auto") -> torch.device:
         raise ConfigError(f"unknown device {name!r} (expected auto, cpu, cuda, cuda:N, mps)") from None
     if device.type not in DEVICE_TYPES:
         raise ConfigError(f"device {name!r} is not supported: learntok runs on {', '.join(DEVICE_TYPES)}")
+    if device.type == "cpu" and device.index not in (None, 0):
+        raise ConfigError(f"device {name!r} is not available: the CPU is one device, cpu (or cpu:0)")
+    if device.type == "cpu":
+        device = torch.device("cpu")  # cpu:0 is the CPU too, a name safetensors does not take
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"device {name!r} is not available: this torch sees no CUDA GPU")
     if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():

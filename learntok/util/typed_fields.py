@@ -75,7 +75,7 @@ def parse_value(text: str, tp: Any, name: str) -> Any:
     if origin in (typing.Union, types.UnionType):
         return None if text.lower() in ("none", "null") and type(None) in args else union(parse_value, text, tp, name)
     if origin is tuple:
-        items = [s.strip() for s in text.strip().strip("[]()").split(",") if s.strip()]
+        items = comma_list(text.strip().strip("[]()"), name)
         return check_value([parse_value(s, args[0], name) for s in items], tp, name)
     try:
         if tp is bool:
@@ -87,6 +87,17 @@ def parse_value(text: str, tp: Any, name: str) -> Any:
     except (KeyError, ValueError):
         raise ConfigError(f"{name}={text}: expected {tp.__name__}") from None
     return text
+
+
+def comma_list(text: str, what: str) -> list[str]:
+    """The items of a comma-separated list (`0.9,0.95`, `learned,uniform`), each stripped: the
+    one reader of such lists (an override of a tuple field, `--strategies`, `--rates`,
+    `--seeds`). One trailing comma is allowed (`7,`: a list of one); an empty item anywhere
+    else (`1,,2`, `,1`, `1, ,2`) is a typo, a ConfigError naming `what`, never dropped."""
+    items = [s.strip() for s in text.split(",")]
+    if "" in items[:-1]:
+        raise ConfigError(f"{what} {text!r}: an empty item in the list; give the items separated by single commas")
+    return items[:-1] if items[-1] == "" else items
 
 
 def check_fields(cls: type, values: dict[str, Any], section: str, source: str) -> dict[str, Any]:
