@@ -36,7 +36,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from learntok.evaluation.boundary_quality import settled_on
+from learntok.evaluation.boundary_quality import WORD_REFERENCES, settled_on
 from learntok.evaluation.statistics import holm, intersection_union_pvalue, mean_and_se, one_sided_pvalue
 from learntok.evaluation.statistics import paired_t_pvalue, t95, t_quantile, tost_pvalue
 from provenance import git_commit
@@ -114,6 +114,13 @@ def score(a: argparse.Namespace, arm: str, seed: int) -> dict:
         row["settled_on"] = settled_on(sampled)
         if row["settled_on"]:
             row["settled_f1"] = sampled[row["settled_on"]]["f1"]
+        known = [k for k in WORD_REFERENCES if k in sampled]
+        if known and sampled["boundary_rate"] > 0:  # settled_on's candidate, before its test of lift
+            nearest = max(known, key=lambda k: sampled[k]["f1"])
+            row["nearest"] = {
+                "place": nearest, "f1": sampled[nearest]["f1"],
+                "recall_over_rate": sampled[nearest]["recall"] / sampled["boundary_rate"],
+            }  # fmt: skip
     return row
 
 
@@ -267,6 +274,15 @@ def design_checks(result: dict) -> list[str]:
         f1 = [learned[s]["settled_f1"] for s in seeds if "settled_f1" in learned[s]]
         span = (f", F1 {min(f1):.2f}" + (f"-{max(f1):.2f}" if len(f1) > 1 else "")) if f1 else ""
         count = f"{len(seeds)} seed" + "s" * (len(seeds) > 1)
+        if place == "None":  # no word place recalled twice what random cuts would (settled_on)
+            near = ", ".join(
+                f"{s}: nearest {n['place']}, F1 {n['f1']:.2f}, recall {n['recall_over_rate']:.2f}x chance"
+                if (n := learned[s].get("nearest"))
+                else str(s)
+                for s in seeds
+            )
+            lines.append(f"- learned settled on no word place (recall under 2x chance): {count} ({near})")
+            continue
         lines.append(f"- learned settled on {place}: {count} ({', '.join(map(str, seeds))}){span}")
     gap = [r["sampled_same_windows"]["bpb"] - r["greedy"]["bpb"] for r in learned.values()]
     lines.append(f"- learned, sampled - greedy cuts per seed: {min(gap):+.4f} to {max(gap):+.4f}")
@@ -290,7 +306,8 @@ def secondary_of(analysis: dict) -> list[str]:
     lines += ["", "| where learned settled | seeds | test bpb (s.e.) |", "|---|---|---|"]
     for place, v in sorted(analysis["places"].items(), key=lambda kv: -kv[1]["seeds"]):
         se = f"{v['se']:.4f}" if v["seeds"] > 1 else "-"
-        lines.append(f"| {place} | {v['seeds']} | {v['bpb']:.4f} ({se}) |")
+        shown = "no word place" if place == "None" else place
+        lines.append(f"| {shown} | {v['seeds']} | {v['bpb']:.4f} ({se}) |")
     for d in analysis["places_differences"]:
         lines.append(
             f"\nBy place, {d['between']}: {d['diff']:+.4f} ({d['se']:.4f}), a difference of means, not a test."
