@@ -923,3 +923,45 @@ def test_a_bad_environment_variable_is_one_line_before_any_work(base, tmp_path, 
     before = checksums(tmp_path)
     r = run_cli(*command, cwd=tmp_path, timeout=60)
     assert_one_line_error(r.returncode, r.stderr, words, before, checksums(tmp_path))
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+TOML_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs")))  # TOML's basic strings escape no control
+
+
+@given(JSON_VALUES, st.dictionaries(st.text(alphabet="abcxyz_", min_size=1), st.integers() | TOML_TEXT, max_size=3))
+def test_a_byte_order_mark_before_json_or_toml_is_read_as_the_encoding_mark(value, table):
+    """Editors on Windows start a UTF-8 file with a byte-order mark: every JSON and TOML reader
+    (util.json_toml) reads the text after it, as without it; a mark anywhere else is text."""
+    from learntok.util.errors import FormatError
+    from learntok.util.json_toml import parse_json, parse_toml
+
+    text = json.dumps(value)
+    assert parse_json("\ufeff" + text) == parse_json(text)
+    toml = "[s]\n" + "".join(f"{k} = {json.dumps(v, ensure_ascii=False)}\n" for k, v in table.items())
+    assert parse_toml("\ufeff" + toml) == {"s": table}
+    with pytest.raises(FormatError):
+        parse_toml("\ufeff\ufeff" + toml)
+
+
+@pytest.mark.parametrize(
+    "name, text", [("c.toml", "[model]\nd_model = 48\n"), ("c.json", '{"model": {"d_model": 48}}')]
+)
+def test_a_config_file_with_a_byte_order_mark_is_read(tmp_path, name, text):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    (tmp_path / name).write_text("\ufeff" + text, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "learntok", "config", "--preset", "tiny", "--config", name]
+    r = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "d_model = 48" in r.stdout

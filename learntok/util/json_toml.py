@@ -3,7 +3,8 @@ config.json, index.json, JSON lines of data, tasks and metrics, done markers).
 
 Every way such text can fail to parse is one `FormatError` (a ValueError) with a one-line
 message: bad syntax, nesting deeper than the parser's recursion allows (a file of 200,000
-brackets), an integer longer than Python converts (4,300 digits). The caller adds which file.
+brackets), an integer longer than Python converts (4,300 digits). A byte-order mark before the text is
+read as the encoding mark it is, as a UTF-8 reader with `utf-8-sig` would. The caller adds which file.
 
 What was parsed is then checked for type in one way too: `expect` (one value) and `expect_fields`
 (an object's fields by a schema) refuse a value of the wrong type, or a number that is NaN or
@@ -57,6 +58,8 @@ def parse_toml(text: str) -> dict[str, Any]:
 
 
 def _parse(loads, text, kind: str) -> Any:
+    if isinstance(text, str):  # a byte-order mark (editors on Windows write one) marks the encoding: no content
+        text = text.removeprefix("\ufeff")
     try:
         return loads(text)
     except RecursionError:
