@@ -217,7 +217,7 @@ def held_out_line(figures: dict, run: dict) -> str:
         + (
             f"the run at step {run.get('step', '?')}: validation {', '.join(recorded)}"
             if recorded
-            else "no validation of the run recorded (no metrics.jsonl rows beside its checkpoint)"
+            else "no validation of the run recorded (no metrics log beside its checkpoint)"
         )
     )
 
