@@ -275,7 +275,7 @@ def design_checks(result: dict) -> list[str]:
         span = (f", F1 {min(f1):.2f}" + (f"-{max(f1):.2f}" if len(f1) > 1 else "")) if f1 else ""
         count = f"{len(seeds)} seed" + "s" * (len(seeds) > 1)
         if place == "None":  # no word place recalled twice what random cuts would (settled_on)
-            near = ", ".join(
+            near = "; ".join(
                 f"{s}: nearest {n['place']}, F1 {n['f1']:.2f}, recall {n['recall_over_rate']:.2f}x chance"
                 if (n := learned[s].get("nearest"))
                 else str(s)
