@@ -304,6 +304,22 @@ def test_resize_token_embeddings_is_refused_before_any_change(tmp_path, size):
     assert model.resize_token_embeddings(None) is model.aunet.embed
 
 
+def test_from_pretrained_names_a_subfolder_of_the_wrong_type():
+    from learntok.hf import LearntokForCausalLM
+
+    with pytest.raises(TypeError, match="subfolder must be a folder's name"):
+        LearntokForCausalLM.from_pretrained("tiny-shakespeare", subfolder=3)
+
+
+@pytest.mark.parametrize("size", ["320", 320.0, True])
+def test_resize_token_embeddings_names_a_wrong_type(size):
+    from learntok.hf import LearntokForCausalLM
+
+    model = LearntokForCausalLM.from_pretrained("tiny-shakespeare")
+    with pytest.raises(TypeError, match="new_num_tokens must be an int or None"):
+        model.resize_token_embeddings(size)
+
+
 def test_resize_token_embeddings_to_the_tokenizers_size_keeps_the_model():
     """Fine-tuning scripts call resize_token_embeddings(len(tokenizer)) whatever they added: a size
     that every id fits (the tokenizer's 259 up to the table's rows) leaves the weights as they are."""
