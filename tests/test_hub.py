@@ -316,7 +316,7 @@ def test_resize_token_embeddings_names_a_wrong_type(size):
     from learntok.hf import LearntokForCausalLM
 
     model = LearntokForCausalLM.from_pretrained("tiny-shakespeare")
-    with pytest.raises(TypeError, match="new_num_tokens must be an int or None"):
+    with pytest.raises(TypeError, match="new_num_tokens must be an integer or None"):
         model.resize_token_embeddings(size)
 
 

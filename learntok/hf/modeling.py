@@ -56,6 +56,7 @@ from learntok.model.generate import DecodeState, decode_step, prefill
 from learntok.model.objective import ObjectiveConfig, objective_for
 from learntok.model.objective import loss as objective_loss
 from learntok.model.pretrained import load_weights, read_model
+from learntok.util import checks
 from learntok.util.ranges import TEMPERATURE
 from learntok.util.runtime import PrivateRNG
 from learntok.util.shipped import hub_folder, shipped_folder
@@ -191,8 +192,7 @@ def source_folder(path, options: dict) -> str | Path:
     `path` itself for anything else (a folder, a run, a shipped name: the Hub's options have
     nothing to select there); then its `subfolder`, when one is given."""
     text, subfolder = os.fspath(path), options.get("subfolder") or ""
-    if not isinstance(subfolder, (str, os.PathLike)):
-        raise TypeError(f"from_pretrained: subfolder must be a folder's name, not {type(subfolder).__name__}")
+    checks.instance("from_pretrained", "subfolder", subfolder, (str, os.PathLike), "a folder's name")
     hub = {k: options.get(k) for k in HUB_OPTIONS}
     if subfolder:
         hub["allow_patterns"] = [f"{subfolder}/*"]  # that folder's files alone
@@ -291,11 +291,9 @@ class LearntokForCausalLM(PreTrainedModel, GenerationMixin):
         fine-tuning scripts pass, to the table's rows; or None) returns the embedding as it is;
         any other is refused before anything changes."""
         rows = self.aunet.embed.num_embeddings
-        if new_num_tokens is not None and (not isinstance(new_num_tokens, int) or isinstance(new_num_tokens, bool)):
-            raise TypeError(
-                f"LearntokForCausalLM.resize_token_embeddings: new_num_tokens must be an int or None, "
-                f"not {type(new_num_tokens).__name__}; nothing was changed"
-            )
+        new_num_tokens = checks.number(
+            "LearntokForCausalLM.resize_token_embeddings", "new_num_tokens", new_num_tokens, int, none=True
+        )
         if new_num_tokens is not None and not N_SYMBOLS <= new_num_tokens <= rows:
             raise ValueError(
                 f"LearntokForCausalLM.resize_token_embeddings({new_num_tokens}): the byte vocabulary is fixed "
