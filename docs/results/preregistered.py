@@ -310,7 +310,7 @@ def secondary_of(analysis: dict) -> list[str]:
         lines.append(f"| {shown} | {v['seeds']} | {v['bpb']:.4f} ({se}) |")
     for d in analysis["places_differences"]:
         lines.append(
-            f"\nBy place, {d['between']}: {d['diff']:+.4f} ({d['se']:.4f}), a difference of means, not a test."
+            f"\nBy place, {d['between'].replace('None', 'no word place')}: {d['diff']:+.4f} ({d['se']:.4f}), a difference of means, not a test."
         )
     return lines
 
