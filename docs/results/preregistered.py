@@ -281,12 +281,17 @@ def design_checks(result: dict) -> list[str]:
                 else str(s)
                 for s in seeds
             )
-            lines.append(f"- learned settled on no word place (recall under 2x chance): {count} ({near})")
+            lines.append(f"- learned settled on {place_name(place)} (recall under 2x chance): {count} ({near})")
             continue
         lines.append(f"- learned settled on {place}: {count} ({', '.join(map(str, seeds))}){span}")
     gap = [r["sampled_same_windows"]["bpb"] - r["greedy"]["bpb"] for r in learned.values()]
     lines.append(f"- learned, sampled - greedy cuts per seed: {min(gap):+.4f} to {max(gap):+.4f}")
     return lines
+
+
+def place_name(place: str) -> str:
+    """A settled place as the pages name it: the JSON's key, "None" written out."""
+    return "no word place" if place == "None" else place
 
 
 def secondary_of(analysis: dict) -> list[str]:
@@ -306,11 +311,10 @@ def secondary_of(analysis: dict) -> list[str]:
     lines += ["", "| where learned settled | seeds | test bpb (s.e.) |", "|---|---|---|"]
     for place, v in sorted(analysis["places"].items(), key=lambda kv: -kv[1]["seeds"]):
         se = f"{v['se']:.4f}" if v["seeds"] > 1 else "-"
-        shown = "no word place" if place == "None" else place
-        lines.append(f"| {shown} | {v['seeds']} | {v['bpb']:.4f} ({se}) |")
+        lines.append(f"| {place_name(place)} | {v['seeds']} | {v['bpb']:.4f} ({se}) |")
     for d in analysis["places_differences"]:
         lines.append(
-            f"\nBy place, {d['between'].replace('None', 'no word place')}: {d['diff']:+.4f} ({d['se']:.4f}), a difference of means, not a test."
+            f"\nBy place, {' - '.join(map(place_name, d['between'].split(' - ')))}: {d['diff']:+.4f} ({d['se']:.4f}), a difference of means, not a test."
         )
     return lines
 
